@@ -1,0 +1,68 @@
+//! The one interface through which the storage engine touches files.
+//!
+//! Every call here may block on a disk, so none of it may run on a socket thread. There are
+//! three implementations: [`RealStorage`] (the filesystem), [`SimStorage`] (in memory, with
+//! a crash that drops everything not synced) and [`FaultyStorage`] (wraps either, adding
+//! latency, errors and torn writes).
+
+mod faulty;
+mod real;
+mod sim;
+
+use std::fmt::Debug;
+use std::io;
+use std::os::fd::RawFd;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use faulty::{Fault, FaultyStorage};
+pub use real::RealStorage;
+pub use sim::SimStorage;
+
+pub trait Storage: Send + Sync + Debug + 'static {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// The names (not paths) of the entries of a directory.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    fn exists(&self, path: &Path) -> bool;
+    /// Opens a file for reading and writing. With `create`, a missing file is created empty;
+    /// an existing one is never truncated.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the directory's entries durable: needed after a create, rename or remove.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+}
+
+pub trait StorageFile: Send + Sync + Debug {
+    fn len(&self) -> io::Result<u64>;
+    /// Reads up to `buf.len()` bytes at `pos`; fewer only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()>;
+    /// `fdatasync`: the data and the size are durable when it returns.
+    fn sync_data(&self) -> io::Result<()>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Grows the file to at least `len` bytes with blocks reserved, so that writes below
+    /// `len` do not change the file's size (and so mostly avoid journal commits).
+    fn allocate(&self, len: u64) -> io::Result<()>;
+    /// The descriptor, for zero-copy sends; `None` for files that are not real files.
+    fn raw_fd(&self) -> Option<RawFd>;
+    /// Whether `[pos, pos+len)` is in the page cache, when that can be known. Files that are
+    /// not real files answer `None`.
+    fn is_resident(&self, _pos: u64, _len: u64) -> Option<bool> {
+        None
+    }
+}
+
+/// Reads exactly `buf.len()` bytes at `pos`, or fails with `UnexpectedEof`.
+pub fn read_exact_at(file: &dyn StorageFile, buf: &mut [u8], pos: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], pos + done as u64)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+        }
+        done += n;
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! Background flushing with group commit.
+//!
+//! A few flusher threads share every log. A log is flushed when a durability waiter asks,
+//! when `flush_messages` records are unflushed, when a segment has rolled, or when
+//! `flush_interval_ms` has passed. One fsync covers every append made before it started,
+//! so all waiters that queued during the previous fsync complete together.
+//!
+//! A thread skips a log that another thread is flushing, so one log whose disk stalls an
+//! fsync for seconds holds up only one flusher thread, not every partition's durability.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::log::Log;
+use crate::types::now_ms;
+
+/// The longest a flusher thread sleeps without looking at its logs.
+const FLUSHER_IDLE_WAIT_MS: u64 = 200;
+
+#[derive(Default)]
+struct State {
+    logs: Vec<Weak<Log>>,
+    wakeups: u64,
+    shutdown: bool,
+}
+
+#[derive(Default)]
+pub struct FlusherShared {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl FlusherShared {
+    pub(crate) fn wake(&self) {
+        self.state.lock().unwrap().wakeups += 1;
+        self.cv.notify_all();
+    }
+}
+
+pub struct Flusher {
+    shared: Arc<FlusherShared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Flusher {
+    pub fn start(threads: usize) -> Flusher {
+        let shared = Arc::new(FlusherShared::default());
+        let threads = (0..threads.max(1))
+            .map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("laminar-flush-{i}"))
+                    .spawn(move || run(&shared))
+                    .expect("spawn flusher thread")
+            })
+            .collect();
+        Flusher { shared, threads }
+    }
+
+    pub fn register(&self, log: &Arc<Log>) {
+        log.attach_flusher(Arc::downgrade(&self.shared));
+        self.shared.state.lock().unwrap().logs.push(Arc::downgrade(log));
+        self.shared.wake();
+    }
+
+    /// Stops the threads after their current flush. Logs are flushed by their own `close`.
+    pub fn stop(&mut self) {
+        self.shared.state.lock().unwrap().shutdown = true;
+        self.shared.cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Is `log` due for a flush now? If not, when (ms since epoch) will it be?
+fn due(log: &Log, now: i64) -> Result<(), Option<i64>> {
+    if log.flush_requested.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let config = log.config();
+    if config
+        .flush_messages
+        .is_some_and(|n| log.records_unflushed() >= n)
+    {
+        return Ok(());
+    }
+    match config.flush_interval_ms {
+        Some(ms) if log.records_unflushed() > 0 => {
+            let at = log.last_flush_ms() + ms as i64;
+            if now >= at {
+                Ok(())
+            } else {
+                Err(Some(at))
+            }
+        }
+        _ => Err(None),
+    }
+}
+
+fn run(shared: &FlusherShared) {
+    loop {
+        let seen_wakeups;
+        let logs: Vec<Arc<Log>> = {
+            let mut st = shared.state.lock().unwrap();
+            if st.shutdown {
+                return;
+            }
+            st.logs.retain(|l| l.strong_count() > 0);
+            seen_wakeups = st.wakeups;
+            st.logs.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut next_deadline: Option<i64> = None;
+        for log in &logs {
+            match due(log, now_ms()) {
+                Ok(()) => {
+                    // An error takes the log offline and fails its waiters; the broker reports
+                    // it from `offline_reason`. Nothing to retry here.
+                    let _ = log.try_flush();
+                    if log.flush_requested.load(Ordering::Acquire) {
+                        next_deadline = Some(now_ms());
+                    }
+                }
+                Err(Some(at)) => next_deadline = Some(next_deadline.map_or(at, |d| d.min(at))),
+                Err(None) => {}
+            }
+        }
+        drop(logs);
+        let wait_ms = match next_deadline {
+            Some(at) => (at - now_ms()).clamp(0, FLUSHER_IDLE_WAIT_MS as i64) as u64,
+            None => FLUSHER_IDLE_WAIT_MS,
+        };
+        if wait_ms == 0 {
+            continue;
+        }
+        let st = shared.state.lock().unwrap();
+        let _ = shared
+            .cv
+            .wait_timeout_while(st, Duration::from_millis(wait_ms), |s| {
+                !s.shutdown && s.wakeups == seen_wakeups
+            })
+            .unwrap();
+    }
+}

@@ -1,0 +1,1054 @@
+//! One partition's log: an ordered list of segments, the last of which takes appends.
+//!
+//! Locks, in the order they may be taken:
+//! - `appender`: serialises appends and rolls. Held across the `pwrite`, so only appends
+//!   of this log wait behind a slow disk write.
+//! - `view`: what readers see (segments, start, end). Held only to copy or publish a few
+//!   words, never across I/O, so reads of hot data never wait behind a stalled write.
+//! - `flush_state`: the recovery point and the durability waiters. Never held across I/O.
+//!
+//! `flush_lock` serialises flushes of this log and is held across fsyncs, but appends never
+//! take it: flushing never blocks appending (seed 001).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Instant;
+
+use laminar_records::{
+    validate_batch, validate_batches, BatchHeader, Compression, RecordIter, BATCH_HEADER_BYTES,
+    LOG_OVERHEAD_BYTES,
+};
+
+use crate::backend::{read_exact_at, Storage, StorageFile};
+use crate::checkpoint;
+use crate::config::LogConfig;
+use crate::error::{IoContext, Result, StorageError};
+use crate::flusher::FlusherShared;
+use crate::metrics::StorageMetrics;
+use crate::segment::{self, Segment, DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::types::{now_ms, FilePos, Offset, RecoveryPoint};
+use crate::wait::{Completion, FlushWait};
+
+/// Record bodies decoded for a timestamp lookup are bounded by this.
+const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
+/// Recovery reads the data file in chunks of this size.
+const RECOVERY_READ_BYTES: usize = 1 << 20;
+
+/// Bytes of one segment that a reader may send as they are: whole batches, in order.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    pub file: Arc<dyn StorageFile>,
+    pub path: PathBuf,
+    pub position: FilePos,
+    pub len: u64,
+    /// Base offset of the first batch in the range (at or before the requested offset).
+    pub first_offset: Offset,
+    /// The offset after the last batch in the range.
+    pub next_offset: Offset,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogRead {
+    /// `None` when the requested offset is the log end, or the first batch exceeds the
+    /// budget and `min_one_batch` was false.
+    pub range: Option<FileRange>,
+    pub log_start: Offset,
+    pub log_end: Offset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+    /// The log end after the append.
+    pub log_end: Offset,
+    pub max_timestamp_ms: i64,
+    pub records: u64,
+}
+
+/// What recovery did to this log when it was opened.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    pub clean: bool,
+    pub recovery_point: Option<RecoveryPoint>,
+    /// Bytes whose batches were fully validated (the tail after the recovery point).
+    pub validated_bytes: u64,
+    /// Where the log was truncated, and why.
+    pub truncated_at: Option<(Offset, FilePos, String)>,
+    pub segments_deleted: usize,
+    pub indexes_rebuilt: usize,
+}
+
+struct View {
+    segments: Vec<Arc<Segment>>,
+    log_start: Offset,
+    log_end: Offset,
+}
+
+struct Appender {
+    /// Size of the active data file: appends below it do not change the file size.
+    allocated_bytes: u64,
+}
+
+struct FlushState {
+    flushed: RecoveryPoint,
+    /// `(offset, completion)`: completes once `offset < flushed.next_offset`.
+    waiters: Vec<(Offset, Arc<Completion>)>,
+}
+
+pub struct Log {
+    name: String,
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    metrics: Arc<StorageMetrics>,
+    config: RwLock<LogConfig>,
+    appender: Mutex<Appender>,
+    view: RwLock<View>,
+    flush_state: Mutex<FlushState>,
+    flush_lock: Mutex<()>,
+    offline: Mutex<Option<String>>,
+    closed: AtomicBool,
+    records_unflushed: AtomicU64,
+    last_flush_ms: AtomicI64,
+    /// Set when a durability waiter or the message threshold wants a flush now.
+    pub(crate) flush_requested: AtomicBool,
+    flusher: Mutex<Option<Weak<FlusherShared>>>,
+    recovery: RecoveryReport,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`, recovering it if `clean` is false: segments
+    /// up to the recovery point are trusted; everything after it is validated batch by batch
+    /// and the log is truncated at the first invalid byte.
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        storage: Arc<dyn Storage>,
+        config: LogConfig,
+        metrics: Arc<StorageMetrics>,
+        clean: bool,
+    ) -> Result<Arc<Log>> {
+        config.validate().map_err(|reason| StorageError::Corrupt {
+            what: "log config",
+            path: dir.to_path_buf(),
+            reason,
+        })?;
+        storage.create_dir_all(dir).ctx("create directory", dir)?;
+        let (segments, report) = recover(storage.as_ref(), dir, &config, clean)?;
+        let active = segments
+            .last()
+            .expect("recovery leaves at least one segment")
+            .clone();
+        let log_start = segments[0].base;
+        let log_end = active.next_offset();
+        let allocated_bytes = active.file.len().ctx("stat", &active.data_path)?;
+        let flushed = RecoveryPoint {
+            next_offset: log_end,
+            segment_base: active.base,
+            position: active.end_pos(),
+        };
+        let log = Arc::new(Log {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            storage,
+            metrics,
+            config: RwLock::new(config),
+            appender: Mutex::new(Appender { allocated_bytes }),
+            view: RwLock::new(View {
+                segments,
+                log_start,
+                log_end,
+            }),
+            flush_state: Mutex::new(FlushState {
+                flushed,
+                waiters: Vec::new(),
+            }),
+            flush_lock: Mutex::new(()),
+            offline: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            records_unflushed: AtomicU64::new(0),
+            last_flush_ms: AtomicI64::new(now_ms()),
+            flush_requested: AtomicBool::new(false),
+            flusher: Mutex::new(None),
+            recovery: report,
+        });
+        // Recovery read every byte it kept from disk, and synced what it truncated, so the
+        // whole log is now durable: record that as the new recovery point.
+        checkpoint::write(log.storage.as_ref(), dir, &flushed)?;
+        Ok(log)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.read().unwrap().clone()
+    }
+
+    pub fn set_config(&self, config: LogConfig) -> Result<(), String> {
+        config.validate()?;
+        *self.config.write().unwrap() = config;
+        Ok(())
+    }
+
+    pub(crate) fn attach_flusher(&self, flusher: Weak<FlusherShared>) {
+        *self.flusher.lock().unwrap() = Some(flusher);
+    }
+
+    fn notify_flusher(&self) {
+        self.flush_requested.store(true, Ordering::Release);
+        if let Some(f) = self.flusher.lock().unwrap().as_ref().and_then(Weak::upgrade) {
+            f.wake();
+        }
+    }
+
+    pub fn log_start(&self) -> Offset {
+        self.view.read().unwrap().log_start
+    }
+
+    pub fn log_end(&self) -> Offset {
+        self.view.read().unwrap().log_end
+    }
+
+    /// Every record below this offset has been fsynced.
+    pub fn flushed_end(&self) -> Offset {
+        self.flush_state.lock().unwrap().flushed.next_offset
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.view
+            .read()
+            .unwrap()
+            .segments
+            .iter()
+            .map(|s| s.end_pos().0)
+            .sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.view.read().unwrap().segments.len()
+    }
+
+    pub fn records_unflushed(&self) -> u64 {
+        self.records_unflushed.load(Ordering::Relaxed)
+    }
+
+    pub fn last_flush_ms(&self) -> i64 {
+        self.last_flush_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn offline_reason(&self) -> Option<String> {
+        self.offline.lock().unwrap().clone()
+    }
+
+    fn check_online(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StorageError::ShuttingDown);
+        }
+        match self.offline.lock().unwrap().as_ref() {
+            Some(reason) => Err(StorageError::Offline {
+                log: self.name.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// An fsync failed. The page cache may have dropped the dirty pages, so what we believe
+    /// is on disk may not be: the log goes offline for good, and never retries the fsync.
+    fn go_offline(&self, err: &StorageError) -> StorageError {
+        let reason = err.to_string();
+        *self.offline.lock().unwrap() = Some(reason.clone());
+        let offline = StorageError::Offline {
+            log: self.name.clone(),
+            reason,
+        };
+        let waiters = std::mem::take(&mut self.flush_state.lock().unwrap().waiters);
+        for (_, c) in waiters {
+            c.complete(Err(offline.clone()));
+        }
+        offline
+    }
+
+    /// Appends one or more record batches, as received from a producer. Every batch is
+    /// validated before any byte is written; offsets and the leader epoch are assigned in
+    /// `batches` itself. Nothing is visible to readers until the whole write succeeded.
+    pub fn append(&self, batches: &mut [u8]) -> Result<AppendInfo> {
+        self.check_online()?;
+        let config = self.config();
+        if batches.is_empty() || batches.len() as u64 > config.segment_bytes {
+            return Err(StorageError::AppendSize {
+                bytes: batches.len(),
+                segment_bytes: config.segment_bytes,
+            });
+        }
+        let headers = validate_batches(batches)?;
+        let records: u64 = headers
+            .iter()
+            .map(|(h, _, _)| h.last_offset_delta as u64 + 1)
+            .sum();
+        let bytes = batches.len() as u64;
+
+        let mut app = self.appender.lock().unwrap();
+        self.check_online()?;
+        let (mut active, log_end) = {
+            let view = self.view.read().unwrap();
+            (view.segments.last().unwrap().clone(), view.log_end)
+        };
+        let relative_end = (log_end.0 - active.base.0) as u64 + records;
+        let too_old = config
+            .segment_ms
+            .is_some_and(|ms| now_ms() - active.created_ms >= ms as i64);
+        if !active.is_empty()
+            && (active.end_pos().0 + bytes > config.segment_bytes
+                || too_old
+                || relative_end > u32::MAX as u64)
+        {
+            active = self.roll(&mut app, &active, log_end)?;
+        }
+
+        let mut next = log_end;
+        for (h, start, _) in &headers {
+            batches[*start..*start + 8].copy_from_slice(&next.0.to_be_bytes());
+            // Single node: the leader epoch is always 0.
+            batches[*start + 12..*start + 16].copy_from_slice(&0i32.to_be_bytes());
+            next = Offset(next.0 + h.last_offset_delta as i64 + 1);
+        }
+
+        let position = active.end_pos().0;
+        let end = position + bytes;
+        if config.preallocate_bytes > 0 && end > app.allocated_bytes {
+            let step = config.preallocate_bytes;
+            let target = end.div_ceil(step) * step;
+            let t = Instant::now();
+            active.file.allocate(target).ctx("fallocate", &active.data_path)?;
+            self.metrics.segment_allocate_us.record_since(t);
+            app.allocated_bytes = target;
+        } else if end > app.allocated_bytes {
+            app.allocated_bytes = end;
+        }
+        let t = Instant::now();
+        let written = active.file.write_all_at(batches, position);
+        self.metrics.segment_write_us.record_since(t);
+        // A failed write leaves garbage past the published end, which the next append
+        // overwrites and recovery truncates: the log itself is unchanged.
+        written.ctx("write", &active.data_path)?;
+
+        let mut max_timestamp_ms = i64::MIN;
+        {
+            let mut idx = active.indexes.lock().unwrap();
+            for (h, start, stop) in &headers {
+                let base = Offset(i64::from_be_bytes(
+                    batches[*start..*start + 8].try_into().unwrap(),
+                ));
+                idx.on_batch(
+                    active.relative(base),
+                    (position + *start as u64) as u32,
+                    (*stop - *start) as u64,
+                    h.max_timestamp,
+                    config.index_interval_bytes,
+                );
+                max_timestamp_ms = max_timestamp_ms.max(h.max_timestamp);
+            }
+        }
+        {
+            let mut view = self.view.write().unwrap();
+            active.set_end(FilePos(end), next);
+            view.log_end = next;
+        }
+        drop(app);
+
+        let unflushed = self.records_unflushed.fetch_add(records, Ordering::Relaxed) + records;
+        if config.flush_messages.is_some_and(|n| unflushed >= n) {
+            self.notify_flusher();
+        }
+        Ok(AppendInfo {
+            base_offset: log_end,
+            last_offset: Offset(next.0 - 1),
+            log_end: next,
+            max_timestamp_ms,
+            records,
+        })
+    }
+
+    /// Seals the active segment and starts a new one at `log_end`. The sealed file is
+    /// trimmed to its real end; its final fsync and index files are left to the flusher.
+    fn roll(&self, app: &mut Appender, old: &Arc<Segment>, log_end: Offset) -> Result<Arc<Segment>> {
+        old.file
+            .set_len(old.end_pos().0)
+            .ctx("truncate", &old.data_path)?;
+        old.seal();
+        let new = Arc::new(Segment::new(
+            self.storage.as_ref(),
+            &self.dir,
+            log_end,
+            true,
+            now_ms(),
+        )?);
+        // The new file must survive a crash once data in it is acknowledged as flushed.
+        let t = Instant::now();
+        self.storage
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)?;
+        self.metrics.metadata_fsync_us.record_since(t);
+        new.set_end(FilePos(0), log_end);
+        self.view.write().unwrap().segments.push(new.clone());
+        app.allocated_bytes = 0;
+        self.notify_flusher();
+        Ok(new)
+    }
+
+    /// Returns a future that completes once every record up to and including `offset` is
+    /// durable. It asks the flusher to run; it never fsyncs on the caller's thread.
+    pub fn wait_flushed(&self, offset: Offset) -> FlushWait {
+        if let Err(e) = self.check_online() {
+            return FlushWait::ready(Err(e));
+        }
+        {
+            let mut st = self.flush_state.lock().unwrap();
+            if offset < st.flushed.next_offset {
+                return FlushWait::ready(Ok(st.flushed.next_offset));
+            }
+            let (wait, completion) = FlushWait::pending();
+            st.waiters.push((offset, completion));
+            drop(st);
+            self.notify_flusher();
+            wait
+        }
+    }
+
+    /// Fsyncs everything appended so far, then completes the waiters it covers, then writes
+    /// the recovery-point checkpoint. Runs on the flusher thread (or at close). Returns
+    /// whether there was anything to flush.
+    pub fn flush(&self) -> Result<bool> {
+        let guard = self.flush_lock.lock().unwrap();
+        self.flush_locked(guard)
+    }
+
+    /// Like [`Log::flush`], but returns `Ok(false)` at once if another thread is flushing.
+    pub fn try_flush(&self) -> Result<bool> {
+        match self.flush_lock.try_lock() {
+            Ok(guard) => self.flush_locked(guard),
+            Err(_) => Ok(false),
+        }
+    }
+
+    fn flush_locked(&self, _only_one: std::sync::MutexGuard<'_, ()>) -> Result<bool> {
+        if let Some(reason) = self.offline.lock().unwrap().clone() {
+            return Err(StorageError::Offline {
+                log: self.name.clone(),
+                reason,
+            });
+        }
+        self.flush_requested.store(false, Ordering::Release);
+        let unflushed_before = self.records_unflushed.load(Ordering::Relaxed);
+        let flushed = self.flush_state.lock().unwrap().flushed;
+        let (segments, target) = {
+            let view = self.view.read().unwrap();
+            let segments: Vec<Arc<Segment>> = view
+                .segments
+                .iter()
+                .filter(|s| s.base >= flushed.segment_base || (s.is_sealed() && !s.indexes_durable()))
+                .cloned()
+                .collect();
+            let active = view.segments.last().unwrap();
+            let target = RecoveryPoint {
+                next_offset: view.log_end,
+                segment_base: active.base,
+                position: active.end_pos(),
+            };
+            (segments, target)
+        };
+        let pending_indexes = segments.iter().any(|s| s.is_sealed() && !s.indexes_durable());
+        if target == flushed && !pending_indexes {
+            return Ok(false);
+        }
+        let started = Instant::now();
+        for seg in &segments {
+            let t = Instant::now();
+            let synced = seg.file.sync_data().ctx("fdatasync", &seg.data_path);
+            self.metrics.segment_fsync_us.record_since(t);
+            if let Err(e) = synced {
+                return Err(self.go_offline(&e));
+            }
+        }
+        for seg in segments.iter().filter(|s| s.is_sealed() && !s.indexes_durable()) {
+            let t = Instant::now();
+            if let Err(e) = seg.persist_indexes(self.storage.as_ref(), true) {
+                return Err(self.go_offline(&e));
+            }
+            self.metrics.metadata_fsync_us.record_since(t);
+        }
+        // The active segment's new index entries are written but not synced: recovery
+        // validates them and rebuilds whatever is missing.
+        if let Some(active) = segments.last().filter(|s| !s.is_sealed()) {
+            if let Err(e) = active.persist_indexes(self.storage.as_ref(), false) {
+                return Err(self.go_offline(&e));
+            }
+        }
+        let done: Vec<Arc<Completion>> = {
+            let mut st = self.flush_state.lock().unwrap();
+            st.flushed = target;
+            let (done, waiting): (Vec<_>, Vec<_>) =
+                st.waiters.drain(..).partition(|(o, _)| *o < target.next_offset);
+            st.waiters = waiting;
+            done.into_iter().map(|(_, c)| c).collect()
+        };
+        for c in done {
+            c.complete(Ok(target.next_offset));
+        }
+        self.records_unflushed
+            .fetch_sub(unflushed_before, Ordering::Relaxed);
+        self.last_flush_ms.store(now_ms(), Ordering::Relaxed);
+        let t = Instant::now();
+        if let Err(e) = checkpoint::write(self.storage.as_ref(), &self.dir, &target) {
+            return Err(self.go_offline(&e));
+        }
+        self.metrics.metadata_fsync_us.record_since(t);
+        self.metrics.log_flush_us.record_since(started);
+        // Waiters that arrived during this flush for offsets it did not cover need another.
+        if !self.flush_state.lock().unwrap().waiters.is_empty() {
+            self.flush_requested.store(true, Ordering::Release);
+        }
+        Ok(true)
+    }
+
+    /// Finds the batches to send for a read from `start`: whole batches of one segment,
+    /// starting with the one that contains `start`, up to `max_bytes` (or one batch over
+    /// it with `min_one_batch`, as Kafka returns the first batch whole). May read batch
+    /// headers from disk, so it runs on a storage or I/O thread, never a socket thread.
+    pub fn read(&self, start: Offset, max_bytes: u64, min_one_batch: bool) -> Result<LogRead> {
+        self.check_online()?;
+        let (candidates, log_start, log_end) = {
+            let view = self.view.read().unwrap();
+            let i = view
+                .segments
+                .partition_point(|s| s.base <= start)
+                .saturating_sub(1);
+            let candidates: Vec<Arc<Segment>> = view.segments[i..].iter().take(2).cloned().collect();
+            (candidates, view.log_start, view.log_end)
+        };
+        if start < log_start || start > log_end {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: start,
+                log_start,
+                log_end,
+            });
+        }
+        let empty = LogRead {
+            range: None,
+            log_start,
+            log_end,
+        };
+        if start == log_end {
+            return Ok(empty);
+        }
+        // `start` may sit exactly at the end of a segment that has just rolled.
+        let Some(seg) = candidates.into_iter().find(|s| start < s.next_offset()) else {
+            return Ok(empty);
+        };
+        let end_pos = seg.end_pos().0;
+        let mut pos = seg
+            .indexes
+            .lock()
+            .unwrap()
+            .offsets
+            .floor(seg.relative(start.max(seg.base)))
+            .map_or(0, |e| e.position as u64);
+        let t = Instant::now();
+        let first = loop {
+            let Some(h) = seg.read_header(pos, end_pos)? else {
+                return Ok(empty);
+            };
+            if Offset(h.last_offset()) >= start {
+                break h;
+            }
+            pos += h.total_bytes() as u64;
+        };
+        let first_bytes = first.total_bytes() as u64;
+        if first_bytes > max_bytes && !min_one_batch {
+            return Ok(empty);
+        }
+        let mut end = pos + first_bytes;
+        let mut next = Offset(first.next_offset());
+        // Jump over whole batches with the index, then walk the last few headers.
+        let limit = pos + max_bytes;
+        if let Some(e) = seg
+            .indexes
+            .lock()
+            .unwrap()
+            .offsets
+            .floor_by_position(limit.min(u32::MAX as u64) as u32)
+        {
+            if e.position as u64 > end && (e.position as u64) < end_pos {
+                end = e.position as u64;
+                next = Offset(seg.base.0 + e.relative_offset as i64);
+            }
+        }
+        while end < end_pos {
+            let Some(h) = seg.read_header(end, end_pos)? else {
+                break;
+            };
+            if end + h.total_bytes() as u64 > limit {
+                break;
+            }
+            end += h.total_bytes() as u64;
+            next = Offset(h.next_offset());
+        }
+        self.metrics.segment_read_us.record_since(t);
+        Ok(LogRead {
+            range: Some(FileRange {
+                file: seg.file.clone(),
+                path: seg.data_path.clone(),
+                position: FilePos(pos),
+                len: end - pos,
+                first_offset: Offset(first.base_offset),
+                next_offset: next,
+            }),
+            log_start,
+            log_end,
+        })
+    }
+
+    /// The first offset whose record timestamp is at or after `timestamp_ms`, with that
+    /// timestamp; `None` if every record is older.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(Offset, i64)>> {
+        self.check_online()?;
+        let segments = self.view.read().unwrap().segments.clone();
+        for seg in segments.iter().filter(|s| s.max_timestamp_ms() >= timestamp_ms) {
+            let end_pos = seg.end_pos().0;
+            let mut pos = {
+                let idx = seg.indexes.lock().unwrap();
+                let from = idx
+                    .times
+                    .last_below(timestamp_ms)
+                    .map_or(0, |e| e.relative_offset);
+                idx.offsets.floor(from).map_or(0, |e| e.position as u64)
+            };
+            while let Some(h) = seg.read_header(pos, end_pos)? {
+                if h.max_timestamp >= timestamp_ms {
+                    return Ok(Some(self.first_record_at_or_after(seg, pos, &h, timestamp_ms)?));
+                }
+                pos += h.total_bytes() as u64;
+            }
+        }
+        Ok(None)
+    }
+
+    fn first_record_at_or_after(
+        &self,
+        seg: &Segment,
+        pos: u64,
+        h: &BatchHeader,
+        timestamp_ms: i64,
+    ) -> Result<(Offset, i64)> {
+        if h.is_log_append_time() {
+            return Ok((Offset(h.base_offset), h.max_timestamp));
+        }
+        let mut buf = vec![0u8; h.total_bytes()];
+        read_exact_at(seg.file.as_ref(), &mut buf, pos).ctx("read", &seg.data_path)?;
+        validate_batch(&buf)?;
+        let body = &buf[BATCH_HEADER_BYTES..];
+        let owned;
+        let records = match h.compression()? {
+            Compression::None => body,
+            c => {
+                owned = laminar_records::decompress(c, body, TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX)?;
+                &owned[..]
+            }
+        };
+        for r in RecordIter::new(records, h.records_count).with_base_timestamp(h.base_timestamp) {
+            let r = r?;
+            if r.timestamp_ms >= timestamp_ms {
+                return Ok((Offset(h.base_offset + r.offset_delta as i64), r.timestamp_ms));
+            }
+        }
+        Ok((Offset(h.base_offset), h.max_timestamp))
+    }
+
+    /// Deletes whole segments older than `retention_ms` (by their largest timestamp) or
+    /// beyond `retention_bytes`, never the active one, and advances the log start.
+    /// Returns how many segments were deleted.
+    pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
+        self.check_online()?;
+        let config = self.config();
+        let doomed: Vec<Arc<Segment>> = {
+            let mut view = self.view.write().unwrap();
+            let mut total: u64 = view.segments.iter().map(|s| s.end_pos().0).sum();
+            let mut n = 0;
+            for seg in &view.segments[..view.segments.len() - 1] {
+                let expired = config.retention_ms.is_some_and(|ms| {
+                    seg.max_timestamp_ms() != i64::MIN && now_ms - seg.max_timestamp_ms() > ms
+                });
+                let too_big = config
+                    .retention_bytes
+                    .is_some_and(|max| total - seg.end_pos().0 >= max);
+                if !(expired || too_big) {
+                    break;
+                }
+                total -= seg.end_pos().0;
+                n += 1;
+            }
+            let doomed: Vec<_> = view.segments.drain(..n).collect();
+            view.log_start = view.segments[0].base;
+            doomed
+        };
+        for seg in &doomed {
+            // Readers holding this segment keep their open descriptor; unlinking is safe.
+            for path in [&seg.data_path, &seg.index_path, &seg.time_index_path] {
+                match self.storage.remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StorageError::io("remove", path, e)),
+                }
+            }
+        }
+        if !doomed.is_empty() {
+            self.storage
+                .sync_dir(&self.dir)
+                .ctx("fsync directory", &self.dir)?;
+        }
+        Ok(doomed.len())
+    }
+
+    /// Clean close: trims the active segment, persists every index, flushes, and refuses
+    /// further appends. The caller writes the clean-shutdown marker after all logs close.
+    pub fn close(&self) -> Result<()> {
+        let _app = self.appender.lock().unwrap();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if let Some(reason) = self.offline_reason() {
+            return Err(StorageError::Offline {
+                log: self.name.clone(),
+                reason,
+            });
+        }
+        let active = self.view.read().unwrap().segments.last().unwrap().clone();
+        active
+            .file
+            .set_len(active.end_pos().0)
+            .ctx("truncate", &active.data_path)?;
+        active.indexes.lock().unwrap().add_time_entry();
+        self.flush()?;
+        active.persist_indexes(self.storage.as_ref(), true)?;
+        Ok(())
+    }
+
+    /// Removes the log's directory. The log must not be used afterwards.
+    pub fn delete(&self) -> Result<()> {
+        self.closed.store(true, Ordering::Release);
+        let waiters = std::mem::take(&mut self.flush_state.lock().unwrap().waiters);
+        for (_, c) in waiters {
+            c.complete(Err(StorageError::UnknownLog(self.name.clone())));
+        }
+        self.storage
+            .remove_dir_all(&self.dir)
+            .ctx("remove directory", &self.dir)
+    }
+}
+
+/// Loads the segments in `dir`, validating from the recovery point and truncating at the
+/// first invalid batch. Always returns at least one segment.
+fn recover(
+    storage: &dyn Storage,
+    dir: &Path,
+    config: &LogConfig,
+    clean: bool,
+) -> Result<(Vec<Arc<Segment>>, RecoveryReport)> {
+    let names = storage.list_dir(dir).ctx("list", dir)?;
+    let mut bases: Vec<Offset> = names
+        .iter()
+        .filter_map(|n| segment::parse_file_name(n, DATA_SUFFIX))
+        .collect();
+    bases.sort();
+    // Index files without a data file, and temporary files, are left-overs of a crash.
+    for name in &names {
+        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+            .iter()
+            .any(|sfx| segment::parse_file_name(name, sfx).is_some_and(|b| !bases.contains(&b)));
+        if orphan || name.ends_with(".tmp") {
+            let path = dir.join(name);
+            storage.remove_file(&path).ctx("remove", &path)?;
+        }
+    }
+    let recovery_point = checkpoint::read(storage, dir);
+    let mut report = RecoveryReport {
+        clean,
+        recovery_point,
+        ..Default::default()
+    };
+    if bases.is_empty() {
+        let seg = Segment::new(storage, dir, Offset(0), true, now_ms())?;
+        storage.sync_dir(dir).ctx("fsync directory", dir)?;
+        return Ok((vec![Arc::new(seg)], report));
+    }
+
+    let mut segments: Vec<Arc<Segment>> = Vec::new();
+    let mut expected: Option<Offset> = None;
+    for (i, &base) in bases.iter().enumerate() {
+        let last = i == bases.len() - 1;
+        if expected.is_some_and(|e| e != base) {
+            let reason = format!(
+                "segment {base} does not continue from offset {}",
+                expected.unwrap()
+            );
+            report
+                .truncated_at
+                .get_or_insert((expected.unwrap(), FilePos(0), reason));
+            delete_segments(storage, dir, &bases[i..], &mut report)?;
+            break;
+        }
+        let seg = Segment::new(storage, dir, base, false, now_ms())?;
+        let file_len = seg.file.len().ctx("stat", &seg.data_path)?;
+        // How much of this file is known to be on disk and need not be validated.
+        let trusted = if clean {
+            file_len
+        } else {
+            match recovery_point {
+                Some(rp) if base < rp.segment_base => file_len,
+                Some(rp) if base == rp.segment_base => rp.position.0.min(file_len),
+                _ => 0,
+            }
+        };
+        let stopped = load_segment(storage, &seg, config, trusted, file_len, &mut report)?;
+        expected = Some(seg.next_offset());
+        let seg = Arc::new(seg);
+        if let Some(reason) = stopped {
+            let at = seg.end_pos();
+            report.truncated_at.get_or_insert((seg.next_offset(), at, reason));
+            seg.file.set_len(at.0).ctx("truncate", &seg.data_path)?;
+            seg.file.sync_data().ctx("fdatasync", &seg.data_path)?;
+            seg.persist_indexes(storage, false)?;
+            segments.push(seg);
+            delete_segments(storage, dir, &bases[i + 1..], &mut report)?;
+            break;
+        }
+        // What was validated may still be only in the page cache (the process died, the
+        // kernel did not): sync it before the new checkpoint vouches for it.
+        if last && seg.end_pos().0 < file_len {
+            seg.file
+                .set_len(seg.end_pos().0)
+                .ctx("truncate", &seg.data_path)?;
+        }
+        if trusted < file_len {
+            seg.file.sync_data().ctx("fdatasync", &seg.data_path)?;
+        }
+        if !last {
+            seg.seal();
+            if seg.has_unpersisted_indexes() {
+                seg.persist_indexes(storage, true)?;
+            } else {
+                seg.mark_indexes_durable();
+            }
+        } else {
+            seg.persist_indexes(storage, false)?;
+        }
+        segments.push(seg);
+    }
+    if report.segments_deleted > 0 {
+        storage.sync_dir(dir).ctx("fsync directory", dir)?;
+    }
+    Ok((segments, report))
+}
+
+fn delete_segments(
+    storage: &dyn Storage,
+    dir: &Path,
+    bases: &[Offset],
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    for &base in bases {
+        for sfx in [DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let path = dir.join(segment::file_name(base, sfx));
+            match storage.remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StorageError::io("remove", &path, e)),
+            }
+        }
+        report.segments_deleted += 1;
+    }
+    Ok(())
+}
+
+/// Loads one segment's indexes and finds its end. Bytes below `trusted` were fsynced and
+/// are only walked header by header where the index does not already cover them; bytes from
+/// `trusted` on are validated batch by batch. Returns why the walk stopped early, if it did:
+/// the segment's end is then the first invalid byte.
+fn load_segment(
+    storage: &dyn Storage,
+    seg: &Segment,
+    config: &LogConfig,
+    trusted: u64,
+    file_len: u64,
+    report: &mut RecoveryReport,
+) -> Result<Option<String>> {
+    use crate::index::{Index, OffsetEntry, TimeEntry};
+    let load = |path: &Path| -> Option<Arc<dyn StorageFile>> { storage.open(path, false).ok() };
+    let offsets = load(&seg.index_path).and_then(|f| Index::<OffsetEntry>::load(&f).ok());
+    let times = load(&seg.time_index_path).and_then(|f| Index::<TimeEntry>::load(&f).ok());
+    let (mut offsets, mut times) = match (offsets, times) {
+        (Some(o), Some(t)) if trusted > 0 => (o, t),
+        _ => {
+            if trusted > 0 {
+                report.indexes_rebuilt += 1;
+            }
+            (Index::default(), Index::default())
+        }
+    };
+    // Keep only entries that point into the trusted region, and time entries that an
+    // offset entry covers.
+    offsets.truncate_while(|e| (e.position as u64) < trusted);
+    let last_rel = offsets.last().map_or(0, |e| e.relative_offset);
+    times.truncate_while(|e| e.relative_offset <= last_rel);
+    // Walk from the earlier of the last offset entry and the batch holding the last time
+    // entry's maximum, so the segment's maximum timestamp is recomputed exactly.
+    let start = match times.last() {
+        Some(t) => offsets.floor(t.relative_offset).map_or(0, |e| e.position as u64),
+        None => 0,
+    };
+    let start_rel = offsets
+        .floor_by_position(start as u32)
+        .filter(|_| start > 0)
+        .map_or(0, |e| e.relative_offset);
+    {
+        let mut idx = seg.indexes.lock().unwrap();
+        if let Some(t) = times.last() {
+            idx.max_timestamp_ms = t.timestamp_ms;
+            idx.max_timestamp_relative_offset = t.relative_offset;
+        }
+        idx.offsets = offsets;
+        idx.times = times;
+    }
+    let mut walk = Walk {
+        seg,
+        pos: start,
+        next: Offset(seg.base.0 + start_rel as i64),
+        trusted,
+        file_len,
+        interval: config.index_interval_bytes,
+        buf: Vec::new(),
+        buf_pos: 0,
+        validated_bytes: 0,
+    };
+    let stopped = walk.run()?;
+    report.validated_bytes += walk.validated_bytes;
+    seg.set_end(FilePos(walk.pos), walk.next);
+    let (end_pos, end_rel) = (walk.pos, seg.relative(walk.next));
+    let mut idx = seg.indexes.lock().unwrap();
+    idx.offsets.truncate_while(|e| (e.position as u64) < end_pos);
+    idx.times.truncate_while(|e| e.relative_offset < end_rel);
+    Ok(stopped)
+}
+
+struct Walk<'a> {
+    seg: &'a Segment,
+    pos: u64,
+    next: Offset,
+    trusted: u64,
+    file_len: u64,
+    interval: u64,
+    buf: Vec<u8>,
+    buf_pos: u64,
+    validated_bytes: u64,
+}
+
+impl Walk<'_> {
+    /// Makes `[pos, pos+len)` available in `buf` and returns its start within it.
+    fn fill(&mut self, len: usize) -> Result<usize> {
+        let have = self.buf_pos + self.buf.len() as u64;
+        if self.pos >= self.buf_pos && self.pos + len as u64 <= have {
+            return Ok((self.pos - self.buf_pos) as usize);
+        }
+        let want = len
+            .max(RECOVERY_READ_BYTES)
+            .min((self.file_len - self.pos) as usize);
+        self.buf.resize(want, 0);
+        read_exact_at(self.seg.file.as_ref(), &mut self.buf, self.pos).ctx("read", &self.seg.data_path)?;
+        self.buf_pos = self.pos;
+        Ok(0)
+    }
+
+    fn run(&mut self) -> Result<Option<String>> {
+        loop {
+            if self.pos == self.file_len {
+                return Ok(None);
+            }
+            let validate = self.pos >= self.trusted;
+            if self.file_len - self.pos < BATCH_HEADER_BYTES as u64 {
+                return Ok(Some(format!(
+                    "{} trailing bytes are too few for a batch",
+                    self.file_len - self.pos
+                )));
+            }
+            let at = self.fill(BATCH_HEADER_BYTES)?;
+            let total = laminar_records::peek_total_bytes(&self.buf[at..]).unwrap();
+            if total < BATCH_HEADER_BYTES as i64 || total as u64 > self.file_len - self.pos {
+                // Zero fill from preallocation ends up here: a length of 0.
+                return Ok(Some(format!(
+                    "batch length {} at {} does not fit",
+                    total - LOG_OVERHEAD_BYTES as i64,
+                    self.pos
+                )));
+            }
+            let total = total as usize;
+            let header = if validate {
+                let at = self.fill(total)?;
+                match validate_batch(&self.buf[at..at + total]) {
+                    Ok(h) => h,
+                    Err(e) => return Ok(Some(format!("invalid batch at {}: {e}", self.pos))),
+                }
+            } else {
+                let h = BatchHeader::parse(&self.buf[at..at + BATCH_HEADER_BYTES]).unwrap();
+                if h.magic != laminar_records::MAGIC_V2 {
+                    return Ok(Some(format!("bad magic {} at {}", h.magic, self.pos)));
+                }
+                h
+            };
+            if header.base_offset != self.next.0 {
+                return Ok(Some(format!(
+                    "batch at {} has base offset {}, expected {}",
+                    self.pos, header.base_offset, self.next
+                )));
+            }
+            if header.next_offset() - self.seg.base.0 > u32::MAX as i64 {
+                return Ok(Some(format!(
+                    "batch at {} overflows the segment's offset range",
+                    self.pos
+                )));
+            }
+            self.seg.indexes.lock().unwrap().on_batch(
+                self.seg.relative(self.next),
+                self.pos as u32,
+                total as u64,
+                header.max_timestamp,
+                self.interval,
+            );
+            if validate {
+                self.validated_bytes += total as u64;
+            }
+            self.pos += total as u64;
+            self.next = Offset(header.next_offset());
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! One segment: a data file of record batches, its offset index and its time index.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use laminar_records::{BatchHeader, BATCH_HEADER_BYTES};
+
+use crate::backend::{read_exact_at, Storage, StorageFile};
+use crate::error::{IoContext, Result};
+use crate::index::{Index, IndexEntry, OffsetEntry, TimeEntry};
+use crate::types::{FilePos, Offset};
+
+pub const DATA_SUFFIX: &str = ".log";
+pub const INDEX_SUFFIX: &str = ".index";
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+
+/// Segment file names are the base offset in 20 digits, as Kafka names them, so that a
+/// directory listing sorts in offset order.
+pub fn file_name(base: Offset, suffix: &str) -> String {
+    format!("{:020}{suffix}", base.0)
+}
+
+pub fn parse_file_name(name: &str, suffix: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<i64>().ok().map(Offset)
+}
+
+#[derive(Debug, Default)]
+pub struct SegmentIndexes {
+    pub offsets: Index<OffsetEntry>,
+    pub times: Index<TimeEntry>,
+    /// Data bytes appended since the last offset-index entry.
+    pub bytes_since_entry: u64,
+    /// The largest timestamp so far, and the relative offset of the batch that holds it.
+    pub max_timestamp_ms: i64,
+    pub max_timestamp_relative_offset: u32,
+}
+
+impl SegmentIndexes {
+    /// Accounts for one batch at `position`, adding index entries every
+    /// `index_interval_bytes`. Entries always point at the start of a batch.
+    pub fn on_batch(
+        &mut self,
+        relative_offset: u32,
+        position: u32,
+        bytes: u64,
+        max_timestamp_ms: i64,
+        index_interval_bytes: u64,
+    ) {
+        if max_timestamp_ms > self.max_timestamp_ms {
+            self.max_timestamp_ms = max_timestamp_ms;
+            self.max_timestamp_relative_offset = relative_offset;
+        }
+        if position > 0 && self.bytes_since_entry >= index_interval_bytes {
+            if self.offsets.push(OffsetEntry {
+                relative_offset,
+                position,
+            }) {
+                self.bytes_since_entry = 0;
+            }
+            self.add_time_entry();
+        }
+        self.bytes_since_entry += bytes;
+    }
+
+    /// Records the current maximum in the time index if it has grown since the last entry.
+    pub fn add_time_entry(&mut self) {
+        if self.max_timestamp_ms != i64::MIN {
+            self.times.push(TimeEntry {
+                timestamp_ms: self.max_timestamp_ms,
+                relative_offset: self.max_timestamp_relative_offset,
+            });
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Segment {
+    pub base: Offset,
+    pub data_path: PathBuf,
+    pub index_path: PathBuf,
+    pub time_index_path: PathBuf,
+    pub file: Arc<dyn StorageFile>,
+    /// Exclusive end of the valid data. Bytes after it are preallocated zeros or garbage.
+    end_pos: AtomicU64,
+    /// The offset after the last batch.
+    next_offset: AtomicI64,
+    pub created_ms: i64,
+    pub indexes: Mutex<SegmentIndexes>,
+    /// No more appends: the file is trimmed and its indexes are final.
+    sealed: AtomicBool,
+    /// Sealed, and its index files are written and synced.
+    indexes_durable: AtomicBool,
+}
+
+impl Segment {
+    pub fn new(
+        storage: &dyn Storage,
+        dir: &Path,
+        base: Offset,
+        create: bool,
+        created_ms: i64,
+    ) -> Result<Segment> {
+        let data_path = dir.join(file_name(base, DATA_SUFFIX));
+        let file = storage.open(&data_path, create).ctx("open", &data_path)?;
+        Ok(Segment {
+            base,
+            index_path: dir.join(file_name(base, INDEX_SUFFIX)),
+            time_index_path: dir.join(file_name(base, TIME_INDEX_SUFFIX)),
+            data_path,
+            file,
+            end_pos: AtomicU64::new(0),
+            next_offset: AtomicI64::new(base.0),
+            created_ms,
+            indexes: Mutex::new(SegmentIndexes {
+                max_timestamp_ms: i64::MIN,
+                ..Default::default()
+            }),
+            sealed: AtomicBool::new(false),
+            indexes_durable: AtomicBool::new(false),
+        })
+    }
+
+    pub fn end_pos(&self) -> FilePos {
+        FilePos(self.end_pos.load(Ordering::Acquire))
+    }
+
+    pub fn next_offset(&self) -> Offset {
+        Offset(self.next_offset.load(Ordering::Acquire))
+    }
+
+    pub fn max_timestamp_ms(&self) -> i64 {
+        self.indexes.lock().unwrap().max_timestamp_ms
+    }
+
+    /// Publishes a new end. Called with the log's view lock held for writing, so that readers
+    /// see the end position and the end offset change together.
+    pub(crate) fn set_end(&self, pos: FilePos, next: Offset) {
+        self.next_offset.store(next.0, Ordering::Release);
+        self.end_pos.store(pos.0, Ordering::Release);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end_pos().0 == 0
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn seal(&self) {
+        self.indexes.lock().unwrap().add_time_entry();
+        self.sealed.store(true, Ordering::Release);
+    }
+
+    pub fn has_unpersisted_indexes(&self) -> bool {
+        let idx = self.indexes.lock().unwrap();
+        idx.offsets.persisted < idx.offsets.entries.len() || idx.times.persisted < idx.times.entries.len()
+    }
+
+    pub(crate) fn mark_indexes_durable(&self) {
+        self.indexes_durable.store(true, Ordering::Release);
+    }
+
+    pub fn indexes_durable(&self) -> bool {
+        self.indexes_durable.load(Ordering::Acquire)
+    }
+
+    pub fn relative(&self, offset: Offset) -> u32 {
+        debug_assert!(offset >= self.base && offset.0 - self.base.0 <= u32::MAX as i64);
+        (offset.0 - self.base.0) as u32
+    }
+
+    /// Writes index entries that are not yet in the index files; with `sync`, fsyncs them.
+    /// A sealed segment whose indexes were synced is marked durable.
+    pub fn persist_indexes(&self, storage: &dyn Storage, sync: bool) -> Result<()> {
+        let sealed = self.is_sealed();
+        let (off_at, off_bytes, time_at, time_bytes, n_off, n_time) = {
+            let idx = self.indexes.lock().unwrap();
+            let (a, b) = idx.offsets.unpersisted_bytes();
+            let (c, d) = idx.times.unpersisted_bytes();
+            (a, b, c, d, idx.offsets.entries.len(), idx.times.entries.len())
+        };
+        write_index::<OffsetEntry>(storage, &self.index_path, off_at, &off_bytes, sync)?;
+        write_index::<TimeEntry>(storage, &self.time_index_path, time_at, &time_bytes, sync)?;
+        {
+            let mut idx = self.indexes.lock().unwrap();
+            idx.offsets.persisted = idx.offsets.persisted.max(n_off.min(idx.offsets.entries.len()));
+            idx.times.persisted = idx.times.persisted.max(n_time.min(idx.times.entries.len()));
+        }
+        if sealed && sync {
+            self.indexes_durable.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Reads the fixed header of the batch at `pos`, which must end at or before `end`.
+    pub fn read_header(&self, pos: u64, end: u64) -> Result<Option<BatchHeader>> {
+        if pos + BATCH_HEADER_BYTES as u64 > end {
+            return Ok(None);
+        }
+        let mut buf = [0u8; BATCH_HEADER_BYTES];
+        read_exact_at(self.file.as_ref(), &mut buf, pos).ctx("read", &self.data_path)?;
+        let header = BatchHeader::parse(&buf).expect("buffer holds a whole header");
+        // The log wrote this batch itself: a header that disagrees with the file is a bug or
+        // a disk that lies, not bad input.
+        if header.batch_length < (BATCH_HEADER_BYTES - laminar_records::LOG_OVERHEAD_BYTES) as i32
+            || pos + header.total_bytes() as u64 > end
+        {
+            return Err(crate::StorageError::Corrupt {
+                what: "batch header",
+                path: self.data_path.clone(),
+                reason: format!(
+                    "batch at {pos} claims {} bytes; segment ends at {end}",
+                    header.batch_length
+                ),
+            });
+        }
+        Ok(Some(header))
+    }
+}
+
+fn write_index<E: IndexEntry>(
+    storage: &dyn Storage,
+    path: &Path,
+    at: u64,
+    bytes: &[u8],
+    sync: bool,
+) -> Result<()> {
+    let file = storage.open(path, true).ctx("open", path)?;
+    if !bytes.is_empty() {
+        file.write_all_at(bytes, at).ctx("write", path)?;
+    }
+    let end = at + bytes.len() as u64;
+    if file.len().ctx("stat", path)? != end {
+        file.set_len(end).ctx("truncate", path)?;
+    }
+    if sync {
+        file.sync_data().ctx("fdatasync", path)?;
+    }
+    Ok(())
+}

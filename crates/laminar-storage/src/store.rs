@@ -1,0 +1,225 @@
+//! The store: every partition's log under one data directory, the flusher threads, and
+//! the clean-shutdown marker.
+//!
+//! Layout: `DATA_DIR/<topic>-<partition>/` per log, and `DATA_DIR/.laminar-clean-shutdown`
+//! while the store is closed cleanly. The marker is removed (durably) before any log can
+//! be written, so a crash after startup is always detected.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::backend::Storage;
+use crate::config::LogConfig;
+use crate::error::{IoContext, Result, StorageError};
+use crate::flusher::Flusher;
+use crate::log::Log;
+use crate::metrics::StorageMetrics;
+
+pub const CLEAN_SHUTDOWN_FILE: &str = ".laminar-clean-shutdown";
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Threads that fsync logs in the background.
+    pub flush_threads: usize,
+    /// The config of logs found at startup, until their owner sets their own.
+    pub default_log: LogConfig,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            flush_threads: 2,
+            default_log: LogConfig::default(),
+        }
+    }
+}
+
+/// Identifies one log: a topic's partition.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LogId {
+    pub topic: String,
+    pub partition: u32,
+}
+
+impl LogId {
+    pub fn new(topic: &str, partition: u32) -> LogId {
+        LogId {
+            topic: topic.to_string(),
+            partition,
+        }
+    }
+
+    pub fn dir_name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+
+    pub fn parse_dir_name(name: &str) -> Option<LogId> {
+        let (topic, partition) = name.rsplit_once('-')?;
+        if topic.is_empty()
+            || topic.starts_with('.')
+            || partition.is_empty()
+            || !partition.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        Some(LogId {
+            topic: topic.to_string(),
+            partition: partition.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for LogId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+pub struct Store {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    metrics: Arc<StorageMetrics>,
+    config: StoreConfig,
+    flusher: std::sync::Mutex<Flusher>,
+    logs: RwLock<BTreeMap<LogId, Arc<Log>>>,
+    opened_clean: bool,
+}
+
+impl Store {
+    /// Opens every log under `dir`, recovering each from its checkpoint unless the last
+    /// shutdown was clean.
+    pub fn open(dir: &Path, storage: Arc<dyn Storage>, config: StoreConfig) -> Result<Store> {
+        storage.create_dir_all(dir).ctx("create directory", dir)?;
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = storage.exists(&marker);
+        let metrics = Arc::new(StorageMetrics::default());
+        let flusher = Flusher::start(config.flush_threads);
+        let mut logs = BTreeMap::new();
+        for name in storage.list_dir(dir).ctx("list", dir)? {
+            let Some(id) = LogId::parse_dir_name(&name) else {
+                continue;
+            };
+            let log = Log::open(
+                &id.to_string(),
+                &dir.join(&name),
+                storage.clone(),
+                config.default_log.clone(),
+                metrics.clone(),
+                clean,
+            )?;
+            flusher.register(&log);
+            logs.insert(id, log);
+        }
+        if clean {
+            storage.remove_file(&marker).ctx("remove", &marker)?;
+            storage.sync_dir(dir).ctx("fsync directory", dir)?;
+        }
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            storage,
+            metrics,
+            config,
+            flusher: std::sync::Mutex::new(flusher),
+            logs: RwLock::new(logs),
+            opened_clean: clean,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn opened_clean(&self) -> bool {
+        self.opened_clean
+    }
+
+    pub fn metrics(&self) -> &Arc<StorageMetrics> {
+        &self.metrics
+    }
+
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    pub fn log(&self, id: &LogId) -> Option<Arc<Log>> {
+        self.logs.read().unwrap().get(id).cloned()
+    }
+
+    pub fn logs(&self) -> Vec<(LogId, Arc<Log>)> {
+        self.logs
+            .read()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Creates a new, empty log. Fails if it exists.
+    pub fn create_log(&self, id: &LogId, config: LogConfig) -> Result<Arc<Log>> {
+        let mut logs = self.logs.write().unwrap();
+        if logs.contains_key(id) {
+            return Err(StorageError::LogExists(id.to_string()));
+        }
+        let dir = self.dir.join(id.dir_name());
+        if self.storage.exists(&dir) {
+            return Err(StorageError::LogExists(id.to_string()));
+        }
+        let log = Log::open(
+            &id.to_string(),
+            &dir,
+            self.storage.clone(),
+            config,
+            self.metrics.clone(),
+            false,
+        )?;
+        self.storage
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)?;
+        self.flusher.lock().unwrap().register(&log);
+        logs.insert(id.clone(), log.clone());
+        Ok(log)
+    }
+
+    pub fn delete_log(&self, id: &LogId) -> Result<()> {
+        let log = self
+            .logs
+            .write()
+            .unwrap()
+            .remove(id)
+            .ok_or_else(|| StorageError::UnknownLog(id.to_string()))?;
+        log.delete()?;
+        self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir)
+    }
+
+    /// Applies retention to every log; returns the number of segments deleted.
+    pub fn apply_retention(&self, now_ms: i64) -> usize {
+        self.logs()
+            .iter()
+            .map(|(_, log)| log.apply_retention(now_ms).unwrap_or(0))
+            .sum()
+    }
+
+    /// Flushes and closes every log, then writes the clean-shutdown marker. If any log
+    /// failed to close cleanly the marker is not written, so the next start recovers.
+    pub fn close(&self) -> Result<()> {
+        self.flusher.lock().unwrap().stop();
+        let mut first_error = None;
+        for (_, log) in self.logs() {
+            if let Err(e) = log.close() {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
+        let f = self.storage.open(&marker, true).ctx("create", &marker)?;
+        f.sync_data().ctx("fdatasync", &marker)?;
+        self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir)
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+}
