@@ -1,1 +1,133 @@
-fn main() {}
+//! The `laminar` command: a thin front end that only parses arguments and wires crates.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use laminar_perf::log_perf::{self, LogPerfConfig};
+use laminar_records::Compression;
+
+#[derive(Parser)]
+#[command(
+    name = "laminar",
+    version,
+    about = "Laminar: a Kafka-compatible streaming log broker"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Performance suites that print latency percentiles and throughput.
+    Perf {
+        #[command(subcommand)]
+        suite: PerfSuite,
+    },
+}
+
+#[derive(Subcommand)]
+enum PerfSuite {
+    /// Drive the storage engine in-process (no network): appends and reads, with flushing.
+    ///
+    /// Writers append batches of --set-size records of --message-size bytes, round-robin over
+    /// the partitions. Each record value is about half compressible: its first half is random
+    /// bytes, its second half a repeated 16-byte pattern. Readers follow every partition from
+    /// its start while the writers run and verify every batch's CRC. Append latency is one
+    /// append call (validation, offset assignment, pwrite); read latency is one read call
+    /// (index lookup, header walk, pread of up to --read-bytes). MB are 10^6 bytes of record
+    /// batches as stored.
+    Log(PerfLogArgs),
+}
+
+#[derive(Args)]
+struct PerfLogArgs {
+    /// Directory for the logs; must be empty or new. What the run writes there is removed
+    /// afterwards unless --keep. Default: a fresh directory under the current one.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
+    /// Bytes of each record value.
+    #[arg(long, default_value_t = 1024)]
+    message_size: usize,
+    /// Records per batch (per append).
+    #[arg(long, default_value_t = 100)]
+    set_size: usize,
+    /// none, gzip, snappy, lz4 or zstd. Batches are compressed once, before timing starts.
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compression: Compression,
+    /// Records to append in total.
+    #[arg(long, default_value_t = 1_000_000)]
+    messages: u64,
+    /// Reader threads; each reads every partition from the start.
+    #[arg(long, default_value_t = 1)]
+    readers: usize,
+    /// Writer threads.
+    #[arg(long, default_value_t = 1)]
+    writers: usize,
+    /// Byte budget of one read.
+    #[arg(long, default_value_t = 1 << 20)]
+    read_bytes: u64,
+    /// Flush (fdatasync) each log at least this often. Default: never during the run.
+    #[arg(long)]
+    flush_interval_ms: Option<u64>,
+    /// Flush each log once this many records are unflushed.
+    #[arg(long)]
+    flush_messages: Option<u64>,
+    #[arg(long, default_value_t = 1 << 30)]
+    segment_bytes: u64,
+    /// fallocate step for data files; 0 disables preallocation.
+    #[arg(long, default_value_t = 32 << 20)]
+    preallocate_bytes: u64,
+    /// Keep the data directory afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Print exactly one JSON object on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    Compression::parse(s)
+        .ok_or_else(|| format!("unknown compression {s:?}: use none, gzip, snappy, lz4 or zstd"))
+}
+
+fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
+    let dir = match args.dir {
+        Some(d) => d,
+        None => std::env::current_dir()?.join(format!("laminar-perf-log-{}", std::process::id())),
+    };
+    let cfg = LogPerfConfig {
+        dir,
+        partitions: args.partitions,
+        message_size: args.message_size,
+        set_size: args.set_size,
+        compression: args.compression,
+        messages: args.messages,
+        readers: args.readers,
+        writers: args.writers,
+        read_bytes: args.read_bytes,
+        flush_interval_ms: args.flush_interval_ms,
+        flush_messages: args.flush_messages,
+        segment_bytes: args.segment_bytes,
+        preallocate_bytes: args.preallocate_bytes,
+        keep: args.keep,
+    };
+    let report = log_perf::run(&cfg).context("perf log")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        report.print_table();
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Perf {
+            suite: PerfSuite::Log(args),
+        } => perf_log(args),
+    }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The storage benchmark of issue 2 (shared/BRIEF.md scenario S3), run side by side:
+#   - dd's buffered write rate on the same disk, as the ceiling for appends;
+#   - `laminar perf log` without flushing, with --flush-interval-ms 100, and without
+#     preallocation, each REPEAT times, interleaved so that drift hits all alike.
+# Raw JSON lines and a summary of medians and ratios go to OUT (default
+# bench/results/<date>-<host>-log-perf).
+#
+# Usage: bench/log_perf.sh [OUT]    (REPEAT=3 MESSAGES=2000000 by default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repeat=${REPEAT:-3}
+messages=${MESSAGES:-2000000}
+out=${1:-bench/results/$(date +%F)-$(hostname)-log-perf}
+mkdir -p "$out"
+cargo build --release --quiet
+bin=target/release/laminar
+work=$(mktemp -d "$PWD/.bench-log-perf.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+{
+  echo "date: $(date -Is)"
+  echo "host: $(hostname)"
+  echo "kernel: $(uname -r)"
+  echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+  echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
+  echo "filesystem: $(df -T "$work" | awk 'NR==2 {print $1, $2}')"
+  echo "laminar: $($bin --version) at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "rustc: $(rustc --version)"
+} > "$out/machine.txt"
+
+common=(--partitions 4 --message-size 1024 --set-size 100 --messages "$messages" --readers 1 --json)
+: > "$out/runs.jsonl"
+for i in $(seq 1 "$repeat"); do
+  sync
+  rate=$(dd if=/dev/zero of="$work/dd.test" bs=1M count=2048 2>&1 | awk '/copied/ {print $(NF-1), $NF}')
+  rm -f "$work/dd.test"
+  echo "{\"variant\":\"dd\",\"run\":$i,\"dd\":\"$rate\"}" >> "$out/runs.jsonl"
+  for variant in no-flush flush-100ms no-prealloc; do
+    case $variant in
+      no-flush) extra=() ;;
+      flush-100ms) extra=(--flush-interval-ms 100) ;;
+      no-prealloc) extra=(--preallocate-bytes 0) ;;
+    esac
+    sync
+    result=$("$bin" perf log --dir "$work/logs" "${common[@]}" "${extra[@]}")
+    echo "{\"variant\":\"$variant\",\"run\":$i,\"result\":$result}" >> "$out/runs.jsonl"
+  done
+done
+
+python3 - "$out" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
+def dd_mb_s(s):
+    value, unit = s.split()
+    return float(value) * {"GB/s": 1000, "MB/s": 1, "kB/s": 0.001}[unit]
+dd = [dd_mb_s(r["dd"]) for r in runs if r["variant"] == "dd"]
+by = {}
+for r in runs:
+    if r["variant"] != "dd":
+        by.setdefault(r["variant"], []).append(r["result"])
+med = statistics.median
+lines = [f"# perf log benchmark ({out})", "", open(f"{out}/machine.txt").read(), "",
+         f"Medians of {len(dd)} interleaved runs.", "",
+         "| variant | append MB/s | append p50 us | p99 us | p99.9 us | max us | read MB/s | flushes | fsync p99 us |",
+         "|---|---|---|---|---|---|---|---|---|"]
+lines.append(f"| dd bs=1M count=2048 | {med(dd):.0f} | | | | | | | |")
+for v, rs in by.items():
+    a = lambda k: med([r["append"]["latency_us"][k] for r in rs])
+    lines.append(f"| {v} | {med([r['append']['mb_per_s'] for r in rs]):.0f} | {a('p50'):.0f} | {a('p99'):.0f} | {a('p999'):.0f} | {a('max'):.0f} | "
+                 f"{med([r['read']['mb_per_s'] for r in rs]):.0f} | {med([r['flush']['count'] for r in rs]):.0f} | {med([r['flush']['latency_us']['p99'] for r in rs]):.0f} |")
+nf, fl = by["no-flush"], by["flush-100ms"]
+ratio_rate = [r["append"]["mb_per_s"] / d for r, d in zip(nf, dd)]
+ratio_p999 = [f["append"]["latency_us"]["p999"] / n["append"]["latency_us"]["p999"] for f, n in zip(fl, nf)]
+np_ = by["no-prealloc"]
+ratio_prealloc = [n["append"]["mb_per_s"] / p["append"]["mb_per_s"] for n, p in zip(nf, np_)]
+lines += ["",
+          f"- append rate / dd rate, per run: {', '.join(f'{x:.2f}' for x in ratio_rate)} (median {med(ratio_rate):.2f}; target >= 0.60)",
+          f"- append p99.9 with --flush-interval-ms 100 / without, per run: {', '.join(f'{x:.2f}' for x in ratio_p999)} (median {med(ratio_p999):.2f}; target <= 1.5)",
+          f"- append rate with 32 MiB preallocation / without, per run: {', '.join(f'{x:.2f}' for x in ratio_prealloc)} (median {med(ratio_prealloc):.2f})"]
+open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY

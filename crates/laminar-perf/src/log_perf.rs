@@ -1,0 +1,425 @@
+//! `laminar perf log`: the log performance suite that KAFKA-545 asked for.
+//!
+//! It drives the storage engine in-process, with no network: writer threads append
+//! batches round-robin over the partitions while reader threads follow every partition
+//! from its start and verify each batch's CRC. Flushing runs on the store's own flusher
+//! threads, exactly as in the broker, so its interference with appends is what is measured.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hdrhistogram::Histogram;
+use laminar_records::{validate_batches, BatchBuilder, Compression, RecordSpec};
+use laminar_storage::backend::{read_exact_at, RealStorage};
+use laminar_storage::{Log, LogConfig, LogId, Offset, Store, StoreConfig};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::histogram::{new_histogram, Percentiles};
+
+/// Distinct pre-built batches per writer; appends cycle through them.
+const BATCHES_PER_WRITER: usize = 8;
+/// How long a reader that has caught up waits before polling again.
+const READER_IDLE_WAIT_US: u64 = 100;
+const PROGRESS_INTERVAL_MS: u64 = 500;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LogPerfConfig {
+    pub dir: PathBuf,
+    pub partitions: u32,
+    pub message_size: usize,
+    pub set_size: usize,
+    #[serde(serialize_with = "ser_compression")]
+    pub compression: Compression,
+    pub messages: u64,
+    pub readers: usize,
+    pub writers: usize,
+    pub read_bytes: u64,
+    pub flush_interval_ms: Option<u64>,
+    pub flush_messages: Option<u64>,
+    pub segment_bytes: u64,
+    pub preallocate_bytes: u64,
+    pub keep: bool,
+}
+
+fn ser_compression<S: serde::Serializer>(c: &Compression, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.name())
+}
+
+#[derive(Debug, Serialize)]
+pub struct PhaseReport {
+    pub records: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub records_per_s: f64,
+    pub mb_per_s: f64,
+    pub latency_us: Percentiles,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FlushReport {
+    /// Flushes that had data to sync (one per log per flush).
+    pub count: u64,
+    /// Latency of each `fdatasync` of a segment data file.
+    pub latency_us: Percentiles,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LogPerfReport {
+    pub config: serde_json::Value,
+    pub append: PhaseReport,
+    pub read: PhaseReport,
+    pub flush: FlushReport,
+}
+
+/// A message value that is about half compressible: the first half random bytes, the
+/// second half a repeated 16-byte pattern.
+fn message_value(rng: &mut SmallRng, size: usize) -> Vec<u8> {
+    let mut v = vec![0u8; size];
+    let half = size / 2;
+    rng.fill(&mut v[..half]);
+    for (i, b) in v[half..].iter_mut().enumerate() {
+        *b = b"laminar-perf-log"[i % 16];
+    }
+    v
+}
+
+fn build_batches(cfg: &LogPerfConfig, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let now = laminar_storage::now_ms();
+    (0..BATCHES_PER_WRITER)
+        .map(|_| {
+            let mut b = BatchBuilder::new(cfg.compression, now);
+            for _ in 0..cfg.set_size {
+                b.push(RecordSpec {
+                    timestamp_ms: now,
+                    key: None,
+                    value: Some(message_value(&mut rng, cfg.message_size)),
+                    headers: vec![],
+                });
+            }
+            b.build().expect("batch builds")
+        })
+        .collect()
+}
+
+struct WriterResult {
+    latency: Histogram<u64>,
+    records: u64,
+    bytes: u64,
+    finished: Instant,
+}
+
+struct ReaderResult {
+    latency: Histogram<u64>,
+    records: u64,
+    bytes: u64,
+    elapsed: Duration,
+}
+
+fn run_writer(
+    logs: &[Arc<Log>],
+    cfg: &LogPerfConfig,
+    writer: usize,
+    appends: u64,
+    progress: &AtomicU64,
+) -> anyhow::Result<WriterResult> {
+    let mut batches = build_batches(cfg, writer as u64);
+    let mut latency = new_histogram();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    for i in 0..appends {
+        // Writers interleave so that together they cover the partitions round-robin.
+        let log = &logs[((i as usize) * cfg.writers + writer) % logs.len()];
+        let batch = &mut batches[i as usize % BATCHES_PER_WRITER];
+        let t = Instant::now();
+        let info = log
+            .append(batch)
+            .with_context(|| format!("append to {}", log.name()))?;
+        latency.saturating_record((t.elapsed().as_micros() as u64).max(1));
+        records += info.records;
+        bytes += batch.len() as u64;
+        progress.fetch_add(info.records, Ordering::Relaxed);
+    }
+    Ok(WriterResult {
+        latency,
+        records,
+        bytes,
+        finished: Instant::now(),
+    })
+}
+
+/// Follows every partition from its start until `expected_records` have been read.
+fn run_reader(
+    logs: &[Arc<Log>],
+    cfg: &LogPerfConfig,
+    expected_records: u64,
+    writers_done: &AtomicBool,
+) -> anyhow::Result<ReaderResult> {
+    let started = Instant::now();
+    let mut latency = new_histogram();
+    let mut next: Vec<Offset> = logs.iter().map(|l| l.log_start()).collect();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let mut buf = Vec::new();
+    while records < expected_records {
+        let mut progressed = false;
+        for (i, log) in logs.iter().enumerate() {
+            let t = Instant::now();
+            let read = log.read(next[i], cfg.read_bytes, true)?;
+            let Some(range) = read.range else { continue };
+            buf.resize(range.len as usize, 0);
+            read_exact_at(range.file.as_ref(), &mut buf, range.position.0).context("read segment")?;
+            latency.saturating_record((t.elapsed().as_micros() as u64).max(1));
+            // Verification is the reader's own cost, outside the measured read.
+            for (h, _, _) in validate_batches(&buf).context("reader found a corrupt batch")? {
+                if h.base_offset != next[i].0 {
+                    bail!(
+                        "partition {i}: expected offset {}, found batch at {}",
+                        next[i],
+                        h.base_offset
+                    );
+                }
+                records += h.last_offset_delta as u64 + 1;
+                next[i] = Offset(h.next_offset());
+            }
+            bytes += range.len;
+            progressed = true;
+        }
+        if !progressed {
+            if writers_done.load(Ordering::Acquire) && logs.iter().zip(&next).all(|(l, n)| l.log_end() == *n)
+            {
+                bail!("reader stopped at {records} of {expected_records} records");
+            }
+            std::thread::sleep(Duration::from_micros(READER_IDLE_WAIT_US));
+        }
+    }
+    Ok(ReaderResult {
+        latency,
+        records,
+        bytes,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn phase(records: u64, bytes: u64, elapsed: Duration, latency: &Histogram<u64>) -> PhaseReport {
+    let seconds = elapsed.as_secs_f64().max(1e-9);
+    PhaseReport {
+        records,
+        bytes,
+        seconds,
+        records_per_s: records as f64 / seconds,
+        mb_per_s: bytes as f64 / seconds / 1e6,
+        latency_us: Percentiles::of(latency),
+    }
+}
+
+pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
+    if cfg.partitions == 0 || cfg.set_size == 0 || cfg.writers == 0 || cfg.messages == 0 {
+        bail!("--partitions, --set-size, --writers and --messages must be positive");
+    }
+    let dir_existed = cfg.dir.exists();
+    if dir_existed && std::fs::read_dir(&cfg.dir)?.next().is_some() {
+        bail!(
+            "{} is not empty: perf log needs an empty or new directory",
+            cfg.dir.display()
+        );
+    }
+    let log_config = LogConfig {
+        segment_bytes: cfg.segment_bytes,
+        preallocate_bytes: cfg.preallocate_bytes,
+        flush_interval_ms: cfg.flush_interval_ms,
+        flush_messages: cfg.flush_messages,
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    log_config.validate().map_err(anyhow::Error::msg)?;
+    let store = Store::open(
+        &cfg.dir,
+        RealStorage::new(),
+        StoreConfig {
+            default_log: log_config.clone(),
+            ..Default::default()
+        },
+    )?;
+    let logs: Vec<Arc<Log>> = (0..cfg.partitions)
+        .map(|p| store.create_log(&LogId::new("perf", p), log_config.clone()))
+        .collect::<Result<_, _>>()?;
+
+    let appends_total = cfg.messages.div_ceil(cfg.set_size as u64);
+    let expected_records = appends_total * cfg.set_size as u64;
+    let progress = AtomicU64::new(0);
+    let writers_done = AtomicBool::new(false);
+    let started = Instant::now();
+    let (writer_results, reader_results, append_elapsed) = std::thread::scope(|s| -> anyhow::Result<_> {
+        let readers: Vec<_> = (0..cfg.readers)
+            .map(|r| {
+                let (logs, writers_done) = (&logs, &writers_done);
+                std::thread::Builder::new()
+                    .name(format!("perf-reader-{r}"))
+                    .spawn_scoped(s, move || run_reader(logs, cfg, expected_records, writers_done))
+                    .expect("spawn reader")
+            })
+            .collect();
+        let writers: Vec<_> = (0..cfg.writers)
+            .map(|w| {
+                let share = appends_total / cfg.writers as u64
+                    + u64::from((w as u64) < appends_total % cfg.writers as u64);
+                let (logs, progress) = (&logs, &progress);
+                std::thread::Builder::new()
+                    .name(format!("perf-writer-{w}"))
+                    .spawn_scoped(s, move || run_writer(logs, cfg, w, share, progress))
+                    .expect("spawn writer")
+            })
+            .collect();
+        let tty = std::io::stderr().is_terminal();
+        while writers.iter().any(|w| !w.is_finished()) {
+            std::thread::sleep(Duration::from_millis(PROGRESS_INTERVAL_MS.min(50)));
+            if tty && started.elapsed().as_millis() as u64 % PROGRESS_INTERVAL_MS < 50 {
+                let done = progress.load(Ordering::Relaxed);
+                eprint!(
+                    "\r{:>5.1}%  {done} of {expected_records} records appended, {:.1} s   ",
+                    100.0 * done as f64 / expected_records as f64,
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+        writers_done.store(true, Ordering::Release);
+        let writer_results = writers
+            .into_iter()
+            .map(|w| w.join().expect("writer panicked"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let append_elapsed = writer_results
+            .iter()
+            .map(|w| w.finished - started)
+            .max()
+            .unwrap_or_default();
+        if tty {
+            eprint!(
+                "\rappends done in {:.1} s; waiting for readers...               ",
+                append_elapsed.as_secs_f64()
+            );
+        }
+        let reader_results = readers
+            .into_iter()
+            .map(|r| r.join().expect("reader panicked"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if tty {
+            eprintln!();
+        }
+        Ok((writer_results, reader_results, append_elapsed))
+    })?;
+
+    // Snapshot flush figures before close, whose final flush would count otherwise.
+    let flush_hist = store.metrics().log_flush_us.snapshot();
+    let fsync_hist = store.metrics().segment_fsync_us.snapshot();
+    store.close()?;
+    drop(logs);
+    if !cfg.keep {
+        // Remove what we wrote; a directory the user made (a mount point, say) stays.
+        let doomed: Vec<PathBuf> = if dir_existed {
+            std::fs::read_dir(&cfg.dir)?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()?
+        } else {
+            vec![cfg.dir.clone()]
+        };
+        for path in doomed {
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            }
+            .with_context(|| format!("remove {}", path.display()))?;
+        }
+    }
+
+    let mut append_latency = new_histogram();
+    let (mut append_records, mut append_bytes) = (0, 0);
+    for w in &writer_results {
+        append_latency.add(&w.latency).expect("same bounds");
+        append_records += w.records;
+        append_bytes += w.bytes;
+    }
+    let mut read_latency = new_histogram();
+    let (mut read_records, mut read_bytes, mut read_elapsed) = (0, 0, Duration::ZERO);
+    for r in &reader_results {
+        read_latency.add(&r.latency).expect("same bounds");
+        read_records += r.records;
+        read_bytes += r.bytes;
+        read_elapsed = read_elapsed.max(r.elapsed);
+    }
+    let mut config = serde_json::to_value(cfg)?;
+    config["laminar_version"] = env!("CARGO_PKG_VERSION").into();
+    config["kernel"] = kernel_release().into();
+    config["cpus"] = std::thread::available_parallelism().map_or(0, |n| n.get()).into();
+    Ok(LogPerfReport {
+        config,
+        append: phase(append_records, append_bytes, append_elapsed, &append_latency),
+        // With several readers, each reads everything: the rate is their sum.
+        read: phase(read_records, read_bytes, read_elapsed, &read_latency),
+        flush: FlushReport {
+            count: flush_hist.len(),
+            latency_us: Percentiles::of(&fsync_hist),
+        },
+    })
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl LogPerfReport {
+    pub fn print_table(&self) {
+        let c = &self.config;
+        println!(
+            "laminar perf log {} on Linux {} ({} CPUs)",
+            c["laminar_version"].as_str().unwrap_or(""),
+            c["kernel"].as_str().unwrap_or(""),
+            c["cpus"]
+        );
+        println!(
+            "  dir {}  partitions {}  message {} B  set {}  compression {}  messages {}  writers {}  readers {}",
+            c["dir"].as_str().unwrap_or(""),
+            c["partitions"],
+            c["message_size"],
+            c["set_size"],
+            c["compression"].as_str().unwrap_or(""),
+            c["messages"],
+            c["writers"],
+            c["readers"]
+        );
+        println!(
+            "  flush_interval_ms {}  flush_messages {}  segment_bytes {}  preallocate_bytes {}  read_bytes {}",
+            c["flush_interval_ms"], c["flush_messages"], c["segment_bytes"], c["preallocate_bytes"], c["read_bytes"]
+        );
+        println!();
+        println!(
+            "{:<8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "", "records/s", "MB/s", "p50 us", "p99 us", "p99.9 us", "max us"
+        );
+        for (name, p) in [("append", &self.append), ("read", &self.read)] {
+            let l = &p.latency_us;
+            println!(
+                "{name:<8} {:>12.0} {:>10.1} {:>10} {:>10} {:>10} {:>10}",
+                p.records_per_s, p.mb_per_s, l.p50, l.p99, l.p999, l.max
+            );
+        }
+        let l = &self.flush.latency_us;
+        println!(
+            "{:<8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "fsync",
+            format!("{} flushes", self.flush.count),
+            "",
+            l.p50,
+            l.p99,
+            l.p999,
+            l.max
+        );
+    }
+}
