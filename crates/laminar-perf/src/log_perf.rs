@@ -69,12 +69,23 @@ pub struct FlushReport {
     pub latency_us: Percentiles,
 }
 
+/// Latency of each kind of disk call the storage engine made during the run.
+#[derive(Debug, Serialize)]
+pub struct DiskReport {
+    pub write_us: Percentiles,
+    pub allocate_us: Percentiles,
+    pub allocate_count: u64,
+    pub fsync_us: Percentiles,
+    pub metadata_fsync_us: Percentiles,
+}
+
 #[derive(Debug, Serialize)]
 pub struct LogPerfReport {
     pub config: serde_json::Value,
     pub append: PhaseReport,
     pub read: PhaseReport,
     pub flush: FlushReport,
+    pub disk: DiskReport,
 }
 
 /// A message value that is about half compressible: the first half random bytes, the
@@ -316,6 +327,15 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
     // Snapshot flush figures before close, whose final flush would count otherwise.
     let flush_hist = store.metrics().log_flush_us.snapshot();
     let fsync_hist = store.metrics().segment_fsync_us.snapshot();
+    let m = store.metrics();
+    let allocate_hist = m.segment_allocate_us.snapshot();
+    let disk = DiskReport {
+        write_us: Percentiles::of(&m.segment_write_us.snapshot()),
+        allocate_us: Percentiles::of(&allocate_hist),
+        allocate_count: allocate_hist.len(),
+        fsync_us: Percentiles::of(&fsync_hist),
+        metadata_fsync_us: Percentiles::of(&m.metadata_fsync_us.snapshot()),
+    };
     store.close()?;
     drop(logs);
     if !cfg.keep {
@@ -365,6 +385,7 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
             count: flush_hist.len(),
             latency_us: Percentiles::of(&fsync_hist),
         },
+        disk,
     })
 }
 
@@ -421,5 +442,23 @@ impl LogPerfReport {
             l.p999,
             l.max
         );
+        println!();
+        println!(
+            "{:<21} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "disk calls", "count", "p50 us", "p99 us", "p99.9 us", "max us"
+        );
+        let d = &self.disk;
+        for (name, n, l) in [
+            ("pwrite", 0, &d.write_us),
+            ("fallocate", d.allocate_count, &d.allocate_us),
+            ("fdatasync", 0, &d.fsync_us),
+            ("checkpoint/index/dir", 0, &d.metadata_fsync_us),
+        ] {
+            let n = if n == 0 { String::new() } else { n.to_string() };
+            println!(
+                "  {name:<19} {n:>10} {:>10} {:>10} {:>10} {:>10}",
+                l.p50, l.p99, l.p999, l.max
+            );
+        }
     }
 }

@@ -218,12 +218,7 @@ pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader> {
     }
     let compression = header.compression()?;
     if compression == Compression::None {
-        let mut walked = 0usize;
-        for record in RecordIter::new(&batch[BATCH_HEADER_BYTES..], header.records_count) {
-            record?;
-            walked += 1;
-        }
-        debug_assert_eq!(walked, header.records_count as usize);
+        RecordIter::new(&batch[BATCH_HEADER_BYTES..], header.records_count).validate()?;
     }
     Ok(header)
 }
@@ -252,6 +247,23 @@ pub fn validate_batches(buf: &[u8]) -> Result<Vec<(BatchHeader, usize, usize)>> 
         pos = end;
     }
     Ok(out)
+}
+
+/// Decodes every record of one validated batch, decompressing at most `decompressed_bytes_max`.
+pub fn decode_records(batch: &[u8], decompressed_bytes_max: usize) -> Result<Vec<Record>> {
+    let header = BatchHeader::parse(batch)?;
+    let body = &batch[BATCH_HEADER_BYTES..];
+    let owned;
+    let records = match header.compression()? {
+        Compression::None => body,
+        c => {
+            owned = decompress(c, body, decompressed_bytes_max)?;
+            &owned[..]
+        }
+    };
+    RecordIter::new(records, header.records_count)
+        .with_base_timestamp(header.base_timestamp)
+        .collect()
 }
 
 #[cfg(test)]
@@ -332,21 +344,4 @@ mod tests {
             Err(RecordsError::DecompressedTooLarge { .. })
         ));
     }
-}
-
-/// Decodes every record of one validated batch, decompressing at most `decompressed_bytes_max`.
-pub fn decode_records(batch: &[u8], decompressed_bytes_max: usize) -> Result<Vec<Record>> {
-    let header = BatchHeader::parse(batch)?;
-    let body = &batch[BATCH_HEADER_BYTES..];
-    let owned;
-    let records = match header.compression()? {
-        Compression::None => body,
-        c => {
-            owned = decompress(c, body, decompressed_bytes_max)?;
-            &owned[..]
-        }
-    };
-    RecordIter::new(records, header.records_count)
-        .with_base_timestamp(header.base_timestamp)
-        .collect()
 }

@@ -71,8 +71,8 @@ impl<'a> RecordIter<'a> {
         Some(v)
     }
 
-    /// Reads a length-prefixed byte string; -1 means null.
-    fn bytes(&mut self, end: usize) -> std::result::Result<Option<Vec<u8>>, &'static str> {
+    /// Reads a length-prefixed byte string; -1 means null. Returns a slice of the input.
+    fn bytes(&mut self, end: usize) -> std::result::Result<Option<&'a [u8]>, &'static str> {
         let len = self.varint(end).ok_or("bad length varint")?;
         if len == -1 {
             return Ok(None);
@@ -80,20 +80,23 @@ impl<'a> RecordIter<'a> {
         if len < 0 || len as usize > end - self.pos {
             return Err("length exceeds the record");
         }
-        let out = self.buf[self.pos..self.pos + len as usize].to_vec();
+        let buf: &'a [u8] = self.buf;
+        let out = &buf[self.pos..self.pos + len as usize];
         self.pos += len as usize;
         Ok(Some(out))
     }
 
-    fn parse_one(&mut self) -> std::result::Result<Record, &'static str> {
+    /// Parses one record, borrowing from the input. With `headers` absent, header
+    /// framing is checked but nothing is collected (validation allocates nothing).
+    fn parse_one(
+        &mut self,
+        mut headers: Option<&mut Vec<Header>>,
+    ) -> std::result::Result<RawRecord<'a>, &'static str> {
         let len = self.varint(self.buf.len()).ok_or("bad record length varint")?;
         if len <= 0 || len as usize > self.buf.len() - self.pos {
             return Err("record length exceeds the batch");
         }
         let end = self.pos + len as usize;
-        if self.pos >= end {
-            return Err("empty record");
-        }
         let attributes = self.buf[self.pos] as i8;
         self.pos += 1;
         let timestamp_delta = self.varlong(end).ok_or("bad timestamp delta")?;
@@ -105,26 +108,60 @@ impl<'a> RecordIter<'a> {
         if header_count < 0 || header_count as usize > (end - self.pos) / 2 {
             return Err("header count exceeds the record");
         }
-        let mut headers = Vec::with_capacity(header_count as usize);
         for _ in 0..header_count {
             let key = self.bytes(end)?.ok_or("null header key")?;
-            let key = String::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
+            let key = std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
             let value = self.bytes(end)?;
-            headers.push(Header { key, value });
+            if let Some(h) = headers.as_deref_mut() {
+                h.push(Header {
+                    key: key.to_string(),
+                    value: value.map(<[u8]>::to_vec),
+                });
+            }
         }
         if self.pos != end {
             return Err("record length disagrees with its fields");
         }
-        Ok(Record {
+        Ok(RawRecord {
             attributes,
             timestamp_delta,
-            timestamp_ms: self.base_timestamp.unwrap_or(0).wrapping_add(timestamp_delta),
             offset_delta,
             key,
             value,
-            headers,
         })
     }
+
+    /// Checks the framing of every record without allocating.
+    pub fn validate(mut self) -> Result<()> {
+        while self.index < self.count {
+            if self.pos >= self.buf.len() {
+                return Err(RecordsError::BadRecord {
+                    index: self.index,
+                    reason: "fewer records than records_count",
+                });
+            }
+            self.parse_one(None).map_err(|reason| RecordsError::BadRecord {
+                index: self.index,
+                reason,
+            })?;
+            self.index += 1;
+        }
+        if self.pos != self.buf.len() {
+            return Err(RecordsError::BadRecord {
+                index: self.index,
+                reason: "bytes left after the last record",
+            });
+        }
+        Ok(())
+    }
+}
+
+struct RawRecord<'a> {
+    attributes: i8,
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
 }
 
 impl Iterator for RecordIter<'_> {
@@ -143,10 +180,19 @@ impl Iterator for RecordIter<'_> {
         if self.pos >= self.buf.len() {
             return self.fail("fewer records than records_count");
         }
-        match self.parse_one() {
+        let mut headers = Vec::new();
+        match self.parse_one(Some(&mut headers)) {
             Ok(r) => {
                 self.index += 1;
-                Some(Ok(r))
+                Some(Ok(Record {
+                    attributes: r.attributes,
+                    timestamp_delta: r.timestamp_delta,
+                    timestamp_ms: self.base_timestamp.unwrap_or(0).wrapping_add(r.timestamp_delta),
+                    offset_delta: r.offset_delta,
+                    key: r.key.map(<[u8]>::to_vec),
+                    value: r.value.map(<[u8]>::to_vec),
+                    headers,
+                }))
             }
             Err(reason) => self.fail(reason),
         }

@@ -11,7 +11,7 @@
 //! take it: flushing never blocks appending (seed 001).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Instant;
 
@@ -32,6 +32,11 @@ use crate::wait::{Completion, FlushWait};
 
 /// Record bodies decoded for a timestamp lookup are bounded by this.
 const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
+/// Data-file fsyncs running anywhere in the process. ext4 has one journal per filesystem,
+/// and a `fallocate` that starts while an fsync commits it can wait tens of milliseconds
+/// for block bitmaps. Measured with `perf log` on this project's 2-core ext4 machine
+/// (bench/results): appends therefore defer preallocation while any fsync runs.
+static FSYNCS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// Recovery reads the data file in chunks of this size.
 const RECOVERY_READ_BYTES: usize = 1 << 20;
 
@@ -336,7 +341,12 @@ impl Log {
 
         let position = active.end_pos().0;
         let end = position + bytes;
-        if config.preallocate_bytes > 0 && end > app.allocated_bytes {
+        // Preallocation waits while any fsync runs: see FSYNCS_IN_FLIGHT. The write then
+        // extends the file, and the next append after the fsync allocates ahead again.
+        if config.preallocate_bytes > 0
+            && end > app.allocated_bytes
+            && FSYNCS_IN_FLIGHT.load(Ordering::Acquire) == 0
+        {
             let step = config.preallocate_bytes;
             let target = end.div_ceil(step) * step;
             let t = Instant::now();
@@ -485,7 +495,9 @@ impl Log {
         let started = Instant::now();
         for seg in &segments {
             let t = Instant::now();
+            FSYNCS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             let synced = seg.file.sync_data().ctx("fdatasync", &seg.data_path);
+            FSYNCS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
             self.metrics.segment_fsync_us.record_since(t);
             if let Err(e) = synced {
                 return Err(self.go_offline(&e));

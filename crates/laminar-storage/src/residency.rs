@@ -49,7 +49,7 @@ pub fn is_resident(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
     if rc != 0 {
         return None;
     }
-    Some(stat.nr_cache >= last_page - first_page + 1)
+    Some(stat.nr_cache > last_page - first_page)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use laminar_records::{BatchHeader, BATCH_HEADER_BYTES};
 
 use crate::backend::{read_exact_at, Storage, StorageFile};
 use crate::error::{IoContext, Result};
-use crate::index::{Index, IndexEntry, OffsetEntry, TimeEntry};
+use crate::index::{Index, OffsetEntry, TimeEntry};
 use crate::types::{FilePos, Offset};
 
 pub const DATA_SUFFIX: &str = ".log";
@@ -185,8 +185,8 @@ impl Segment {
             let (c, d) = idx.times.unpersisted_bytes();
             (a, b, c, d, idx.offsets.entries.len(), idx.times.entries.len())
         };
-        write_index::<OffsetEntry>(storage, &self.index_path, off_at, &off_bytes, sync)?;
-        write_index::<TimeEntry>(storage, &self.time_index_path, time_at, &time_bytes, sync)?;
+        write_index(storage, &self.index_path, off_at, &off_bytes, sync)?;
+        write_index(storage, &self.time_index_path, time_at, &time_bytes, sync)?;
         {
             let mut idx = self.indexes.lock().unwrap();
             idx.offsets.persisted = idx.offsets.persisted.max(n_off.min(idx.offsets.entries.len()));
@@ -224,13 +224,7 @@ impl Segment {
     }
 }
 
-fn write_index<E: IndexEntry>(
-    storage: &dyn Storage,
-    path: &Path,
-    at: u64,
-    bytes: &[u8],
-    sync: bool,
-) -> Result<()> {
+fn write_index(storage: &dyn Storage, path: &Path, at: u64, bytes: &[u8], sync: bool) -> Result<()> {
     let file = storage.open(path, true).ctx("open", path)?;
     if !bytes.is_empty() {
         file.write_all_at(bytes, at).ctx("write", path)?;

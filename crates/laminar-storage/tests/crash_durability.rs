@@ -130,7 +130,7 @@ fn child(dir: &str) -> ! {
         let mut b = batch_for(0, log.log_end().0);
         let info = log.append(&mut b).unwrap();
         n += 1;
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             log.wait_flushed(info.last_offset).wait().unwrap();
             println!("flushed {}", info.last_offset);
         }

@@ -50,10 +50,7 @@ struct FaultyFile {
 }
 
 fn eio(what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Other,
-        format!("injected fault: {what} failed (EIO)"),
-    )
+    io::Error::other(format!("injected fault: {what} failed (EIO)"))
 }
 
 impl FaultyStorage {

@@ -34,6 +34,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
 }
 
+#[allow(clippy::len_without_is_empty)] // a file's length is an I/O call, not a collection's
 pub trait StorageFile: Send + Sync + Debug {
     fn len(&self) -> io::Result<u64>;
     /// Reads up to `buf.len()` bytes at `pos`; fewer only at the end of the file.

@@ -52,10 +52,7 @@ impl SimFile {
     fn with<T>(&self, f: impl FnOnce(&mut Inode) -> io::Result<T>) -> io::Result<T> {
         let ns = self.ns.lock().unwrap();
         if ns.generation != self.generation {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                "simulated crash: file handle is stale",
-            ));
+            return Err(io::Error::other("simulated crash: file handle is stale"));
         }
         let mut inode = self.inode.lock().unwrap();
         f(&mut inode)

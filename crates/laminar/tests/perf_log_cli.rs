@@ -1,0 +1,68 @@
+//! `laminar perf log --json` prints exactly one JSON object of the documented shape, with
+//! every appended record read back by every reader.
+
+use std::process::Command;
+
+#[test]
+fn perf_log_json_reports_every_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args([
+            "perf",
+            "log",
+            "--partitions",
+            "3",
+            "--message-size",
+            "200",
+            "--set-size",
+            "10",
+        ])
+        .args([
+            "--messages",
+            "5000",
+            "--readers",
+            "2",
+            "--compression",
+            "lz4",
+            "--flush-messages",
+            "500",
+        ])
+        .args(["--segment-bytes", "65536", "--json", "--dir"])
+        .arg(dir.path().join("logs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.trim().lines().count(), 1, "exactly one line: {stdout}");
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(r["config"]["compression"], "lz4");
+    assert_eq!(r["config"]["partitions"], 3);
+    assert_eq!(r["append"]["records"], 5000);
+    assert_eq!(r["read"]["records"], 10000, "two readers each read everything");
+    for phase in ["append", "read"] {
+        assert!(r[phase]["records_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r[phase]["mb_per_s"].as_f64().unwrap() > 0.0);
+        let l = &r[phase]["latency_us"];
+        assert!(l["p50"].as_u64().unwrap() <= l["p99"].as_u64().unwrap());
+        assert!(l["p999"].as_u64().unwrap() <= l["max"].as_u64().unwrap());
+    }
+    assert!(
+        r["flush"]["count"].as_u64().unwrap() > 0,
+        "--flush-messages 500 flushed"
+    );
+    assert!(r["flush"]["latency_us"]["max"].as_u64().unwrap() > 0);
+    assert!(
+        !dir.path().join("logs").exists(),
+        "the run cleans up after itself"
+    );
+}
+
+#[test]
+fn perf_log_rejects_bad_arguments() {
+    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args(["perf", "log", "--compression", "brotli"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown compression"));
+}
