@@ -20,11 +20,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the broker. With no options: 127.0.0.1:9092, data in ./data, node 0.
+    Serve(ServeArgs),
     /// Performance suites that print latency percentiles and throughput.
     Perf {
         #[command(subcommand)]
         suite: PerfSuite,
     },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// host:port that clients are told to connect to (default: the listen address).
+    #[arg(long)]
+    advertised: Option<String>,
+    /// A laminar.toml of settings by their Kafka names (see docs/configuration.md).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -124,8 +142,48 @@ fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = laminar_broker::BrokerConfig::default();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        config.apply_toml(&text).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(l) = args.listen {
+        config.listen = l;
+    }
+    if let Some(d) = args.data_dir {
+        config.data_dir = d;
+    }
+    if let Some(a) = &args.advertised {
+        config
+            .set("advertised.listeners", a)
+            .map_err(anyhow::Error::msg)?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.num_network_threads)
+        .thread_name("laminar-net")
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let broker = laminar_broker::RunningBroker::start(config)
+            .await
+            .context("start broker")?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        laminar_broker::info!("shutting down: finishing requests in flight, then flushing");
+        broker.shutdown().await.context("clean shutdown")?;
+        // Give the log thread a moment to print the last lines.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        Ok(())
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Serve(args) => serve(args),
         Command::Perf {
             suite: PerfSuite::Log(args),
         } => perf_log(args),

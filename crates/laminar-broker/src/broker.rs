@@ -1,0 +1,227 @@
+//! The broker: shared state, startup and shutdown, and request dispatch.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use laminar_protocol::requests::{self, peek_header, Request};
+use laminar_protocol::responses::{self, FileSlice, ResponseFrame};
+use laminar_protocol::{ApiKey, ProtocolError};
+use laminar_storage::backend::{read_exact_at, RealStorage, Storage, StorageFile};
+use laminar_storage::{Store, StoreConfig};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::config::BrokerConfig;
+use crate::handlers;
+use crate::net::{
+    self, CloseConnection, HandlerFuture, IoPool, SendFile, ServerHandle, ServerLimits, Service,
+};
+use crate::producers::Producers;
+use crate::storage_pool::StoragePool;
+use crate::topics::Topics;
+
+/// Record data of a fetch response: a range of a segment file.
+pub struct RecordsFile {
+    pub file: Arc<dyn StorageFile>,
+    pub position: u64,
+    pub len: u64,
+}
+
+impl FileSlice for RecordsFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl SendFile for RecordsFile {
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.file.raw_fd()
+    }
+    fn position(&self) -> u64 {
+        self.position
+    }
+    fn is_resident(&self) -> Option<bool> {
+        self.file.is_resident(self.position, self.len)
+    }
+    fn read_all(&self) -> io::Result<Bytes> {
+        let mut buf = vec![0u8; self.len as usize];
+        read_exact_at(self.file.as_ref(), &mut buf, self.position)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+pub type Response = Option<ResponseFrame<RecordsFile>>;
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub store: Arc<Store>,
+    pub topics: Arc<Topics>,
+    pub io: IoPool,
+    pub storage: StoragePool,
+    pub producers: Producers,
+    /// Woken after every append, for fetches waiting in long poll.
+    pub data_arrived: Notify,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub cluster_id: String,
+}
+
+impl Service for Broker {
+    type File = RecordsFile;
+
+    fn call(self: Arc<Self>, frame: Bytes) -> HandlerFuture<RecordsFile> {
+        Box::pin(async move { self.dispatch(frame).await })
+    }
+}
+
+impl Broker {
+    async fn dispatch(self: Arc<Self>, frame: Bytes) -> Result<Response, CloseConnection> {
+        let (key, version, correlation_id) =
+            peek_header(&frame).ok_or_else(|| CloseConnection("request shorter than its header".into()))?;
+        let Some(api) = ApiKey::from_i16(key) else {
+            // Kafka closes the connection on an unknown API key; so do we, with a reason.
+            return Err(CloseConnection(format!("unknown API key {key}")));
+        };
+        if !api.supports(version) {
+            if api == ApiKey::ApiVersions {
+                return Ok(Some(ResponseFrame::from_bytes(
+                    responses::api_versions_unsupported(correlation_id),
+                )));
+            }
+            return Err(CloseConnection(format!("{api:?} v{version} is not supported")));
+        }
+        let (header, request) = match requests::decode(frame) {
+            Ok(r) => r,
+            Err(
+                e @ (ProtocolError::Truncated { .. }
+                | ProtocolError::CountTooLarge { .. }
+                | ProtocolError::Malformed(_)),
+            ) => {
+                return Err(CloseConnection(format!(
+                    "malformed {api:?} v{version} request: {e}"
+                )));
+            }
+            Err(e) => return Err(CloseConnection(e.to_string())),
+        };
+        let b = &self;
+        let v = version;
+        let c = header.correlation_id;
+        let encoded = match request {
+            Request::ApiVersions(r) => handlers::api_versions::handle(b, v, c, r),
+            Request::Metadata(r) => handlers::metadata::handle(b, v, c, r).await,
+            Request::Produce(r) => return handlers::produce::handle(b, v, c, r).await,
+            Request::Fetch(r) => return Ok(Some(handlers::fetch::handle(b, v, c, r).await)),
+            Request::ListOffsets(r) => handlers::list_offsets::handle(b, v, c, r).await,
+            Request::CreateTopics(r) => handlers::create_topics::handle(b, v, c, r).await,
+            Request::DeleteTopics(r) => handlers::delete_topics::handle(b, v, c, r).await,
+            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, v, c, r),
+            Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, v, c, r),
+            Request::CreatePartitions(r) => handlers::create_partitions::handle(b, v, c, r).await,
+        };
+        encoded
+            .map(|bytes| Some(ResponseFrame::from_bytes(bytes)))
+            .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")))
+    }
+}
+
+/// A broker that is listening.
+pub struct RunningBroker {
+    pub broker: Arc<Broker>,
+    server: ServerHandle,
+    retention: tokio::task::JoinHandle<()>,
+}
+
+impl RunningBroker {
+    /// Opens the store (recovering it if needed), binds the listener and starts serving.
+    /// Must be called inside a multi-threaded tokio runtime.
+    pub async fn start(config: BrokerConfig) -> io::Result<RunningBroker> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let bound = listener.local_addr()?;
+        let (advertised_host, advertised_port) = config.advertised(bound);
+        let cfg = config.clone();
+        let (store, topics) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+            let mut storage: Arc<dyn Storage> = RealStorage::new();
+            if let Some(f) = &cfg.faults {
+                storage = f.clone();
+            }
+            let store =
+                Store::open(&cfg.data_dir, storage, StoreConfig::default()).map_err(io::Error::other)?;
+            let store = Arc::new(store);
+            for (id, log) in store.logs() {
+                let r = log.recovery_report();
+                if let Some((offset, pos, reason)) = &r.truncated_at {
+                    crate::warn!("recovered {id}: truncated at offset {offset} ({pos}): {reason}");
+                }
+            }
+            let topics = Topics::open(store.clone(), cfg.clone())?;
+            Ok((store, Arc::new(topics)))
+        })
+        .await
+        .expect("startup task")?;
+        crate::info!(
+            "laminar listening on {bound} (advertised {advertised_host}:{advertised_port}), data in {}, {} shutdown",
+            config.data_dir.display(),
+            if store.opened_clean() { "after a clean" } else { "recovered after an unclean" }
+        );
+        crate::info!("settings in effect:\n{}", config.describe());
+        let broker = Arc::new(Broker {
+            io: IoPool::new(config.num_io_threads),
+            storage: StoragePool::new(config.num_storage_threads),
+            producers: Producers::new(),
+            data_arrived: Notify::new(),
+            cluster_id: "laminar-cluster".to_string(),
+            advertised_host,
+            advertised_port,
+            store,
+            topics,
+            config: config.clone(),
+        });
+        let limits = ServerLimits {
+            max_connections: config.max_connections,
+            max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
+            socket_request_max_bytes: config.socket_request_max_bytes,
+            socket_send_chunk_bytes: config.socket_send_chunk_bytes,
+        };
+        let server = net::serve(listener, broker.clone(), limits, broker.io.clone());
+        let b = broker.clone();
+        let retention = tokio::spawn(async move {
+            let interval = Duration::from_millis(b.config.log_retention_check_interval_ms);
+            loop {
+                tokio::time::sleep(interval).await;
+                let store = b.store.clone();
+                let deleted =
+                    b.io.run(move || store.apply_retention(laminar_storage::now_ms()))
+                        .await;
+                if deleted > 0 {
+                    crate::info!("retention deleted {deleted} segments");
+                }
+            }
+        });
+        Ok(RunningBroker {
+            broker,
+            server,
+            retention,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.server.local_addr
+    }
+
+    /// Clean shutdown: stop accepting, finish the requests in flight, flush every log and
+    /// write the clean-shutdown marker.
+    pub async fn shutdown(self) -> io::Result<()> {
+        self.retention.abort();
+        self.server.shutdown().await;
+        let store = self.broker.store.clone();
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .expect("close task")
+            .map_err(io::Error::other)?;
+        crate::info!("laminar stopped cleanly");
+        Ok(())
+    }
+}

@@ -1,0 +1,314 @@
+//! Broker settings. Every setting uses Kafka's name where Kafka has one, and can be set in
+//! `laminar.toml` under that name (quoted, since the names contain dots):
+//!
+//! ```toml
+//! "auto.create.topics.enable" = false
+//! "num.partitions" = 3
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// One setting: its name, its default, and what it means. `laminar serve --help-config`
+/// and docs/configuration.md list these.
+pub struct SettingDoc {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+pub const SETTINGS: &[SettingDoc] = &[
+    SettingDoc {
+        name: "listeners",
+        default: "127.0.0.1:9092",
+        doc: "Address to listen on (--listen).",
+    },
+    SettingDoc {
+        name: "advertised.listeners",
+        default: "the listen address",
+        doc: "host:port clients are told to connect to.",
+    },
+    SettingDoc {
+        name: "log.dirs",
+        default: "./data",
+        doc: "Data directory (--data-dir).",
+    },
+    SettingDoc {
+        name: "node.id",
+        default: "0",
+        doc: "This broker's node id.",
+    },
+    SettingDoc {
+        name: "auto.create.topics.enable",
+        default: "true",
+        doc: "Create unknown topics on Metadata and Produce.",
+    },
+    SettingDoc {
+        name: "num.partitions",
+        default: "1",
+        doc: "Partitions of auto-created topics.",
+    },
+    SettingDoc {
+        name: "log.retention.ms",
+        default: "604800000",
+        doc: "Default retention.ms of topics; -1 keeps forever.",
+    },
+    SettingDoc {
+        name: "log.retention.bytes",
+        default: "-1",
+        doc: "Default retention.bytes of topics; -1 is unlimited.",
+    },
+    SettingDoc {
+        name: "log.segment.bytes",
+        default: "1073741824",
+        doc: "Default segment.bytes of topics.",
+    },
+    SettingDoc {
+        name: "log.roll.ms",
+        default: "604800000",
+        doc: "Default segment.ms of topics.",
+    },
+    SettingDoc {
+        name: "log.flush.interval.ms",
+        default: "none",
+        doc: "Background fsync interval; acks=all always waits for its own fsync.",
+    },
+    SettingDoc {
+        name: "log.flush.interval.messages",
+        default: "none",
+        doc: "Fsync once this many records are unflushed.",
+    },
+    SettingDoc {
+        name: "log.preallocate.bytes",
+        default: "33554432",
+        doc: "fallocate step for segment files; 0 disables.",
+    },
+    SettingDoc {
+        name: "log.retention.check.interval.ms",
+        default: "300000",
+        doc: "How often retention runs.",
+    },
+    SettingDoc {
+        name: "message.max.bytes",
+        default: "1048588",
+        doc: "Largest record batch a producer may send.",
+    },
+    SettingDoc {
+        name: "socket.request.max.bytes",
+        default: "104857600",
+        doc: "Largest request frame; checked before any allocation.",
+    },
+    SettingDoc {
+        name: "max.connections",
+        default: "1000",
+        doc: "Connections accepted at once; more are closed at accept.",
+    },
+    SettingDoc {
+        name: "max.inflight.requests.per.connection",
+        default: "100",
+        doc: "Requests of one connection being handled at once; reading pauses beyond it.",
+    },
+    SettingDoc {
+        name: "num.network.threads",
+        default: "2",
+        doc: "Socket threads (the async runtime's workers).",
+    },
+    SettingDoc {
+        name: "num.io.threads",
+        default: "4",
+        doc: "Concurrency of the I/O pool that reads cold data and batch headers.",
+    },
+    SettingDoc {
+        name: "num.storage.threads",
+        default: "2",
+        doc: "Threads that append to logs.",
+    },
+    SettingDoc {
+        name: "socket.send.chunk.bytes",
+        default: "65536",
+        doc: "Largest piece of a response written before other connections get a turn.",
+    },
+];
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    pub auto_create_topics_enable: bool,
+    pub num_partitions: u32,
+    pub log_retention_ms: Option<i64>,
+    pub log_retention_bytes: Option<u64>,
+    pub log_segment_bytes: u64,
+    pub log_roll_ms: Option<u64>,
+    pub log_flush_interval_ms: Option<u64>,
+    pub log_flush_interval_messages: Option<u64>,
+    pub log_preallocate_bytes: u64,
+    pub log_retention_check_interval_ms: u64,
+    pub message_max_bytes: usize,
+    pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    pub max_inflight_requests_per_connection: usize,
+    pub num_network_threads: usize,
+    pub num_io_threads: usize,
+    pub num_storage_threads: usize,
+    pub socket_send_chunk_bytes: usize,
+    /// For tests: wraps the storage backend in a fault injector.
+    pub faults: Option<std::sync::Arc<laminar_storage::backend::FaultyStorage>>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: "127.0.0.1:9092".parse().unwrap(),
+            advertised_host: String::new(),
+            advertised_port: 0,
+            data_dir: PathBuf::from("./data"),
+            node_id: 0,
+            auto_create_topics_enable: true,
+            num_partitions: 1,
+            log_retention_ms: Some(7 * 24 * 3600 * 1000),
+            log_retention_bytes: None,
+            log_segment_bytes: 1 << 30,
+            log_roll_ms: Some(7 * 24 * 3600 * 1000),
+            log_flush_interval_ms: None,
+            log_flush_interval_messages: None,
+            log_preallocate_bytes: 32 << 20,
+            log_retention_check_interval_ms: 300_000,
+            message_max_bytes: 1_048_588,
+            socket_request_max_bytes: 100 << 20,
+            max_connections: 1000,
+            max_inflight_requests_per_connection: 100,
+            num_network_threads: 2,
+            num_io_threads: 4,
+            num_storage_threads: 2,
+            socket_send_chunk_bytes: 64 << 10,
+            faults: None,
+        }
+    }
+}
+
+fn opt_i64(v: i64) -> Option<i64> {
+    (v >= 0).then_some(v)
+}
+
+impl BrokerConfig {
+    /// Applies the settings of a `laminar.toml`. Unknown names are an error, so a typo is
+    /// never silently ignored.
+    pub fn apply_toml(&mut self, text: &str) -> Result<(), String> {
+        let table: toml::Table = text.parse().map_err(|e| format!("laminar.toml: {e}"))?;
+        for (key, value) in table {
+            let s = match &value {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            self.set(&key, &s)?;
+        }
+        Ok(())
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let int = || {
+            value
+                .parse::<i64>()
+                .map_err(|_| format!("{key}: {value:?} is not an integer"))
+        };
+        let boolean = || {
+            value
+                .parse::<bool>()
+                .map_err(|_| format!("{key}: {value:?} is not true or false"))
+        };
+        let positive = |v: i64| {
+            if v > 0 {
+                Ok(v as u64)
+            } else {
+                Err(format!("{key} must be positive"))
+            }
+        };
+        match key {
+            "listeners" => self.listen = value.parse().map_err(|e| format!("{key}: {e}"))?,
+            "advertised.listeners" => {
+                let (h, p) = value
+                    .rsplit_once(':')
+                    .ok_or(format!("{key}: expected host:port"))?;
+                self.advertised_host = h.to_string();
+                self.advertised_port = p.parse().map_err(|_| format!("{key}: bad port"))?;
+            }
+            "log.dirs" => self.data_dir = PathBuf::from(value),
+            "node.id" => self.node_id = int()? as i32,
+            "auto.create.topics.enable" => self.auto_create_topics_enable = boolean()?,
+            "num.partitions" => self.num_partitions = positive(int()?)? as u32,
+            "log.retention.ms" => self.log_retention_ms = opt_i64(int()?),
+            "log.retention.bytes" => self.log_retention_bytes = opt_i64(int()?).map(|v| v as u64),
+            "log.segment.bytes" => self.log_segment_bytes = positive(int()?)?,
+            "log.roll.ms" => self.log_roll_ms = Some(positive(int()?)?),
+            "log.flush.interval.ms" => self.log_flush_interval_ms = Some(positive(int()?)?),
+            "log.flush.interval.messages" => self.log_flush_interval_messages = Some(positive(int()?)?),
+            "log.preallocate.bytes" => self.log_preallocate_bytes = int()?.max(0) as u64,
+            "log.retention.check.interval.ms" => self.log_retention_check_interval_ms = positive(int()?)?,
+            "message.max.bytes" => self.message_max_bytes = positive(int()?)? as usize,
+            "socket.request.max.bytes" => self.socket_request_max_bytes = positive(int()?)? as usize,
+            "max.connections" => self.max_connections = positive(int()?)? as usize,
+            "max.inflight.requests.per.connection" => {
+                self.max_inflight_requests_per_connection = positive(int()?)? as usize
+            }
+            "num.network.threads" => self.num_network_threads = positive(int()?)? as usize,
+            "num.io.threads" => self.num_io_threads = positive(int()?)? as usize,
+            "num.storage.threads" => self.num_storage_threads = positive(int()?)? as usize,
+            "socket.send.chunk.bytes" => self.socket_send_chunk_bytes = positive(int()?)? as usize,
+            _ => return Err(format!("unknown setting {key:?}")),
+        }
+        Ok(())
+    }
+
+    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
+        let host = if self.advertised_host.is_empty() {
+            bound.ip().to_string()
+        } else {
+            self.advertised_host.clone()
+        };
+        let port = if self.advertised_port == 0 {
+            bound.port()
+        } else {
+            self.advertised_port
+        };
+        (host, port)
+    }
+
+    /// The settings in effect, one `name = value` per line, for the startup log.
+    pub fn describe(&self) -> String {
+        let o = |v: Option<i64>| v.map_or("-1".to_string(), |v| v.to_string());
+        let u = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+        [
+            format!("listeners = {}", self.listen),
+            format!("log.dirs = {}", self.data_dir.display()),
+            format!("node.id = {}", self.node_id),
+            format!("auto.create.topics.enable = {}", self.auto_create_topics_enable),
+            format!("num.partitions = {}", self.num_partitions),
+            format!("log.retention.ms = {}", o(self.log_retention_ms)),
+            format!(
+                "log.retention.bytes = {}",
+                o(self.log_retention_bytes.map(|v| v as i64))
+            ),
+            format!("log.segment.bytes = {}", self.log_segment_bytes),
+            format!("log.flush.interval.ms = {}", u(self.log_flush_interval_ms)),
+            format!(
+                "log.flush.interval.messages = {}",
+                u(self.log_flush_interval_messages)
+            ),
+            format!("message.max.bytes = {}", self.message_max_bytes),
+            format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),
+            format!("max.connections = {}", self.max_connections),
+            format!(
+                "max.inflight.requests.per.connection = {}",
+                self.max_inflight_requests_per_connection
+            ),
+            format!("num.network.threads = {}", self.num_network_threads),
+            format!("num.io.threads = {}", self.num_io_threads),
+            format!("num.storage.threads = {}", self.num_storage_threads),
+        ]
+        .join("\n")
+    }
+}

@@ -1,0 +1,39 @@
+//! CreatePartitions v0-3.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::CreatePartitionsResponse;
+use laminar_protocol::requests::CreatePartitionsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, topic_name, Encoded};
+use crate::broker::Broker;
+
+pub async fn handle(
+    b: &Arc<Broker>,
+    version: i16,
+    correlation_id: i32,
+    r: CreatePartitionsRequest,
+) -> Encoded {
+    let topics = b.topics.clone();
+    let results =
+        b.io.run(move || {
+            r.topics
+                .into_iter()
+                .map(|(name, count)| {
+                    let mut out = CreatePartitionsTopicResult::default();
+                    out.name = topic_name(&name);
+                    if let Err((code, message)) = topics.add_partitions(&name, count, r.validate_only) {
+                        out.error_code = code;
+                        out.error_message = Some(sb(&message));
+                    }
+                    out
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let mut resp = CreatePartitionsResponse::default();
+    resp.results = results;
+    responses::encode(ApiKey::CreatePartitions, version, correlation_id, &resp)
+}

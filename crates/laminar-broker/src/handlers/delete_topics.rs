@@ -1,0 +1,50 @@
+//! DeleteTopics v1-6 (by name, and by id from v6).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::DeleteTopicsResponse;
+use laminar_protocol::requests::DeleteTopicsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, topic_name, uuid, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteTopicsRequest) -> Encoded {
+    let topics = b.topics.clone();
+    let results =
+        b.io.run(move || {
+            r.topics
+                .into_iter()
+                .map(|t| {
+                    let mut out = DeletableTopicResult::default();
+                    let name = match (&t.name, t.topic_id) {
+                        (Some(n), _) if !n.is_empty() => Some(n.clone()),
+                        (_, Some(id)) => topics.by_id(&id).map(|m| m.name),
+                        _ => None,
+                    };
+                    out.name = name.as_deref().map(topic_name);
+                    if let Some(id) = t.topic_id {
+                        out.topic_id = uuid(id);
+                    }
+                    let Some(name) = name else {
+                        out.error_code = ec::UNKNOWN_TOPIC_ID;
+                        return out;
+                    };
+                    match topics.delete(&name) {
+                        Ok(meta) => out.topic_id = uuid(meta.uuid()),
+                        Err((code, message)) => {
+                            out.error_code = code;
+                            out.error_message = Some(sb(&message));
+                        }
+                    }
+                    out
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let mut resp = DeleteTopicsResponse::default();
+    resp.responses = results;
+    responses::encode(ApiKey::DeleteTopics, version, correlation_id, &resp)
+}

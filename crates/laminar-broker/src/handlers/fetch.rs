@@ -1,0 +1,161 @@
+//! Fetch v4-16, with long poll (`max_wait_ms`, `min_bytes`), `max_bytes` and per-partition
+//! `max_bytes`, and topic ids from v13.
+//!
+//! Finding the batches to send reads batch headers, which may not be in memory, so it runs
+//! on the I/O pool. The response carries file ranges; the network layer sends them with
+//! `sendfile` if they are resident and reads them on the I/O pool first if not.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use laminar_protocol::requests::FetchRequest;
+use laminar_protocol::responses::{
+    encode_fetch, Chunk, FetchPartitionResponse, FetchResponse, FetchTopicResponse, ResponseFrame,
+};
+use laminar_storage::{Offset, StorageError};
+
+use crate::broker::{Broker, RecordsFile};
+use crate::error_codes as ec;
+
+/// The longest a fetch may wait for data, whatever it asks.
+pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
+
+struct Wanted {
+    name: String,
+    topic_id: [u8; 16],
+    known: bool,
+    partitions: Vec<(i32, i64, i32)>,
+}
+
+/// Reads every requested partition once. Runs on the I/O pool.
+fn read_once(b: &Broker, wanted: &[Wanted], max_bytes: i32) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
+    let mut budget = max_bytes.max(0) as u64;
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for w in wanted {
+        let mut topic = FetchTopicResponse {
+            name: w.name.clone(),
+            topic_id: w.topic_id,
+            partitions: Vec::new(),
+        };
+        for &(partition, fetch_offset, partition_max_bytes) in &w.partitions {
+            let mut p = FetchPartitionResponse {
+                partition_index: partition,
+                error_code: ec::NONE,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                records: Vec::new(),
+            };
+            let log = if w.known {
+                b.topics.log(&w.name, partition)
+            } else {
+                None
+            };
+            let Some(log) = log else {
+                p.error_code = if w.known || !w.name.is_empty() {
+                    ec::UNKNOWN_TOPIC_OR_PARTITION
+                } else {
+                    ec::UNKNOWN_TOPIC_ID
+                };
+                topic.partitions.push(p);
+                continue;
+            };
+            let limit = (partition_max_bytes.max(0) as u64).min(budget);
+            // As Kafka does, the first batch is returned whole even over the budget when
+            // nothing has been returned yet, so a consumer always makes progress.
+            let min_one = total == 0;
+            match log.read(Offset(fetch_offset), limit, min_one) {
+                Ok(read) => {
+                    p.high_watermark = read.log_end.0;
+                    p.last_stable_offset = read.log_end.0;
+                    p.log_start_offset = read.log_start.0;
+                    if let Some(range) = read.range {
+                        total += range.len;
+                        budget = budget.saturating_sub(range.len);
+                        p.records.push(Chunk::File(RecordsFile {
+                            file: range.file,
+                            position: range.position.0,
+                            len: range.len,
+                        }));
+                    }
+                }
+                Err(StorageError::OffsetOutOfRange {
+                    log_start, log_end, ..
+                }) => {
+                    p.error_code = ec::OFFSET_OUT_OF_RANGE;
+                    p.high_watermark = log_end.0;
+                    p.last_stable_offset = log_end.0;
+                    p.log_start_offset = log_start.0;
+                }
+                Err(e) => {
+                    crate::warn!("fetch from {}-{partition}: {e}", w.name);
+                    p.error_code = ec::KAFKA_STORAGE_ERROR;
+                }
+            }
+            topic.partitions.push(p);
+        }
+        out.push(topic);
+    }
+    (out, total)
+}
+
+pub async fn handle(
+    b: &Arc<Broker>,
+    version: i16,
+    correlation_id: i32,
+    r: FetchRequest,
+) -> ResponseFrame<RecordsFile> {
+    let wanted: Arc<Vec<Wanted>> = Arc::new(
+        r.topics
+            .iter()
+            .map(|t| {
+                let meta = match (&t.name, t.topic_id) {
+                    (Some(name), _) => b.topics.get(name),
+                    (None, Some(id)) => b.topics.by_id(&id),
+                    _ => None,
+                };
+                Wanted {
+                    name: meta
+                        .as_ref()
+                        .map(|m| m.name.clone())
+                        .or(t.name.clone())
+                        .unwrap_or_default(),
+                    topic_id: meta.as_ref().map(|m| m.uuid()).or(t.topic_id).unwrap_or_default(),
+                    known: meta.is_some(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes))
+                        .collect(),
+                }
+            })
+            .collect(),
+    );
+    let wait = Duration::from_millis(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
+    let deadline = Instant::now() + wait;
+    loop {
+        // Registered before reading, so an append between the read and the wait still
+        // wakes this fetch.
+        let notified = b.data_arrived.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (b2, w2, max_bytes) = (b.clone(), wanted.clone(), r.max_bytes);
+        let (topics, total) = b.io.run(move || read_once(&b2, &w2, max_bytes)).await;
+        let any_error = topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.error_code != ec::NONE);
+        let now = Instant::now();
+        if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
+            let resp = FetchResponse {
+                throttle_time_ms: 0,
+                error_code: ec::NONE,
+                session_id: 0,
+                topics,
+            };
+            return encode_fetch(version, correlation_id, resp);
+        }
+        let _ = tokio::time::timeout(deadline - now, notified).await;
+    }
+}

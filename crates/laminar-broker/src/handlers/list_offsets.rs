@@ -1,0 +1,73 @@
+//! ListOffsets v1-7: earliest (-2), latest (-1), max timestamp (-3), and by timestamp.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::ListOffsetsResponse;
+use laminar_protocol::requests::ListOffsetsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{topic_name, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+
+fn lookup(b: &Broker, topic: &str, partition: i32, timestamp: i64) -> ListOffsetsPartitionResponse {
+    let mut p = ListOffsetsPartitionResponse::default();
+    p.partition_index = partition;
+    p.timestamp = -1;
+    p.offset = -1;
+    p.leader_epoch = 0;
+    let Some(log) = b.topics.log(topic, partition) else {
+        p.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        return p;
+    };
+    let result = match timestamp {
+        LATEST_TIMESTAMP => Ok(Some((log.log_end(), -1))),
+        EARLIEST_TIMESTAMP => Ok(Some((log.log_start(), -1))),
+        MAX_TIMESTAMP => Ok(None),
+        ts => log.offset_for_timestamp(ts),
+    };
+    match result {
+        Ok(Some((offset, ts))) => {
+            p.offset = offset.0;
+            p.timestamp = ts;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            crate::warn!("list offsets of {topic}-{partition}: {e}");
+            p.error_code = ec::KAFKA_STORAGE_ERROR;
+        }
+    }
+    p
+}
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ListOffsetsRequest) -> Encoded {
+    let b2 = b.clone();
+    // Timestamp lookups read batch headers from disk: the I/O pool, not here.
+    let topics =
+        b.io.run(move || {
+            r.topics
+                .iter()
+                .map(|t| {
+                    let mut tr = ListOffsetsTopicResponse::default();
+                    tr.name = topic_name(&t.name);
+                    tr.partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| lookup(&b2, &t.name, p.partition_index, p.timestamp))
+                        .collect();
+                    tr
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let mut resp = ListOffsetsResponse::default();
+    resp.topics = topics;
+    responses::encode(ApiKey::ListOffsets, version, correlation_id, &resp)
+}

@@ -1,0 +1,100 @@
+//! Metadata v0-12, with topic ids and auto-creation.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataResponse};
+use laminar_protocol::requests::MetadataRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, topic_name, uuid, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::topics::TopicMeta;
+
+fn topic_entry(b: &Broker, t: &TopicMeta) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.name = Some(topic_name(&t.name));
+    out.topic_id = uuid(t.uuid());
+    out.partitions = (0..t.partitions as i32)
+        .map(|p| {
+            let mut part = MetadataResponsePartition::default();
+            part.partition_index = p;
+            part.leader_id = BrokerId(b.config.node_id);
+            part.leader_epoch = 0;
+            part.replica_nodes = vec![BrokerId(b.config.node_id)];
+            part.isr_nodes = vec![BrokerId(b.config.node_id)];
+            part
+        })
+        .collect();
+    out
+}
+
+fn missing(name: Option<String>, id: Option<[u8; 16]>, code: i16) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.error_code = code;
+    out.name = name.map(|n| topic_name(&n));
+    if let Some(id) = id {
+        out.topic_id = uuid(id);
+    }
+    out
+}
+
+pub async fn handle(
+    b: &std::sync::Arc<Broker>,
+    version: i16,
+    correlation_id: i32,
+    r: MetadataRequest,
+) -> Encoded {
+    let mut resp = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(b.config.node_id);
+    broker.host = sb(&b.advertised_host);
+    broker.port = b.advertised_port as i32;
+    resp.brokers = vec![broker];
+    resp.cluster_id = Some(sb(&b.cluster_id));
+    resp.controller_id = BrokerId(b.config.node_id);
+    match r.topics {
+        None => resp.topics = b.topics.list().iter().map(|t| topic_entry(b, t)).collect(),
+        Some(wanted) => {
+            for w in wanted {
+                let found = match (&w.name, w.topic_id) {
+                    (Some(name), _) => b.topics.get(name),
+                    (None, Some(id)) => b.topics.by_id(&id),
+                    (None, None) => None,
+                };
+                if let Some(t) = found {
+                    resp.topics.push(topic_entry(b, &t));
+                    continue;
+                }
+                let Some(name) = w.name.clone() else {
+                    resp.topics.push(missing(None, w.topic_id, ec::UNKNOWN_TOPIC_ID));
+                    continue;
+                };
+                if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
+                    let topics = b.topics.clone();
+                    let n = name.clone();
+                    let created =
+                        b.io.run(move || topics.create(&n, -1, -1, Default::default(), false))
+                            .await;
+                    match created {
+                        Ok(t) => resp.topics.push(topic_entry(b, &t)),
+                        // Another request created it meanwhile.
+                        Err((ec::TOPIC_ALREADY_EXISTS, _)) => match b.topics.get(&name) {
+                            Some(t) => resp.topics.push(topic_entry(b, &t)),
+                            None => {
+                                resp.topics
+                                    .push(missing(Some(name), None, ec::UNKNOWN_TOPIC_OR_PARTITION))
+                            }
+                        },
+                        Err((code, _)) => resp.topics.push(missing(Some(name), None, code)),
+                    }
+                } else {
+                    resp.topics
+                        .push(missing(Some(name), None, ec::UNKNOWN_TOPIC_OR_PARTITION));
+                }
+            }
+        }
+    }
+    responses::encode(ApiKey::Metadata, version, correlation_id, &resp)
+}

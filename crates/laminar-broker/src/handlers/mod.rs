@@ -1,0 +1,30 @@
+//! One module per Kafka API. Each `handle` takes the request version and correlation id and
+//! returns the encoded response. Version ranges are in `laminar_protocol::API_TABLE`.
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+pub type Encoded = Result<bytes::Bytes, laminar_protocol::ProtocolError>;
+
+pub fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+pub fn topic_name(s: &str) -> TopicName {
+    TopicName(sb(s))
+}
+
+pub fn uuid(id: [u8; 16]) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(id)
+}

@@ -1,0 +1,222 @@
+//! Produce v3-11, with acks 0, 1 and all.
+//!
+//! The append runs on the partition's storage thread, never here. `acks=1` answers once the
+//! batches are in the page cache; `acks=all` answers once the fsync that covers them has
+//! finished (group commit on the flusher threads). Nothing else waits for an fsync.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::ProduceResponse;
+use laminar_protocol::requests::ProduceRequest;
+use laminar_protocol::responses::ResponseFrame;
+use laminar_protocol::{responses, ApiKey};
+use laminar_records::{decompress, validate_batches, Compression, RecordIter, BATCH_HEADER_BYTES};
+use laminar_storage::{Offset, StorageError};
+
+use super::topic_name;
+use crate::broker::{Broker, Response};
+use crate::error_codes as ec;
+use crate::net::CloseConnection;
+use crate::producers::{ProducerBatch, SeqCheck};
+use crate::storage_pool::partition_key;
+
+/// A compressed batch may expand to at most this much: the bound on a decompression bomb.
+pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
+
+struct Appended {
+    base_offset: i64,
+    last_offset: i64,
+    log_start: i64,
+}
+
+fn storage_code(e: &StorageError) -> i16 {
+    match e {
+        StorageError::InvalidBatch(_) => ec::CORRUPT_MESSAGE,
+        StorageError::AppendSize { .. } => ec::MESSAGE_TOO_LARGE,
+        _ => ec::KAFKA_STORAGE_ERROR,
+    }
+}
+
+/// Runs on the storage thread: validates the batches (decompressing compressed ones, with a
+/// bound), applies the idempotence checks, and appends.
+fn append(
+    b: &Broker,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    max_message_bytes: usize,
+) -> Result<Appended, i16> {
+    let log = b
+        .topics
+        .log(topic, partition)
+        .ok_or(ec::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let mut buf = records.to_vec();
+    let batches = validate_batches(&buf).map_err(|_| ec::CORRUPT_MESSAGE)?;
+    if batches.is_empty() {
+        return Err(ec::CORRUPT_MESSAGE);
+    }
+    for (h, start, end) in &batches {
+        if end - start > max_message_bytes {
+            return Err(ec::MESSAGE_TOO_LARGE);
+        }
+        let compression = h.compression().map_err(|_| ec::CORRUPT_MESSAGE)?;
+        if compression != Compression::None {
+            let body = &buf[start + BATCH_HEADER_BYTES..*end];
+            let plain = decompress(compression, body, DECOMPRESSED_BATCH_BYTES_MAX)
+                .map_err(|_| ec::CORRUPT_MESSAGE)?;
+            RecordIter::new(&plain, h.records_count)
+                .validate()
+                .map_err(|_| ec::CORRUPT_MESSAGE)?;
+        }
+    }
+    let (first, last) = (&batches[0].0, &batches[batches.len() - 1].0);
+    let (pid, epoch) = (first.producer_id, first.producer_epoch);
+    let first_seq = first.base_sequence;
+    let last_seq = last.base_sequence.wrapping_add(last.last_offset_delta);
+    let seqs = ProducerBatch {
+        producer_id: pid,
+        epoch,
+        first_seq,
+        last_seq,
+    };
+    match b.producers.check(topic, partition, seqs) {
+        SeqCheck::Append => {}
+        SeqCheck::Duplicate { base_offset } => {
+            return Ok(Appended {
+                base_offset,
+                last_offset: base_offset,
+                log_start: log.log_start().0,
+            });
+        }
+        SeqCheck::Reject(code) => return Err(code),
+    }
+    let info = log.append(&mut buf).map_err(|e| {
+        crate::warn!("append to {topic}-{partition} failed: {e}");
+        storage_code(&e)
+    })?;
+    b.producers.record(topic, partition, seqs, info.base_offset.0);
+    Ok(Appended {
+        base_offset: info.base_offset.0,
+        last_offset: info.last_offset.0,
+        log_start: log.log_start().0,
+    })
+}
+
+async fn produce_partition(
+    b: Arc<Broker>,
+    topic: String,
+    partition: i32,
+    records: Option<Bytes>,
+    acks: i16,
+) -> PartitionProduceResponse {
+    let mut out = PartitionProduceResponse::default();
+    out.index = partition;
+    out.base_offset = -1;
+    out.log_append_time_ms = -1;
+    out.log_start_offset = -1;
+    let Some(meta) = b.topics.get(&topic) else {
+        out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        return out;
+    };
+    if partition < 0 || partition as u32 >= meta.partitions {
+        out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        return out;
+    }
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        out.error_code = ec::CORRUPT_MESSAGE;
+        return out;
+    };
+    let max_message_bytes = b.topics.max_message_bytes(&meta);
+    let b2 = b.clone();
+    let t = topic.clone();
+    let result = b
+        .storage
+        .run(partition_key(&topic, partition), move || {
+            append(&b2, &t, partition, records, max_message_bytes)
+        })
+        .await;
+    match result {
+        Err(code) => out.error_code = code,
+        Ok(a) => {
+            b.data_arrived.notify_waiters();
+            if acks == -1 {
+                if let Some(log) = b.topics.log(&topic, partition) {
+                    if let Err(e) = log.wait_flushed(Offset(a.last_offset)).await {
+                        crate::warn!("acks=all on {topic}-{partition}: {e}");
+                        out.error_code = ec::KAFKA_STORAGE_ERROR;
+                        return out;
+                    }
+                }
+            }
+            out.base_offset = a.base_offset;
+            out.log_start_offset = a.log_start;
+        }
+    }
+    out
+}
+
+pub async fn handle(
+    b: &Arc<Broker>,
+    version: i16,
+    correlation_id: i32,
+    r: ProduceRequest,
+) -> Result<Response, CloseConnection> {
+    if r.transactional_id.is_some() {
+        return Err(CloseConnection(
+            "transactional produce is not supported yet".into(),
+        ));
+    }
+    let acks = r.acks;
+    let mut resp = ProduceResponse::default();
+    if ![0, 1, -1].contains(&acks) {
+        for t in &r.topics {
+            let mut tr = TopicProduceResponse::default();
+            tr.name = topic_name(&t.name);
+            for p in &t.partitions {
+                let mut pr = PartitionProduceResponse::default();
+                pr.index = p.index;
+                pr.error_code = ec::INVALID_REQUIRED_ACKS;
+                pr.base_offset = -1;
+                tr.partition_responses.push(pr);
+            }
+            resp.responses.push(tr);
+        }
+    } else {
+        let mut pending = Vec::new();
+        for t in r.topics {
+            let handles: Vec<_> = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    tokio::spawn(produce_partition(
+                        b.clone(),
+                        t.name.clone(),
+                        p.index,
+                        p.records,
+                        acks,
+                    ))
+                })
+                .collect();
+            pending.push((t.name, handles));
+        }
+        for (name, handles) in pending {
+            let mut tr = TopicProduceResponse::default();
+            tr.name = topic_name(&name);
+            for h in handles {
+                tr.partition_responses.push(
+                    h.await
+                        .map_err(|e| CloseConnection(format!("produce task failed: {e}")))?,
+                );
+            }
+            resp.responses.push(tr);
+        }
+    }
+    if acks == 0 {
+        return Ok(None);
+    }
+    responses::encode(ApiKey::Produce, version, correlation_id, &resp)
+        .map(|bytes| Some(ResponseFrame::from_bytes(bytes)))
+        .map_err(|e| CloseConnection(format!("encoding Produce v{version} response: {e}")))
+}

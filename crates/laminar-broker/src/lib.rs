@@ -1,0 +1,21 @@
+//! Laminar's Kafka-compatible broker.
+//!
+//! - [`net`]: the network layer (bytes, frames, connections, response order, sendfile).
+//! - [`handlers`]: one module per Kafka API, with its version range in `laminar-protocol`'s
+//!   table.
+//! - [`broker`]: the state the handlers share, and the request dispatch.
+//! - [`topics`]: topic names, ids and configs, persisted.
+//! - [`storage_pool`]: the threads that append to logs.
+
+pub mod broker;
+pub mod config;
+pub mod error_codes;
+pub mod handlers;
+pub mod logging;
+pub mod net;
+pub mod producers;
+pub mod storage_pool;
+pub mod topics;
+
+pub use broker::{Broker, RunningBroker};
+pub use config::BrokerConfig;

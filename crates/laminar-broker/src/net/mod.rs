@@ -1,0 +1,56 @@
+//! The network layer: it only moves bytes. It knows frames, connections and response
+//! order; it knows nothing of Kafka APIs or storage (it depends on no storage code).
+//!
+//! Threading model:
+//! - Socket threads are the async runtime's workers (`num.network.threads`). They accept,
+//!   read frames, run handlers' non-blocking parts and write responses. They must never
+//!   wait on a disk: no `read`, `write`, `fsync` or `sendfile` of data that may not be in
+//!   memory, and no blocking log call.
+//! - File ranges in responses are sent with `sendfile` only when `cachestat` says they are
+//!   resident; otherwise they are read into memory on the I/O pool first (bounded by
+//!   `num.io.threads`), and sent from there.
+//! - Each connection has a reader task and a writer task. The reader keeps reading requests
+//!   while responses are pending, up to `max.inflight.requests.per.connection`. The writer
+//!   sends responses strictly in request order, in pieces of at most
+//!   `socket.send.chunk.bytes`, yielding between pieces so that one connection's 1 MB fetch
+//!   responses cannot hold a socket thread while other connections wait (seed 003).
+
+pub mod io_pool;
+pub mod send;
+pub mod server;
+
+use std::future::Future;
+use std::io;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use laminar_protocol::responses::{FileSlice, ResponseFrame};
+
+pub use io_pool::IoPool;
+pub use server::{serve, ServerHandle, ServerLimits};
+
+/// A file range that can be sent without copying when it is resident.
+pub trait SendFile: FileSlice {
+    fn raw_fd(&self) -> Option<RawFd>;
+    fn position(&self) -> u64;
+    /// `Some(true)` only when every page is known to be in the page cache.
+    fn is_resident(&self) -> Option<bool>;
+    /// Reads the whole range into memory. Blocks on the disk: runs on the I/O pool only.
+    fn read_all(&self) -> io::Result<Bytes>;
+}
+
+/// Why a connection is closed instead of answered. Logged with the peer's address.
+#[derive(Debug)]
+pub struct CloseConnection(pub String);
+
+pub type HandlerFuture<F> =
+    Pin<Box<dyn Future<Output = Result<Option<ResponseFrame<F>>, CloseConnection>> + Send>>;
+
+/// What the network layer calls for each request frame. `None` means no response (a
+/// produce with acks=0).
+pub trait Service: Send + Sync + 'static {
+    type File: SendFile;
+    fn call(self: Arc<Self>, frame: Bytes) -> HandlerFuture<Self::File>;
+}

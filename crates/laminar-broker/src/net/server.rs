@@ -1,0 +1,150 @@
+//! Accepting connections and running each one.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use laminar_protocol::frame::split_frame;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+
+use super::send::send_response;
+use super::{CloseConnection, IoPool, Service};
+
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    pub max_connections: usize,
+    pub max_inflight_requests_per_connection: usize,
+    pub socket_request_max_bytes: usize,
+    pub socket_send_chunk_bytes: usize,
+}
+
+/// Stops a running server: no more accepts, in-flight requests finish, then connections
+/// close.
+pub struct ServerHandle {
+    pub local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ServerHandle {
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}
+
+pub fn serve<S: Service>(
+    listener: TcpListener,
+    service: Arc<S>,
+    limits: ServerLimits,
+    io_pool: IoPool,
+) -> ServerHandle {
+    let local_addr = listener.local_addr().expect("bound listener has an address");
+    let (shutdown, mut shutdown_rx) = watch::channel(false);
+    let connection_permits = Arc::new(Semaphore::new(limits.max_connections));
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            crate::warn!("accept failed: {e}");
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                            continue;
+                        }
+                    };
+                    let Ok(permit) = connection_permits.clone().try_acquire_owned() else {
+                        crate::warn!("closing connection from {peer}: max.connections {} reached", limits.max_connections);
+                        continue;
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let (service, limits, io_pool, rx) = (service.clone(), limits.clone(), io_pool.clone(), shutdown_rx.clone());
+                    connections.spawn(async move {
+                        connection(stream, peer, service, limits, io_pool, rx).await;
+                        drop(permit);
+                    });
+                }
+                _ = shutdown_rx.changed() => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        while connections.join_next().await.is_some() {}
+    });
+    ServerHandle {
+        local_addr,
+        shutdown,
+        task,
+    }
+}
+
+async fn connection<S: Service>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: Arc<S>,
+    limits: ServerLimits,
+    io_pool: IoPool,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (mut rd, mut wr) = stream.into_split();
+    // The channel's capacity is the in-flight limit: when it is full the reader waits, so
+    // one connection can never have more requests being handled than that.
+    let (tx, mut rx) = mpsc::channel::<tokio::task::JoinHandle<Result<Option<_>, CloseConnection>>>(
+        limits.max_inflight_requests_per_connection,
+    );
+    let chunk_bytes = limits.socket_send_chunk_bytes;
+    let writer = tokio::spawn(async move {
+        while let Some(handle) = rx.recv().await {
+            match handle.await {
+                Ok(Ok(Some(frame))) => {
+                    if let Err(e) = send_response(&mut wr, frame, chunk_bytes, &io_pool).await {
+                        crate::info!("connection from {peer} closed while sending: {e}");
+                        return;
+                    }
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(CloseConnection(reason))) => {
+                    crate::warn!("closing connection from {peer}: {reason}");
+                    return;
+                }
+                Err(e) => {
+                    crate::warn!("closing connection from {peer}: request handler failed: {e}");
+                    return;
+                }
+            }
+        }
+    });
+    let mut buf = BytesMut::with_capacity(16 << 10);
+    'read: loop {
+        loop {
+            match split_frame(&mut buf, limits.socket_request_max_bytes) {
+                Ok(Some(frame)) => {
+                    let handle = tokio::spawn(service.clone().call(frame));
+                    if tx.send(handle).await.is_err() {
+                        break 'read;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    crate::warn!("closing connection from {peer}: {e}");
+                    break 'read;
+                }
+            }
+        }
+        tokio::select! {
+            n = rd.read_buf(&mut buf) => match n {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+            _ = tx.closed() => break,
+            _ = shutdown.changed() => break,
+        }
+    }
+    // Responses already queued are still sent, in order; then the connection closes.
+    drop(tx);
+    let _ = writer.await;
+}

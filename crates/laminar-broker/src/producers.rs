@@ -1,0 +1,142 @@
+//! Idempotent producers: producer ids, and de-duplication over the last 5 batches of each
+//! producer and partition, as Kafka does. Checked on the partition's storage thread, in the
+//! same job as the append, so check and append are atomic per partition.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+
+use crate::error_codes as ec;
+
+/// Batches remembered per producer and partition (Kafka's max in-flight for idempotence).
+pub const BATCHES_REMEMBERED_MAX: usize = 5;
+
+#[derive(Debug, Clone, Copy)]
+struct BatchSeq {
+    first_seq: i32,
+    last_seq: i32,
+    base_offset: i64,
+}
+
+#[derive(Debug, Default)]
+struct PartitionProducer {
+    epoch: i16,
+    batches: VecDeque<BatchSeq>,
+}
+
+pub struct Producers {
+    next_id: AtomicI64,
+    state: Mutex<HashMap<(i64, String, i32), PartitionProducer>>,
+}
+
+/// The producer fields of the batches of one produce to one partition.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_seq: i32,
+    pub last_seq: i32,
+}
+
+pub enum SeqCheck {
+    /// Append it.
+    Append,
+    /// Already appended at this base offset: answer success without appending again.
+    Duplicate {
+        base_offset: i64,
+    },
+    Reject(i16),
+}
+
+impl Producers {
+    pub fn new() -> Producers {
+        // Ids must not repeat across restarts; the clock in microseconds at startup is far
+        // above any id handed out before (one per InitProducerId call).
+        let start = laminar_storage::now_ms().saturating_mul(1000);
+        Producers {
+            next_id: AtomicI64::new(start),
+            state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn allocate(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Checks one batch's sequence numbers against what this partition has seen.
+    pub fn check(&self, topic: &str, partition: i32, batch: ProducerBatch) -> SeqCheck {
+        let ProducerBatch {
+            producer_id: pid,
+            epoch,
+            first_seq,
+            last_seq,
+        } = batch;
+        if pid < 0 {
+            return SeqCheck::Append;
+        }
+        let mut state = self.state.lock().unwrap();
+        let Some(p) = state.get_mut(&(pid, topic.to_string(), partition)) else {
+            return if first_seq == 0 {
+                SeqCheck::Append
+            } else {
+                SeqCheck::Reject(ec::UNKNOWN_PRODUCER_ID)
+            };
+        };
+        if epoch < p.epoch {
+            return SeqCheck::Reject(ec::INVALID_PRODUCER_EPOCH);
+        }
+        if epoch > p.epoch {
+            return if first_seq == 0 {
+                SeqCheck::Append
+            } else {
+                SeqCheck::Reject(ec::OUT_OF_ORDER_SEQUENCE_NUMBER)
+            };
+        }
+        if let Some(b) = p
+            .batches
+            .iter()
+            .find(|b| b.first_seq == first_seq && b.last_seq == last_seq)
+        {
+            return SeqCheck::Duplicate {
+                base_offset: b.base_offset,
+            };
+        }
+        let expected = p.batches.back().map_or(0, |b| b.last_seq.wrapping_add(1));
+        if first_seq != expected {
+            return SeqCheck::Reject(ec::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        }
+        SeqCheck::Append
+    }
+
+    pub fn record(&self, topic: &str, partition: i32, batch: ProducerBatch, base_offset: i64) {
+        let ProducerBatch {
+            producer_id: pid,
+            epoch,
+            first_seq,
+            last_seq,
+        } = batch;
+        if pid < 0 {
+            return;
+        }
+        let mut state = self.state.lock().unwrap();
+        let p = state.entry((pid, topic.to_string(), partition)).or_default();
+        if epoch > p.epoch {
+            p.batches.clear();
+            p.epoch = epoch;
+        }
+        p.batches.push_back(BatchSeq {
+            first_seq,
+            last_seq,
+            base_offset,
+        });
+        while p.batches.len() > BATCHES_REMEMBERED_MAX {
+            p.batches.pop_front();
+        }
+    }
+}
+
+impl Default for Producers {
+    fn default() -> Self {
+        Producers::new()
+    }
+}

@@ -1,0 +1,318 @@
+//! Topics: names, ids, partition counts and config overrides, persisted in
+//! `DATA_DIR/topics.json` (written atomically: temp file, fsync, rename, directory fsync).
+//! Every method here may touch the disk: callers run it on the I/O pool, never on a
+//! socket thread.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use laminar_storage::{Log, LogConfig, LogId, Store};
+use serde::{Deserialize, Serialize};
+
+use crate::config::BrokerConfig;
+use crate::error_codes as ec;
+
+pub const TOPICS_FILE: &str = "topics.json";
+/// Kafka's limit on topic name length.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+pub const PARTITIONS_MAX: u32 = 10_000;
+
+/// Topic-level configs Laminar understands, by Kafka's names.
+pub const TOPIC_CONFIGS: &[&str] = &[
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "segment.ms",
+    "max.message.bytes",
+    "cleanup.policy",
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TopicMeta {
+    pub name: String,
+    /// The topic id, as 32 hex digits.
+    pub id: String,
+    pub partitions: u32,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicMeta {
+    pub fn uuid(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&self.id[2 * i..2 * i + 2], 16).unwrap_or(0);
+        }
+        out
+    }
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct TopicsFile {
+    topics: Vec<TopicMeta>,
+}
+
+pub struct Topics {
+    path: PathBuf,
+    store: Arc<Store>,
+    config: BrokerConfig,
+    topics: RwLock<BTreeMap<String, TopicMeta>>,
+    /// Serialises creates, deletes and the file rewrite.
+    write_lock: std::sync::Mutex<()>,
+}
+
+pub fn valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= TOPIC_NAME_BYTES_MAX
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+fn random_id() -> String {
+    let id = uuid::Uuid::new_v4();
+    id.simple().to_string()
+}
+
+impl Topics {
+    pub fn open(store: Arc<Store>, config: BrokerConfig) -> std::io::Result<Topics> {
+        let path = store.dir().join(TOPICS_FILE);
+        let file: TopicsFile = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicsFile::default(),
+            Err(e) => return Err(e),
+        };
+        let topics = Topics {
+            path,
+            store,
+            config,
+            topics: RwLock::new(file.topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
+            write_lock: std::sync::Mutex::new(()),
+        };
+        // Apply each topic's configs to its logs, and create any log that is missing (a
+        // crash between the topics file and the log directories).
+        for t in topics.list() {
+            for p in 0..t.partitions {
+                topics
+                    .ensure_log(&t, p)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+        }
+        Ok(topics)
+    }
+
+    pub fn list(&self) -> Vec<TopicMeta> {
+        self.topics.read().unwrap().values().cloned().collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<TopicMeta> {
+        self.topics.read().unwrap().get(name).cloned()
+    }
+
+    pub fn by_id(&self, id: &[u8; 16]) -> Option<TopicMeta> {
+        self.topics
+            .read()
+            .unwrap()
+            .values()
+            .find(|t| &t.uuid() == id)
+            .cloned()
+    }
+
+    pub fn log(&self, topic: &str, partition: i32) -> Option<Arc<Log>> {
+        if partition < 0 {
+            return None;
+        }
+        self.store.log(&LogId::new(topic, partition as u32))
+    }
+
+    /// The log config of a topic: broker defaults, overridden by the topic's configs.
+    pub fn log_config(&self, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+        let c = &self.config;
+        let mut lc = LogConfig {
+            segment_bytes: c.log_segment_bytes,
+            segment_ms: c.log_roll_ms,
+            preallocate_bytes: c.log_preallocate_bytes,
+            retention_ms: c.log_retention_ms,
+            retention_bytes: c.log_retention_bytes,
+            flush_interval_ms: c.log_flush_interval_ms,
+            flush_messages: c.log_flush_interval_messages,
+            ..LogConfig::default()
+        };
+        for (k, v) in configs {
+            let int = || {
+                v.parse::<i64>()
+                    .map_err(|_| format!("{k}: {v:?} is not an integer"))
+            };
+            match k.as_str() {
+                "retention.ms" => lc.retention_ms = Some(int()?).filter(|v| *v >= 0),
+                "retention.bytes" => lc.retention_bytes = Some(int()?).filter(|v| *v >= 0).map(|v| v as u64),
+                "segment.bytes" => lc.segment_bytes = int()?.max(0) as u64,
+                "segment.ms" => lc.segment_ms = Some(int()?.max(1) as u64),
+                "max.message.bytes" => {
+                    if int()? <= 0 {
+                        return Err("max.message.bytes must be positive".into());
+                    }
+                }
+                "cleanup.policy" => {
+                    if v != "delete" {
+                        return Err(format!(
+                            "cleanup.policy={v} is not supported: Laminar has no log compaction yet (only delete)"
+                        ));
+                    }
+                }
+                _ => return Err(format!("unknown or unsupported topic config {k:?}")),
+            }
+        }
+        lc.validate()?;
+        Ok(lc)
+    }
+
+    /// The largest batch a producer may send to this topic.
+    pub fn max_message_bytes(&self, topic: &TopicMeta) -> usize {
+        topic
+            .configs
+            .get("max.message.bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.config.message_max_bytes)
+    }
+
+    fn ensure_log(&self, t: &TopicMeta, partition: u32) -> Result<Arc<Log>, String> {
+        let id = LogId::new(&t.name, partition);
+        let config = self.log_config(&t.configs)?;
+        match self.store.log(&id) {
+            Some(log) => {
+                log.set_config(config)?;
+                Ok(log)
+            }
+            None => self.store.create_log(&id, config).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn persist(&self) -> std::io::Result<()> {
+        let file = TopicsFile { topics: self.list() };
+        let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        let tmp = self.path.with_extension("json.tmp");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &self.path)?;
+        std::fs::File::open(self.path.parent().unwrap_or(Path::new(".")))?.sync_all()
+    }
+
+    /// Creates a topic. Returns its metadata, or a Kafka error code and message.
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, (i16, String)> {
+        if !valid_topic_name(name) {
+            return Err((
+                ec::INVALID_TOPIC_EXCEPTION,
+                format!("invalid topic name {name:?}"),
+            ));
+        }
+        let partitions = if partitions == -1 {
+            self.config.num_partitions as i32
+        } else {
+            partitions
+        };
+        if partitions <= 0 || partitions as u32 > PARTITIONS_MAX {
+            return Err((
+                ec::INVALID_PARTITIONS,
+                format!("{partitions} partitions: must be 1 to {PARTITIONS_MAX}"),
+            ));
+        }
+        if replication_factor != -1 && replication_factor != 1 {
+            return Err((
+                ec::INVALID_REPLICATION_FACTOR,
+                format!("replication factor {replication_factor}: this is a single node"),
+            ));
+        }
+        self.log_config(&configs).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        let _w = self.write_lock.lock().unwrap();
+        if self.topics.read().unwrap().contains_key(name) {
+            return Err((ec::TOPIC_ALREADY_EXISTS, format!("topic {name} already exists")));
+        }
+        let meta = TopicMeta {
+            name: name.to_string(),
+            id: random_id(),
+            partitions: partitions as u32,
+            configs,
+        };
+        if validate_only {
+            return Ok(meta);
+        }
+        for p in 0..meta.partitions {
+            self.ensure_log(&meta, p)
+                .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+        }
+        self.topics
+            .write()
+            .unwrap()
+            .insert(name.to_string(), meta.clone());
+        self.persist()
+            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        crate::info!(
+            "created topic {name} with {} partitions (id {})",
+            meta.partitions,
+            meta.id
+        );
+        Ok(meta)
+    }
+
+    pub fn delete(&self, name: &str) -> Result<TopicMeta, (i16, String)> {
+        let _w = self.write_lock.lock().unwrap();
+        let meta = self
+            .topics
+            .write()
+            .unwrap()
+            .remove(name)
+            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+        self.persist()
+            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        for p in 0..meta.partitions {
+            if let Err(e) = self.store.delete_log(&LogId::new(name, p)) {
+                crate::warn!("deleting {name}-{p}: {e}");
+            }
+        }
+        crate::info!("deleted topic {name}");
+        Ok(meta)
+    }
+
+    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
+        let _w = self.write_lock.lock().unwrap();
+        let mut meta = self
+            .get(name)
+            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+        if count <= meta.partitions as i32 || count as u32 > PARTITIONS_MAX {
+            return Err((
+                ec::INVALID_PARTITIONS,
+                format!(
+                    "topic {name} has {} partitions; asked for {count}",
+                    meta.partitions
+                ),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let old = meta.partitions;
+        meta.partitions = count as u32;
+        for p in old..meta.partitions {
+            self.ensure_log(&meta, p)
+                .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+        }
+        self.topics.write().unwrap().insert(name.to_string(), meta);
+        self.persist()
+            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))
+    }
+}

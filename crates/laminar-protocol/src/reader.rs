@@ -1,0 +1,214 @@
+//! A bounds-checked reader for Kafka's primitive types.
+//!
+//! Every length and count read off the wire is checked against the bytes that remain before
+//! anything is allocated or sliced: an array of `n` elements needs at least `n` bytes, so a
+//! count larger than what is left is rejected at once (Kafka's CVE-2022-34917 was an
+//! allocation from an untrusted count).
+
+use bytes::{Buf, Bytes};
+
+use crate::ProtocolError;
+
+pub type Result<T> = std::result::Result<T, ProtocolError>;
+
+/// The most tagged fields one structure may carry; more is a flood, not a request.
+pub const TAGGED_FIELDS_MAX: u32 = 64;
+
+pub struct Reader {
+    buf: Bytes,
+    flexible: bool,
+}
+
+impl Reader {
+    pub fn new(buf: Bytes, flexible: bool) -> Reader {
+        Reader { buf, flexible }
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.remaining()
+    }
+
+    pub fn is_flexible(&self) -> bool {
+        self.flexible
+    }
+
+    pub fn set_flexible(&mut self, flexible: bool) {
+        self.flexible = flexible;
+    }
+
+    fn need(&self, n: usize, what: &'static str) -> Result<()> {
+        if self.buf.remaining() < n {
+            return Err(ProtocolError::Truncated {
+                what,
+                need: n,
+                have: self.buf.remaining(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn i8(&mut self) -> Result<i8> {
+        self.need(1, "int8")?;
+        Ok(self.buf.get_i8())
+    }
+    pub fn bool(&mut self) -> Result<bool> {
+        Ok(self.i8()? != 0)
+    }
+    pub fn i16(&mut self) -> Result<i16> {
+        self.need(2, "int16")?;
+        Ok(self.buf.get_i16())
+    }
+    pub fn i32(&mut self) -> Result<i32> {
+        self.need(4, "int32")?;
+        Ok(self.buf.get_i32())
+    }
+    pub fn i64(&mut self) -> Result<i64> {
+        self.need(8, "int64")?;
+        Ok(self.buf.get_i64())
+    }
+    pub fn uuid(&mut self) -> Result<[u8; 16]> {
+        self.need(16, "uuid")?;
+        let mut out = [0u8; 16];
+        self.buf.copy_to_slice(&mut out);
+        Ok(out)
+    }
+
+    pub fn uvarint(&mut self) -> Result<u32> {
+        let mut value = 0u32;
+        for i in 0..5 {
+            self.need(1, "unsigned varint")?;
+            let b = self.buf.get_u8();
+            value |= ((b & 0x7f) as u32) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(ProtocolError::Malformed("unsigned varint longer than 5 bytes"))
+    }
+
+    /// A length that is -1 for null: `INT16` in classic versions, `UNSIGNED_VARINT` minus one
+    /// in flexible ones.
+    fn string_len(&mut self) -> Result<i32> {
+        if self.flexible {
+            Ok(self.uvarint()? as i64 as i32 - 1)
+        } else {
+            Ok(self.i16()? as i32)
+        }
+    }
+
+    fn bytes_len(&mut self) -> Result<i32> {
+        if self.flexible {
+            Ok((self.uvarint()? as i64 - 1) as i32)
+        } else {
+            self.i32()
+        }
+    }
+
+    fn take(&mut self, len: i32, what: &'static str) -> Result<Bytes> {
+        let len = usize::try_from(len).map_err(|_| ProtocolError::Malformed("negative length"))?;
+        self.need(len, what)?;
+        Ok(self.buf.split_to(len))
+    }
+
+    pub fn nullable_string(&mut self) -> Result<Option<String>> {
+        let len = self.string_len()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        let raw = self.take(len, "string")?;
+        String::from_utf8(raw.to_vec())
+            .map(Some)
+            .map_err(|_| ProtocolError::Malformed("string is not UTF-8"))
+    }
+
+    pub fn string(&mut self) -> Result<String> {
+        self.nullable_string()?
+            .ok_or(ProtocolError::Malformed("null where a string is required"))
+    }
+
+    pub fn nullable_bytes(&mut self) -> Result<Option<Bytes>> {
+        let len = self.bytes_len()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        self.take(len, "bytes").map(Some)
+    }
+
+    /// An array count, checked against the bytes that remain: each element takes at least
+    /// `min_element_bytes`. -1 (null) reads as 0.
+    pub fn array_len(&mut self, min_element_bytes: usize) -> Result<usize> {
+        let n: i64 = if self.flexible {
+            self.uvarint()? as i64 - 1
+        } else {
+            self.i32()? as i64
+        };
+        if n < 0 {
+            return Ok(0);
+        }
+        let n = n as usize;
+        if n.saturating_mul(min_element_bytes.max(1)) > self.buf.remaining() {
+            return Err(ProtocolError::CountTooLarge {
+                count: n,
+                remaining: self.buf.remaining(),
+            });
+        }
+        Ok(n)
+    }
+
+    pub fn array<T>(
+        &mut self,
+        min_element_bytes: usize,
+        mut f: impl FnMut(&mut Reader) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let n = self.array_len(min_element_bytes)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(f(self)?);
+        }
+        Ok(out)
+    }
+
+    /// Skips the tagged fields of a structure in a flexible version (none otherwise).
+    pub fn tagged_fields(&mut self) -> Result<()> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let n = self.uvarint()?;
+        if n > TAGGED_FIELDS_MAX {
+            return Err(ProtocolError::Malformed("too many tagged fields"));
+        }
+        for _ in 0..n {
+            let _tag = self.uvarint()?;
+            let len = self.uvarint()?;
+            self.take(len as i32, "tagged field")?;
+        }
+        Ok(())
+    }
+
+    pub fn skip(&mut self, n: usize) -> Result<()> {
+        self.need(n, "bytes")?;
+        self.buf.advance(n);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_larger_than_the_frame_are_refused() {
+        let mut r = Reader::new(Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 0, 0]), false);
+        assert!(matches!(r.array_len(1), Err(ProtocolError::CountTooLarge { .. })));
+        let mut r = Reader::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f]), true);
+        assert!(r.array_len(1).is_err());
+        let mut r = Reader::new(Bytes::from_static(&[0x00, 0x05, b'a']), false);
+        assert!(r.string().is_err());
+    }
+
+    #[test]
+    fn tagged_field_floods_are_refused() {
+        let mut r = Reader::new(Bytes::from(vec![0xff, 0x01]), true);
+        assert!(r.tagged_fields().is_err());
+    }
+}

@@ -1,0 +1,514 @@
+//! Request decoders: one function per API, following Kafka's JSON message schemas field by
+//! field, for the versions in [`crate::API_TABLE`].
+
+use bytes::Bytes;
+
+use crate::apis::ApiKey;
+use crate::reader::{Reader, Result};
+use crate::ProtocolError;
+
+pub type Uuid = [u8; 16];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestHeader {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+}
+
+/// Reads only the api key, version and correlation id, which is all that is needed to
+/// answer a request this broker cannot decode (unknown key, unsupported version).
+pub fn peek_header(frame: &Bytes) -> Option<(i16, i16, i32)> {
+    if frame.len() < 8 {
+        return None;
+    }
+    Some((
+        i16::from_be_bytes([frame[0], frame[1]]),
+        i16::from_be_bytes([frame[2], frame[3]]),
+        i32::from_be_bytes(frame[4..8].try_into().unwrap()),
+    ))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    ApiVersions(ApiVersionsRequest),
+    Metadata(MetadataRequest),
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    InitProducerId(InitProducerIdRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    CreatePartitions(CreatePartitionsRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ApiVersionsRequest {
+    pub client_software_name: Option<String>,
+    pub client_software_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MetadataRequest {
+    /// `None`: every topic.
+    pub topics: Option<Vec<MetadataTopic>>,
+    pub allow_auto_topic_creation: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MetadataTopic {
+    pub topic_id: Option<Uuid>,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProduceRequest {
+    pub transactional_id: Option<String>,
+    pub acks: i16,
+    pub timeout_ms: i32,
+    pub topics: Vec<ProduceTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProduceTopic {
+    pub name: String,
+    pub partitions: Vec<ProducePartition>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProducePartition {
+    pub index: i32,
+    pub records: Option<Bytes>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchRequest {
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub isolation_level: i8,
+    pub session_id: i32,
+    pub session_epoch: i32,
+    pub topics: Vec<FetchTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchTopic {
+    /// Set up to v12.
+    pub name: Option<String>,
+    /// Set from v13.
+    pub topic_id: Option<Uuid>,
+    pub partitions: Vec<FetchPartition>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchPartition {
+    pub partition: i32,
+    pub current_leader_epoch: i32,
+    pub fetch_offset: i64,
+    pub log_start_offset: i64,
+    pub partition_max_bytes: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListOffsetsRequest {
+    pub replica_id: i32,
+    pub isolation_level: i8,
+    pub topics: Vec<ListOffsetsTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListOffsetsTopic {
+    pub name: String,
+    pub partitions: Vec<ListOffsetsPartition>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListOffsetsPartition {
+    pub partition_index: i32,
+    pub current_leader_epoch: i32,
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTopicsRequest {
+    pub topics: Vec<CreatableTopic>,
+    pub timeout_ms: i32,
+    pub validate_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatableTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub assignments: usize,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteTopicsRequest {
+    pub topics: Vec<MetadataTopic>,
+    pub timeout_ms: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitProducerIdRequest {
+    pub transactional_id: Option<String>,
+    pub transaction_timeout_ms: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeConfigsRequest {
+    pub resources: Vec<DescribeConfigsResource>,
+    pub include_synonyms: bool,
+    pub include_documentation: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeConfigsResource {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub configuration_keys: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePartitionsRequest {
+    pub topics: Vec<(String, i32)>,
+    pub timeout_ms: i32,
+    pub validate_only: bool,
+}
+
+/// Decodes a whole request frame. Unknown keys and unsupported versions are errors the
+/// caller answers without decoding further (see [`peek_header`]).
+pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
+    let (key, version, _) =
+        peek_header(&frame).ok_or(ProtocolError::Malformed("frame shorter than a header"))?;
+    let api = ApiKey::from_i16(key).ok_or(ProtocolError::UnknownApiKey(key))?;
+    if !api.supports(version) {
+        return Err(ProtocolError::UnsupportedVersion { api, version });
+    }
+    let flexible = api.is_flexible(version);
+    // The header's client id is a classic nullable string even in header v2.
+    let mut r = Reader::new(frame, false);
+    let header = RequestHeader {
+        api_key: r.i16()?,
+        api_version: r.i16()?,
+        correlation_id: r.i32()?,
+        client_id: r.nullable_string()?,
+    };
+    r.set_flexible(flexible);
+    r.tagged_fields()?;
+    let v = version;
+    let request = match api {
+        ApiKey::ApiVersions => Request::ApiVersions(api_versions(&mut r, v)?),
+        ApiKey::Metadata => Request::Metadata(metadata(&mut r, v)?),
+        ApiKey::Produce => Request::Produce(produce(&mut r, v)?),
+        ApiKey::Fetch => Request::Fetch(fetch(&mut r, v)?),
+        ApiKey::ListOffsets => Request::ListOffsets(list_offsets(&mut r, v)?),
+        ApiKey::CreateTopics => Request::CreateTopics(create_topics(&mut r, v)?),
+        ApiKey::DeleteTopics => Request::DeleteTopics(delete_topics(&mut r, v)?),
+        ApiKey::InitProducerId => Request::InitProducerId(init_producer_id(&mut r, v)?),
+        ApiKey::DescribeConfigs => Request::DescribeConfigs(describe_configs(&mut r, v)?),
+        ApiKey::CreatePartitions => Request::CreatePartitions(create_partitions(&mut r, v)?),
+    };
+    r.tagged_fields()?;
+    Ok((header, request))
+}
+
+fn api_versions(r: &mut Reader, v: i16) -> Result<ApiVersionsRequest> {
+    let mut out = ApiVersionsRequest::default();
+    if v >= 3 {
+        out.client_software_name = r.nullable_string()?;
+        out.client_software_version = r.nullable_string()?;
+    }
+    Ok(out)
+}
+
+fn metadata(r: &mut Reader, v: i16) -> Result<MetadataRequest> {
+    let n: i64 = if r.is_flexible() {
+        r.uvarint()? as i64 - 1
+    } else {
+        r.i32()? as i64
+    };
+    let topics = if n < 0 || (v == 0 && n == 0) {
+        None
+    } else {
+        if n as usize > r.remaining() {
+            return Err(ProtocolError::CountTooLarge {
+                count: n as usize,
+                remaining: r.remaining(),
+            });
+        }
+        let mut topics = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let topic_id = if v >= 10 { Some(r.uuid()?) } else { None };
+            let name = if v >= 10 {
+                r.nullable_string()?
+            } else {
+                Some(r.string()?)
+            };
+            r.tagged_fields()?;
+            topics.push(MetadataTopic { topic_id, name });
+        }
+        Some(topics)
+    };
+    let allow_auto_topic_creation = if v >= 4 { r.bool()? } else { true };
+    if (8..=10).contains(&v) {
+        r.bool()?; // include_cluster_authorized_operations
+    }
+    if v >= 8 {
+        r.bool()?; // include_topic_authorized_operations
+    }
+    Ok(MetadataRequest {
+        topics,
+        allow_auto_topic_creation,
+    })
+}
+
+fn produce(r: &mut Reader, _v: i16) -> Result<ProduceRequest> {
+    let transactional_id = r.nullable_string()?;
+    let acks = r.i16()?;
+    let timeout_ms = r.i32()?;
+    let topics = r.array(2, |r| {
+        let name = r.string()?;
+        let partitions = r.array(5, |r| {
+            let index = r.i32()?;
+            let records = r.nullable_bytes()?;
+            r.tagged_fields()?;
+            Ok(ProducePartition { index, records })
+        })?;
+        r.tagged_fields()?;
+        Ok(ProduceTopic { name, partitions })
+    })?;
+    Ok(ProduceRequest {
+        transactional_id,
+        acks,
+        timeout_ms,
+        topics,
+    })
+}
+
+fn fetch(r: &mut Reader, v: i16) -> Result<FetchRequest> {
+    if v <= 14 {
+        r.i32()?; // replica_id
+    }
+    let max_wait_ms = r.i32()?;
+    let min_bytes = r.i32()?;
+    let max_bytes = r.i32()?;
+    let isolation_level = r.i8()?;
+    let (session_id, session_epoch) = if v >= 7 { (r.i32()?, r.i32()?) } else { (0, -1) };
+    let topics = r.array(2, |r| {
+        let (name, topic_id) = if v >= 13 {
+            (None, Some(r.uuid()?))
+        } else {
+            (Some(r.string()?), None)
+        };
+        let partitions = r.array(16, |r| {
+            let partition = r.i32()?;
+            let current_leader_epoch = if v >= 9 { r.i32()? } else { -1 };
+            let fetch_offset = r.i64()?;
+            if v >= 12 {
+                r.i32()?; // last_fetched_epoch
+            }
+            let log_start_offset = if v >= 5 { r.i64()? } else { -1 };
+            let partition_max_bytes = r.i32()?;
+            r.tagged_fields()?;
+            Ok(FetchPartition {
+                partition,
+                current_leader_epoch,
+                fetch_offset,
+                log_start_offset,
+                partition_max_bytes,
+            })
+        })?;
+        r.tagged_fields()?;
+        Ok(FetchTopic {
+            name,
+            topic_id,
+            partitions,
+        })
+    })?;
+    if v >= 7 {
+        // forgotten_topics_data: only meaningful with fetch sessions, which Laminar does
+        // not keep (every fetch is a full fetch); read and dropped.
+        r.array(2, |r| {
+            if v >= 13 {
+                r.uuid()?;
+            } else {
+                r.string()?;
+            }
+            r.array(4, |r| r.i32())?;
+            r.tagged_fields()
+        })?;
+    }
+    if v >= 11 {
+        r.string()?; // rack_id
+    }
+    Ok(FetchRequest {
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        topics,
+    })
+}
+
+fn list_offsets(r: &mut Reader, v: i16) -> Result<ListOffsetsRequest> {
+    let replica_id = r.i32()?;
+    let isolation_level = if v >= 2 { r.i8()? } else { 0 };
+    let topics = r.array(2, |r| {
+        let name = r.string()?;
+        let partitions = r.array(12, |r| {
+            let partition_index = r.i32()?;
+            let current_leader_epoch = if v >= 4 { r.i32()? } else { -1 };
+            let timestamp = r.i64()?;
+            r.tagged_fields()?;
+            Ok(ListOffsetsPartition {
+                partition_index,
+                current_leader_epoch,
+                timestamp,
+            })
+        })?;
+        r.tagged_fields()?;
+        Ok(ListOffsetsTopic { name, partitions })
+    })?;
+    Ok(ListOffsetsRequest {
+        replica_id,
+        isolation_level,
+        topics,
+    })
+}
+
+fn create_topics(r: &mut Reader, v: i16) -> Result<CreateTopicsRequest> {
+    let topics = r.array(8, |r| {
+        let name = r.string()?;
+        let num_partitions = r.i32()?;
+        let replication_factor = r.i16()?;
+        let assignments = r
+            .array(5, |r| {
+                r.i32()?;
+                r.array(4, |r| r.i32())?;
+                r.tagged_fields()
+            })?
+            .len();
+        let configs = r.array(2, |r| {
+            let name = r.string()?;
+            let value = r.nullable_string()?;
+            r.tagged_fields()?;
+            Ok((name, value))
+        })?;
+        r.tagged_fields()?;
+        Ok(CreatableTopic {
+            name,
+            num_partitions,
+            replication_factor,
+            assignments,
+            configs,
+        })
+    })?;
+    let timeout_ms = r.i32()?;
+    let validate_only = if v >= 1 { r.bool()? } else { false };
+    Ok(CreateTopicsRequest {
+        topics,
+        timeout_ms,
+        validate_only,
+    })
+}
+
+fn delete_topics(r: &mut Reader, v: i16) -> Result<DeleteTopicsRequest> {
+    let topics = if v >= 6 {
+        r.array(17, |r| {
+            let name = r.nullable_string()?;
+            let topic_id = r.uuid()?;
+            r.tagged_fields()?;
+            Ok(MetadataTopic {
+                topic_id: Some(topic_id),
+                name,
+            })
+        })?
+    } else {
+        r.array(1, |r| {
+            Ok(MetadataTopic {
+                topic_id: None,
+                name: Some(r.string()?),
+            })
+        })?
+    };
+    let timeout_ms = r.i32()?;
+    Ok(DeleteTopicsRequest { topics, timeout_ms })
+}
+
+fn init_producer_id(r: &mut Reader, v: i16) -> Result<InitProducerIdRequest> {
+    let transactional_id = r.nullable_string()?;
+    let transaction_timeout_ms = r.i32()?;
+    let (producer_id, producer_epoch) = if v >= 3 { (r.i64()?, r.i16()?) } else { (-1, -1) };
+    Ok(InitProducerIdRequest {
+        transactional_id,
+        transaction_timeout_ms,
+        producer_id,
+        producer_epoch,
+    })
+}
+
+fn describe_configs(r: &mut Reader, v: i16) -> Result<DescribeConfigsRequest> {
+    let resources = r.array(4, |r| {
+        let resource_type = r.i8()?;
+        let resource_name = r.string()?;
+        let n: i64 = if r.is_flexible() {
+            r.uvarint()? as i64 - 1
+        } else {
+            r.i32()? as i64
+        };
+        let configuration_keys = if n < 0 {
+            None
+        } else {
+            if n as usize > r.remaining() {
+                return Err(ProtocolError::CountTooLarge {
+                    count: n as usize,
+                    remaining: r.remaining(),
+                });
+            }
+            Some((0..n).map(|_| r.string()).collect::<Result<Vec<_>>>()?)
+        };
+        r.tagged_fields()?;
+        Ok(DescribeConfigsResource {
+            resource_type,
+            resource_name,
+            configuration_keys,
+        })
+    })?;
+    let include_synonyms = if v >= 1 { r.bool()? } else { false };
+    let include_documentation = if v >= 3 { r.bool()? } else { false };
+    Ok(DescribeConfigsRequest {
+        resources,
+        include_synonyms,
+        include_documentation,
+    })
+}
+
+fn create_partitions(r: &mut Reader, _v: i16) -> Result<CreatePartitionsRequest> {
+    let topics = r.array(6, |r| {
+        let name = r.string()?;
+        let count = r.i32()?;
+        r.array(1, |r| {
+            r.array(4, |r| r.i32())?;
+            r.tagged_fields()
+        })?;
+        r.tagged_fields()?;
+        Ok((name, count))
+    })?;
+    let timeout_ms = r.i32()?;
+    let validate_only = r.bool()?;
+    Ok(CreatePartitionsRequest {
+        topics,
+        timeout_ms,
+        validate_only,
+    })
+}

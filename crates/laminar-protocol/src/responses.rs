@@ -1,0 +1,239 @@
+//! Response encoding.
+//!
+//! Most responses are encoded with the `kafka-protocol` crate's generated encoders (encoding
+//! is safe; only its decoders allocate from untrusted counts, which is why requests are
+//! decoded by hand in [`crate::requests`]). Fetch responses are framed here by hand so that
+//! record data stays in files: a response is a list of [`Chunk`]s, some of them file ranges
+//! that the network layer sends with `sendfile`.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::Encodable;
+
+use crate::apis::{ApiKey, API_TABLE};
+use crate::requests::Uuid;
+use crate::ProtocolError;
+
+/// Something the network layer can send that is not in memory: a file range.
+pub trait FileSlice: Send + Sync + 'static {
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub enum Chunk<F> {
+    Bytes(Bytes),
+    File(F),
+}
+
+impl<F: FileSlice> Chunk<F> {
+    pub fn len(&self) -> u64 {
+        match self {
+            Chunk::Bytes(b) => b.len() as u64,
+            Chunk::File(f) => f.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A whole response, size prefix included, ready to send in order.
+pub struct ResponseFrame<F> {
+    pub chunks: Vec<Chunk<F>>,
+}
+
+impl<F: FileSlice> ResponseFrame<F> {
+    pub fn from_bytes(b: Bytes) -> Self {
+        ResponseFrame {
+            chunks: vec![Chunk::Bytes(b)],
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.chunks.iter().map(Chunk::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn header(out: &mut BytesMut, api: ApiKey, version: i16, correlation_id: i32) {
+    out.put_i32(correlation_id);
+    if api.response_header_flexible(version) {
+        out.put_u8(0); // no tagged fields
+    }
+}
+
+/// Encodes a response with its size prefix and header.
+pub fn encode<T: Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Result<Bytes, ProtocolError> {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_i32(0);
+    header(&mut out, api, version, correlation_id);
+    body.encode(&mut out, version)
+        .map_err(|e| ProtocolError::Encode(e.to_string()))?;
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(out.freeze())
+}
+
+/// ApiVersions' answer to a version it does not support: error 35 (UNSUPPORTED_VERSION) in
+/// v0 format, listing what is supported, so the client can retry with a version it shares.
+pub fn api_versions_unsupported(correlation_id: i32) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    out.put_i32(correlation_id);
+    out.put_i16(35);
+    out.put_i32(API_TABLE.len() as i32);
+    for s in API_TABLE {
+        out.put_i16(s.key as i16);
+        out.put_i16(s.min_version);
+        out.put_i16(s.max_version);
+    }
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    out.freeze()
+}
+
+pub struct FetchResponse<F> {
+    pub throttle_time_ms: i32,
+    pub error_code: i16,
+    pub session_id: i32,
+    pub topics: Vec<FetchTopicResponse<F>>,
+}
+
+pub struct FetchTopicResponse<F> {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub partitions: Vec<FetchPartitionResponse<F>>,
+}
+
+pub struct FetchPartitionResponse<F> {
+    pub partition_index: i32,
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    /// Record batches, sent as they are stored.
+    pub records: Vec<Chunk<F>>,
+}
+
+struct Writer<F> {
+    chunks: Vec<Chunk<F>>,
+    buf: BytesMut,
+    flexible: bool,
+}
+
+impl<F: FileSlice> Writer<F> {
+    fn len(&mut self, n: usize) {
+        if self.flexible {
+            put_uvarint(&mut self.buf, n as u32 + 1);
+        } else {
+            self.buf.put_i32(n as i32);
+        }
+    }
+    fn string(&mut self, s: &str) {
+        if self.flexible {
+            put_uvarint(&mut self.buf, s.len() as u32 + 1);
+        } else {
+            self.buf.put_i16(s.len() as i16);
+        }
+        self.buf.put_slice(s.as_bytes());
+    }
+    fn tags(&mut self) {
+        if self.flexible {
+            self.buf.put_u8(0);
+        }
+    }
+    fn records(&mut self, records: Vec<Chunk<F>>) {
+        let total: u64 = records.iter().map(Chunk::len).sum();
+        if self.flexible {
+            put_uvarint(&mut self.buf, total as u32 + 1);
+        } else {
+            self.buf.put_i32(total as i32);
+        }
+        for c in records {
+            match c {
+                Chunk::Bytes(b) => self.buf.put_slice(&b),
+                Chunk::File(f) => {
+                    let pending = self.buf.split().freeze();
+                    self.chunks.push(Chunk::Bytes(pending));
+                    self.chunks.push(Chunk::File(f));
+                }
+            }
+        }
+    }
+}
+
+fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
+    while v >= 0x80 {
+        buf.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.put_u8(v as u8);
+}
+
+/// Frames a Fetch response (v4 to v16) around record data that may live in files.
+pub fn encode_fetch<F: FileSlice>(
+    version: i16,
+    correlation_id: i32,
+    resp: FetchResponse<F>,
+) -> ResponseFrame<F> {
+    let flexible = ApiKey::Fetch.is_flexible(version);
+    let mut w = Writer {
+        chunks: Vec::new(),
+        buf: BytesMut::with_capacity(256),
+        flexible,
+    };
+    w.buf.put_i32(0); // size, patched below
+    header(&mut w.buf, ApiKey::Fetch, version, correlation_id);
+    w.buf.put_i32(resp.throttle_time_ms);
+    if version >= 7 {
+        w.buf.put_i16(resp.error_code);
+        w.buf.put_i32(resp.session_id);
+    }
+    w.len(resp.topics.len());
+    for t in resp.topics {
+        if version >= 13 {
+            w.buf.put_slice(&t.topic_id);
+        } else {
+            w.string(&t.name);
+        }
+        w.len(t.partitions.len());
+        for p in t.partitions {
+            w.buf.put_i32(p.partition_index);
+            w.buf.put_i16(p.error_code);
+            w.buf.put_i64(p.high_watermark);
+            w.buf.put_i64(p.last_stable_offset);
+            if version >= 5 {
+                w.buf.put_i64(p.log_start_offset);
+            }
+            // aborted_transactions: none (no transactions yet); an empty array, not null.
+            w.len(0);
+            if version >= 11 {
+                w.buf.put_i32(-1); // preferred_read_replica
+            }
+            w.records(p.records);
+            w.tags();
+        }
+        w.tags();
+    }
+    w.tags();
+    let tail = w.buf.split().freeze();
+    w.chunks.push(Chunk::Bytes(tail));
+    // Patch the size into the first chunk.
+    let total: u64 = w.chunks.iter().map(Chunk::len).sum::<u64>() - 4;
+    if let Some(Chunk::Bytes(first)) = w.chunks.first_mut() {
+        let mut b = BytesMut::from(&first[..]);
+        b[..4].copy_from_slice(&(total as i32).to_be_bytes());
+        *first = b.freeze();
+    }
+    ResponseFrame { chunks: w.chunks }
+}
