@@ -91,28 +91,36 @@ async fn connection<S: Service>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (mut rd, mut wr) = stream.into_split();
-    // The channel's capacity is the in-flight limit: when it is full the reader waits, so
-    // one connection can never have more requests being handled than that.
-    let (tx, mut rx) = mpsc::channel::<tokio::task::JoinHandle<Result<Option<_>, CloseConnection>>>(
-        limits.max_inflight_requests_per_connection,
-    );
+    // Three tasks per connection: the reader splits frames, the executor handles them one
+    // at a time in arrival order (as Kafka does, so appends from one connection keep their
+    // order), the writer sends responses in that same order. The reader keeps reading while
+    // requests are handled and responses are sent, up to the in-flight limit: the two
+    // channels' capacities, which make it wait when full.
+    let inflight = limits.max_inflight_requests_per_connection.max(2);
+    let (frame_tx, mut frame_rx) = mpsc::channel::<bytes::Bytes>(inflight / 2);
+    let (resp_tx, mut resp_rx) = mpsc::channel(inflight / 2);
+    let executor = tokio::spawn(async move {
+        while let Some(frame) = frame_rx.recv().await {
+            let result = service.clone().call(frame).await;
+            let close = result.is_err();
+            if resp_tx.send(result).await.is_err() || close {
+                return;
+            }
+        }
+    });
     let chunk_bytes = limits.socket_send_chunk_bytes;
     let writer = tokio::spawn(async move {
-        while let Some(handle) = rx.recv().await {
-            match handle.await {
-                Ok(Ok(Some(frame))) => {
+        while let Some(result) = resp_rx.recv().await {
+            match result {
+                Ok(Some(frame)) => {
                     if let Err(e) = send_response(&mut wr, frame, chunk_bytes, &io_pool).await {
                         crate::info!("connection from {peer} closed while sending: {e}");
                         return;
                     }
                 }
-                Ok(Ok(None)) => {}
-                Ok(Err(CloseConnection(reason))) => {
+                Ok(None) => {}
+                Err(CloseConnection(reason)) => {
                     crate::warn!("closing connection from {peer}: {reason}");
-                    return;
-                }
-                Err(e) => {
-                    crate::warn!("closing connection from {peer}: request handler failed: {e}");
                     return;
                 }
             }
@@ -123,8 +131,7 @@ async fn connection<S: Service>(
         loop {
             match split_frame(&mut buf, limits.socket_request_max_bytes) {
                 Ok(Some(frame)) => {
-                    let handle = tokio::spawn(service.clone().call(frame));
-                    if tx.send(handle).await.is_err() {
+                    if frame_tx.send(frame).await.is_err() {
                         break 'read;
                     }
                 }
@@ -140,11 +147,12 @@ async fn connection<S: Service>(
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             },
-            _ = tx.closed() => break,
+            _ = frame_tx.closed() => break,
             _ = shutdown.changed() => break,
         }
     }
-    // Responses already queued are still sent, in order; then the connection closes.
-    drop(tx);
+    // Requests already read are still handled and answered, in order; then it closes.
+    drop(frame_tx);
+    let _ = executor.await;
     let _ = writer.await;
 }

@@ -74,3 +74,131 @@ impl Drop for TestBroker {
         self.shutdown();
     }
 }
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+pub type TestProducer = ThreadedProducer<DefaultProducerContext>;
+
+pub fn producer(addr: &str, extra: &[(&str, &str)]) -> TestProducer {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", addr)
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000");
+    for (k, v) in extra {
+        c.set(*k, *v);
+    }
+    c.create().expect("producer")
+}
+
+/// One record as a test produces it and expects it back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rec {
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp_ms: i64,
+}
+
+pub fn make_record(i: u64) -> Rec {
+    let value = format!("value-{i}-{}", "laminar".repeat((i % 23) as usize)).into_bytes();
+    Rec {
+        key: if i % 10 == 0 {
+            None
+        } else {
+            Some(format!("key-{i}").into_bytes())
+        },
+        value: Some(value),
+        headers: if i % 3 == 0 {
+            vec![("h1".into(), Some(vec![i as u8; 3])), ("h2".into(), None)]
+        } else {
+            vec![]
+        },
+        timestamp_ms: 1_700_000_000_000 + i as i64,
+    }
+}
+
+pub fn send(p: &TestProducer, topic: &str, partition: Option<i32>, r: &Rec) {
+    let mut headers = OwnedHeaders::new();
+    for (k, v) in &r.headers {
+        headers = headers.insert(Header {
+            key: k,
+            value: v.as_deref(),
+        });
+    }
+    let mut rec: BaseRecord<'_, [u8], [u8]> =
+        BaseRecord::to(topic).timestamp(r.timestamp_ms).headers(headers);
+    if let Some(k) = &r.key {
+        rec = rec.key(k);
+    }
+    if let Some(v) = &r.value {
+        rec = rec.payload(v);
+    }
+    if let Some(p) = partition {
+        rec = rec.partition(p);
+    }
+    let mut rec = rec;
+    loop {
+        match p.send(rec) {
+            Ok(()) => return,
+            Err((
+                rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                back,
+            )) => {
+                rec = back;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err((e, _)) => panic!("send failed: {e}"),
+        }
+    }
+}
+
+pub fn consumer(addr: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "laminar-test-unused")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .expect("consumer")
+}
+
+/// Reads `n` records of one partition from offset 0; checks offsets are contiguous.
+pub fn consume(addr: &str, topic: &str, partition: i32, n: usize, timeout: Duration) -> Vec<Rec> {
+    let c = consumer(addr);
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::with_capacity(n);
+    let deadline = std::time::Instant::now() + timeout;
+    while out.len() < n && std::time::Instant::now() < deadline {
+        let Some(m) = c.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = m.expect("consume");
+        assert_eq!(m.offset(), out.len() as i64, "offsets are contiguous");
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Rec {
+            key: m.key().map(|k| k.to_vec()),
+            value: m.payload().map(|v| v.to_vec()),
+            headers,
+            timestamp_ms: m.timestamp().to_millis().unwrap_or(-1),
+        });
+    }
+    out
+}
+
+pub fn flush(p: &TestProducer) {
+    p.flush(Duration::from_secs(60)).expect("flush");
+}
