@@ -1,0 +1,137 @@
+//! Issue 3, acceptance 6: malformed, oversized and adversarial requests get an error or a
+//! closed connection; the broker stays up and a librdkafka producer on the same broker is
+//! undisturbed throughout.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use laminar_records::{BatchBuilder, Compression, RecordSpec};
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+fn header(api_key: i16, version: i16, correlation_id: i32) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&api_key.to_be_bytes());
+    out.extend_from_slice(&version.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&4i16.to_be_bytes());
+    out.extend_from_slice(b"test");
+    out
+}
+
+/// Sends raw bytes and returns the response body, or `None` if the broker closed the
+/// connection without answering.
+fn exchange(addr: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).ok()?;
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// A Produce v3 request of `records` to `topic` partition 0, acks=1.
+fn produce_v3(topic: &str, records: &[u8]) -> Vec<u8> {
+    let mut b = header(0, 3, 77);
+    b.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
+    b.extend_from_slice(&1i16.to_be_bytes()); // acks
+    b.extend_from_slice(&30_000i32.to_be_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    b.extend_from_slice(topic.as_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    b.extend_from_slice(records);
+    frame(&b)
+}
+
+/// The error code of the single partition in a Produce v3 response.
+fn produce_error(body: &[u8], topic: &str) -> i16 {
+    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
+    i16::from_be_bytes([body[at], body[at + 1]])
+}
+
+fn batch(compression: Compression, value_bytes: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(compression, 1_700_000_000_000);
+    b.push(RecordSpec {
+        timestamp_ms: 1_700_000_000_000,
+        key: None,
+        value: Some(vec![0u8; value_bytes]),
+        headers: vec![],
+    });
+    b.build().unwrap()
+}
+
+#[test]
+fn adversarial_requests_are_refused_and_the_broker_carries_on() {
+    let b = TestBroker::start();
+    // Create the target topic with a good produce first.
+    let p = producer(&b.addr, &[]);
+    send(&p, "victim", Some(0), &make_record(0));
+    flush(&p);
+
+    // A librdkafka producer keeps producing throughout.
+    let addr = b.addr.clone();
+    let background = std::thread::spawn(move || {
+        let p = producer(&addr, &[]);
+        for i in 0..2000 {
+            send(&p, "bystander", Some(0), &make_record(i));
+            if i % 100 == 0 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        flush(&p);
+    });
+
+    // 1. A frame over socket.request.max.bytes (100 MiB): closed before any allocation.
+    assert_eq!(exchange(&b.addr, &(200i32 << 20).to_be_bytes()), None);
+    // 2. A negative length.
+    assert_eq!(exchange(&b.addr, &(-1i32).to_be_bytes()), None);
+    // 3. An array count far larger than the frame: Metadata v1 claiming 2^30 topics.
+    let mut m = header(3, 1, 5);
+    m.extend_from_slice(&(1i32 << 30).to_be_bytes());
+    assert_eq!(exchange(&b.addr, &frame(&m)), None);
+    // 4. An unknown API key.
+    assert_eq!(exchange(&b.addr, &frame(&header(999, 0, 6))), None);
+    // ... and an unsupported version of ApiVersions gets UNSUPPORTED_VERSION (35) in v0.
+    let body = exchange(&b.addr, &frame(&header(18, 99, 7))).expect("an answer");
+    assert_eq!(&body[..4], &7i32.to_be_bytes());
+    assert_eq!(i16::from_be_bytes([body[4], body[5]]), 35);
+
+    // 5. A truncated record batch: CORRUPT_MESSAGE (2).
+    let good = batch(Compression::None, 100);
+    let body = exchange(&b.addr, &produce_v3("victim", &good[..good.len() - 10])).expect("an answer");
+    assert_eq!(produce_error(&body, "victim"), 2);
+    // 6. A batch with a bad CRC.
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 0xff;
+    let body = exchange(&b.addr, &produce_v3("victim", &bad)).expect("an answer");
+    assert_eq!(produce_error(&body, "victim"), 2);
+    // 7. A decompression bomb: 100 MiB of zeros in a ~100 KiB gzip batch.
+    let bomb = batch(Compression::Gzip, 100 << 20);
+    assert!(bomb.len() < 1 << 20);
+    let body = exchange(&b.addr, &produce_v3("victim", &bomb)).expect("an answer");
+    assert_eq!(produce_error(&body, "victim"), 2);
+    // A good batch on a raw connection still works: error 0.
+    let body = exchange(&b.addr, &produce_v3("victim", &good)).expect("an answer");
+    assert_eq!(produce_error(&body, "victim"), 0);
+
+    background.join().unwrap();
+    let got = consume(&b.addr, "bystander", 0, 2000, Duration::from_secs(60));
+    assert_eq!(got.len(), 2000, "the bystander producer lost nothing");
+    // Only the two good batches reached the victim topic.
+    let victim = consume(&b.addr, "victim", 0, 2, Duration::from_secs(30));
+    assert_eq!(victim.len(), 2);
+}
