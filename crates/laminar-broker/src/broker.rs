@@ -162,9 +162,15 @@ impl RunningBroker {
         .await
         .expect("startup task")?;
         crate::info!(
-            "laminar listening on {bound} (advertised {advertised_host}:{advertised_port}), data in {}, {} shutdown",
+            "laminar listening on {bound} (advertised {advertised_host}:{advertised_port}), data in {}: {}",
             config.data_dir.display(),
-            if store.opened_clean() { "after a clean" } else { "recovered after an unclean" }
+            if store.opened_clean() {
+                "started after a clean shutdown"
+            } else if store.logs().is_empty() {
+                "new or empty data directory"
+            } else {
+                "recovered after an unclean shutdown"
+            }
         );
         crate::info!("settings in effect:\n{}", config.describe());
         let broker = Arc::new(Broker {
