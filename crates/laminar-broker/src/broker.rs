@@ -190,6 +190,7 @@ impl RunningBroker {
             max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
             socket_request_max_bytes: config.socket_request_max_bytes,
             socket_send_chunk_bytes: config.socket_send_chunk_bytes,
+            cold_reads_inline: config.cold_reads_inline,
         };
         let server = net::serve(listener, broker.clone(), limits, broker.io.clone());
         let b = broker.clone();

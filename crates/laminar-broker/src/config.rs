@@ -157,6 +157,9 @@ pub struct BrokerConfig {
     pub socket_send_chunk_bytes: usize,
     /// For tests: wraps the storage backend in a fault injector.
     pub faults: Option<std::sync::Arc<laminar_storage::backend::FaultyStorage>>,
+    /// For tests only: read non-resident file ranges on the socket thread, as Kafka does,
+    /// to show what the isolation prevents. Never settable from a config file.
+    pub cold_reads_inline: bool,
 }
 
 impl Default for BrokerConfig {
@@ -186,6 +189,7 @@ impl Default for BrokerConfig {
             num_storage_threads: 2,
             socket_send_chunk_bytes: 64 << 10,
             faults: None,
+            cold_reads_inline: false,
         }
     }
 }

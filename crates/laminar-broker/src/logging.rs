@@ -19,9 +19,11 @@ fn sender() -> &'static SyncSender<String> {
             .name("laminar-log".into())
             .spawn(move || {
                 use std::io::Write;
-                let mut err = std::io::stderr().lock();
                 let mut reported = 0;
                 for line in rx {
+                    // Locked per line, never held while waiting: a panic message or a
+                    // test's own output must be able to reach stderr too.
+                    let mut err = std::io::stderr().lock();
                     let dropped = DROPPED_LINES.load(Ordering::Relaxed);
                     if dropped > reported {
                         let _ = writeln!(

@@ -59,6 +59,7 @@ pub async fn send_response<F: SendFile>(
     frame: ResponseFrame<F>,
     chunk_bytes: usize,
     io_pool: &IoPool,
+    cold_reads_inline: bool,
 ) -> io::Result<()> {
     for chunk in frame.chunks {
         match chunk {
@@ -67,6 +68,7 @@ pub async fn send_response<F: SendFile>(
                 (Some(fd), Some(true)) => {
                     sendfile_pieces(stream, fd, f.position(), f.len(), chunk_bytes).await?
                 }
+                _ if cold_reads_inline => write_pieces(stream, &f.read_all()?, chunk_bytes).await?,
                 _ => {
                     // Not known to be resident: never let the socket thread wait for the
                     // disk. Read it on the I/O pool (which brings it into the page cache).

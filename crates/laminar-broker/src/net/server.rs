@@ -19,6 +19,8 @@ pub struct ServerLimits {
     pub max_inflight_requests_per_connection: usize,
     pub socket_request_max_bytes: usize,
     pub socket_send_chunk_bytes: usize,
+    /// Tests only: see `BrokerConfig::cold_reads_inline`.
+    pub cold_reads_inline: bool,
 }
 
 /// Stops a running server: no more accepts, in-flight requests finish, then connections
@@ -109,11 +111,12 @@ async fn connection<S: Service>(
         }
     });
     let chunk_bytes = limits.socket_send_chunk_bytes;
+    let inline = limits.cold_reads_inline;
     let writer = tokio::spawn(async move {
         while let Some(result) = resp_rx.recv().await {
             match result {
                 Ok(Some(frame)) => {
-                    if let Err(e) = send_response(&mut wr, frame, chunk_bytes, &io_pool).await {
+                    if let Err(e) = send_response(&mut wr, frame, chunk_bytes, &io_pool, inline).await {
                         crate::info!("connection from {peer} closed while sending: {e}");
                         return;
                     }

@@ -18,8 +18,9 @@ pub enum Fault {
     SyncLatency(Duration),
     /// Every `read_at` sleeps this long first.
     ReadLatency(Duration),
-    /// Reads of data that is not resident sleep this long, and `is_resident` says `false`:
-    /// a disk that makes cold reads slow.
+    /// `is_resident` says `false`, and reads of more than [`COLD_READ_BYTES_MIN`] (record
+    /// data, not the 61-byte batch headers an index walk reads) sleep this long: a disk that
+    /// makes reading cold data slow.
     ColdReads(Duration),
     /// Every write fails with EIO.
     FailWrites,
@@ -30,6 +31,9 @@ pub enum Fault {
     /// The next write stores only its first `keep_bytes` bytes, then fails with EIO.
     TearNextWrite { keep_bytes: usize },
 }
+
+/// Reads at most this long are not slowed by [`Fault::ColdReads`].
+pub const COLD_READ_BYTES_MIN: usize = 4096;
 
 #[derive(Debug, Default)]
 struct Rules {
@@ -136,7 +140,8 @@ impl StorageFile for FaultyFile {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
         for fault in self.matching() {
             match fault {
-                Fault::ReadLatency(d) | Fault::ColdReads(d) => std::thread::sleep(d),
+                Fault::ReadLatency(d) => std::thread::sleep(d),
+                Fault::ColdReads(d) if buf.len() > COLD_READ_BYTES_MIN => std::thread::sleep(d),
                 Fault::FailReads => return Err(eio("read")),
                 _ => {}
             }
