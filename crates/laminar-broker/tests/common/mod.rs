@@ -106,13 +106,13 @@ pub struct Rec {
 pub fn make_record(i: u64) -> Rec {
     let value = format!("value-{i}-{}", "laminar".repeat((i % 23) as usize)).into_bytes();
     Rec {
-        key: if i % 10 == 0 {
+        key: if i.is_multiple_of(10) {
             None
         } else {
             Some(format!("key-{i}").into_bytes())
         },
         value: Some(value),
-        headers: if i % 3 == 0 {
+        headers: if i.is_multiple_of(3) {
             vec![("h1".into(), Some(vec![i as u8; 3])), ("h2".into(), None)]
         } else {
             vec![]
