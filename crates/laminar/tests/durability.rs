@@ -61,7 +61,10 @@ impl ProducerContext for Acks {
     type DeliveryOpaque = ();
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         if let Ok(m) = result {
-            self.0.lock().unwrap().push((m.offset(), m.payload().unwrap().to_vec()));
+            self.0
+                .lock()
+                .unwrap()
+                .push((m.offset(), m.payload().unwrap().to_vec()));
         }
     }
 }
@@ -99,7 +102,11 @@ fn read_all(addr: &str, topic: &str, until: i64) -> Vec<(i64, Vec<u8>)> {
 fn check(stored: &[(i64, Vec<u8>)], acked: &[(i64, Vec<u8>)], what: &str) {
     for (offset, payload) in acked {
         let found = stored.get(*offset as usize);
-        assert_eq!(found.map(|(o, p)| (*o, p.as_slice())), Some((*offset, payload.as_slice())), "{what}: acknowledged offset {offset}");
+        assert_eq!(
+            found.map(|(o, p)| (*o, p.as_slice())),
+            Some((*offset, payload.as_slice())),
+            "{what}: acknowledged offset {offset}"
+        );
     }
 }
 
@@ -114,7 +121,8 @@ fn acks_all_survives_sigkill_and_acks_1_survives_clean_restart() {
     let p = producer(&b.as_ref().unwrap().addr, "all", acks.clone());
     for i in 0..3000 {
         let v = format!("all-{i}");
-        p.send(BaseRecord::<(), _>::to("durable").partition(0).payload(&v)).unwrap();
+        p.send(BaseRecord::<(), _>::to("durable").partition(0).payload(&v))
+            .unwrap();
         if i == 2000 {
             // Wait until some are acknowledged, then kill mid-stream.
             let t = Instant::now();
@@ -127,7 +135,11 @@ fn acks_all_survives_sigkill_and_acks_1_survives_clean_restart() {
     let _ = p.flush(Duration::from_secs(10));
     drop(p);
     let acked = acks.0.lock().unwrap().clone();
-    assert!(acked.len() >= 1000, "{} acknowledged before the kill", acked.len());
+    assert!(
+        acked.len() >= 1000,
+        "{} acknowledged before the kill",
+        acked.len()
+    );
     let b = start(&dir);
     let top = acked.iter().map(|(o, _)| *o).max().unwrap() + 1;
     let stored = read_all(&b.addr, "durable", top);
@@ -138,7 +150,8 @@ fn acks_all_survives_sigkill_and_acks_1_survives_clean_restart() {
     let p = producer(&b.addr, "1", acks1.clone());
     for i in 0..3000 {
         let v = format!("one-{i}");
-        p.send(BaseRecord::<(), _>::to("durable").partition(0).payload(&v)).unwrap();
+        p.send(BaseRecord::<(), _>::to("durable").partition(0).payload(&v))
+            .unwrap();
     }
     p.flush(Duration::from_secs(30)).unwrap();
     drop(p);

@@ -1,0 +1,129 @@
+//! Issue 3, acceptance 2: an idempotent librdkafka producer whose connections are cut again
+//! and again in the middle of producing leaves no duplicates and no gaps.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+
+/// A TCP proxy in front of the broker that can cut every connection through it.
+struct Proxy {
+    addr: String,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(listener: TcpListener, upstream: Arc<Mutex<String>>) -> Proxy {
+        let addr = listener.local_addr().unwrap().to_string();
+        let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let c2 = conns.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream.lock().unwrap().as_str()) else {
+                    continue;
+                };
+                c2.lock().unwrap().push(client.try_clone().unwrap());
+                c2.lock().unwrap().push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16384];
+                        loop {
+                            match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        let _ = to.shutdown(Shutdown::Both);
+                        let _ = from.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { addr, conns }
+    }
+
+    fn cut_all(&self) -> usize {
+        let conns = std::mem::take(&mut *self.conns.lock().unwrap());
+        for c in &conns {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+        conns.len() / 2
+    }
+}
+
+const RECORDS: u64 = 50_000;
+
+#[test]
+fn idempotent_producer_survives_cut_connections_without_duplicates_or_gaps() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_addr = listener.local_addr().unwrap();
+    let upstream = Arc::new(Mutex::new(String::new()));
+    let proxy = Proxy::start(listener, upstream.clone());
+    // Clients must come back through the proxy after every metadata refresh.
+    let b = TestBroker::start_with(|c| {
+        c.advertised_host = proxy_addr.ip().to_string();
+        c.advertised_port = proxy_addr.port();
+    });
+    *upstream.lock().unwrap() = b.addr.clone();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let proxy = Arc::new(proxy);
+    let cutter = {
+        let (proxy, stop) = (proxy.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut cuts = 0;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(150));
+                cuts += proxy.cut_all();
+            }
+            cuts
+        })
+    };
+    let p = producer(
+        &proxy.addr,
+        &[
+            ("enable.idempotence", "true"),
+            ("message.timeout.ms", "120000"),
+            ("batch.num.messages", "500"),
+        ],
+    );
+    for i in 0..RECORDS {
+        let r = Rec {
+            key: None,
+            value: Some(i.to_string().into_bytes()),
+            headers: vec![],
+            timestamp_ms: 1_700_000_000_000,
+        };
+        send(&p, "idem", Some(0), &r);
+        if i % 5000 == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    flush(&p);
+    stop.store(true, Ordering::Relaxed);
+    let cuts = cutter.join().unwrap();
+    assert!(cuts >= 3, "connections were cut {cuts} times during the run");
+
+    let got = consume(&b.addr, "idem", 0, RECORDS as usize + 1, Duration::from_secs(8));
+    assert_eq!(got.len(), RECORDS as usize, "no duplicates and no gaps");
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(
+            r.value.as_deref(),
+            Some(i.to_string().as_bytes()),
+            "record {i} in order"
+        );
+    }
+}
