@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+
+mod admin;
 use laminar_perf::log_perf::{self, LogPerfConfig};
 use laminar_records::Compression;
 
@@ -22,11 +24,55 @@ struct Cli {
 enum Command {
     /// Run the broker. With no options: 127.0.0.1:9092, data in ./data, node 0.
     Serve(ServeArgs),
+    /// Manage topics on any Kafka-compatible broker (Laminar or Apache Kafka).
+    Topics {
+        #[command(subcommand)]
+        command: TopicsCommand,
+    },
     /// Performance suites that print latency percentiles and throughput.
     Perf {
         #[command(subcommand)]
         suite: PerfSuite,
     },
+}
+
+#[derive(Subcommand)]
+enum TopicsCommand {
+    /// List topic names.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Show a topic's partitions and configs.
+    Describe {
+        topic: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Create a topic.
+    Create {
+        topic: String,
+        /// Partitions (default: the broker's num.partitions).
+        #[arg(long, default_value_t = -1)]
+        partitions: i32,
+        /// A topic config, as name=value; may be repeated.
+        #[arg(long = "config", value_parser = parse_key_value)]
+        configs: Vec<(String, String)>,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Delete a topic and its data.
+    Delete {
+        topic: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{s:?} is not name=value"))
 }
 
 #[derive(Args)]
@@ -184,6 +230,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
+        Command::Topics { command } => match command {
+            TopicsCommand::List { bootstrap } => admin::list(&bootstrap),
+            TopicsCommand::Describe { topic, bootstrap } => admin::describe(&bootstrap, &topic),
+            TopicsCommand::Create {
+                topic,
+                partitions,
+                configs,
+                bootstrap,
+            } => admin::create(&bootstrap, &topic, partitions, &configs),
+            TopicsCommand::Delete { topic, bootstrap } => admin::delete(&bootstrap, &topic),
+        },
         Command::Perf {
             suite: PerfSuite::Log(args),
         } => perf_log(args),

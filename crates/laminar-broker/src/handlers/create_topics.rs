@@ -39,15 +39,21 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Creat
                         r.validate_only,
                     ) {
                         Ok(meta) => {
-                            out.topic_id = uuid(meta.uuid());
-                            out.num_partitions = meta.partitions as i32;
-                            out.replication_factor = 1;
+                            if version >= 7 {
+                                out.topic_id = uuid(meta.uuid());
+                            }
+                            if version >= 5 {
+                                out.num_partitions = meta.partitions as i32;
+                                out.replication_factor = 1;
+                            }
                         }
                         Err((code, message)) => {
                             out.error_code = code;
                             out.error_message = Some(sb(&message));
-                            out.num_partitions = -1;
-                            out.replication_factor = -1;
+                            if version >= 5 {
+                                out.num_partitions = -1;
+                                out.replication_factor = -1;
+                            }
                         }
                     }
                     out

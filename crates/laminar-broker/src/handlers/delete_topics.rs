@@ -25,7 +25,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Delet
                         _ => None,
                     };
                     out.name = name.as_deref().map(topic_name);
-                    if let Some(id) = t.topic_id {
+                    if let Some(id) = t.topic_id.filter(|_| version >= 6) {
                         out.topic_id = uuid(id);
                     }
                     let Some(name) = name else {
@@ -33,10 +33,13 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Delet
                         return out;
                     };
                     match topics.delete(&name) {
-                        Ok(meta) => out.topic_id = uuid(meta.uuid()),
+                        Ok(meta) if version >= 6 => out.topic_id = uuid(meta.uuid()),
+                        Ok(_) => {}
                         Err((code, message)) => {
                             out.error_code = code;
-                            out.error_message = Some(sb(&message));
+                            if version >= 5 {
+                                out.error_message = Some(sb(&message));
+                            }
                         }
                     }
                     out

@@ -17,12 +17,20 @@ pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 
-fn lookup(b: &Broker, topic: &str, partition: i32, timestamp: i64) -> ListOffsetsPartitionResponse {
+fn lookup(
+    b: &Broker,
+    version: i16,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+) -> ListOffsetsPartitionResponse {
     let mut p = ListOffsetsPartitionResponse::default();
     p.partition_index = partition;
     p.timestamp = -1;
     p.offset = -1;
-    p.leader_epoch = 0;
+    if version >= 4 {
+        p.leader_epoch = 0;
+    }
     let Some(log) = b.topics.log(topic, partition) else {
         p.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
         return p;
@@ -60,7 +68,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ListO
                     tr.partitions = t
                         .partitions
                         .iter()
-                        .map(|p| lookup(&b2, &t.name, p.partition_index, p.timestamp))
+                        .map(|p| lookup(&b2, version, &t.name, p.partition_index, p.timestamp))
                         .collect();
                     tr
                 })

@@ -12,16 +12,20 @@ use crate::broker::Broker;
 use crate::error_codes as ec;
 use crate::topics::TopicMeta;
 
-fn topic_entry(b: &Broker, t: &TopicMeta) -> MetadataResponseTopic {
+fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(topic_name(&t.name));
-    out.topic_id = uuid(t.uuid());
+    if version >= 10 {
+        out.topic_id = uuid(t.uuid());
+    }
     out.partitions = (0..t.partitions as i32)
         .map(|p| {
             let mut part = MetadataResponsePartition::default();
             part.partition_index = p;
             part.leader_id = BrokerId(b.config.node_id);
-            part.leader_epoch = 0;
+            if version >= 7 {
+                part.leader_epoch = 0;
+            }
             part.replica_nodes = vec![BrokerId(b.config.node_id)];
             part.isr_nodes = vec![BrokerId(b.config.node_id)];
             part
@@ -30,11 +34,11 @@ fn topic_entry(b: &Broker, t: &TopicMeta) -> MetadataResponseTopic {
     out
 }
 
-fn missing(name: Option<String>, id: Option<[u8; 16]>, code: i16) -> MetadataResponseTopic {
+fn missing(version: i16, name: Option<String>, id: Option<[u8; 16]>, code: i16) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.error_code = code;
     out.name = name.map(|n| topic_name(&n));
-    if let Some(id) = id {
+    if let Some(id) = id.filter(|_| version >= 10) {
         out.topic_id = uuid(id);
     }
     out
@@ -52,10 +56,21 @@ pub async fn handle(
     broker.host = sb(&b.advertised_host);
     broker.port = b.advertised_port as i32;
     resp.brokers = vec![broker];
-    resp.cluster_id = Some(sb(&b.cluster_id));
-    resp.controller_id = BrokerId(b.config.node_id);
+    if version >= 2 {
+        resp.cluster_id = Some(sb(&b.cluster_id));
+    }
+    if version >= 1 {
+        resp.controller_id = BrokerId(b.config.node_id);
+    }
     match r.topics {
-        None => resp.topics = b.topics.list().iter().map(|t| topic_entry(b, t)).collect(),
+        None => {
+            resp.topics = b
+                .topics
+                .list()
+                .iter()
+                .map(|t| topic_entry(b, version, t))
+                .collect()
+        }
         Some(wanted) => {
             for w in wanted {
                 let found = match (&w.name, w.topic_id) {
@@ -64,11 +79,12 @@ pub async fn handle(
                     (None, None) => None,
                 };
                 if let Some(t) = found {
-                    resp.topics.push(topic_entry(b, &t));
+                    resp.topics.push(topic_entry(b, version, &t));
                     continue;
                 }
                 let Some(name) = w.name.clone() else {
-                    resp.topics.push(missing(None, w.topic_id, ec::UNKNOWN_TOPIC_ID));
+                    resp.topics
+                        .push(missing(version, None, w.topic_id, ec::UNKNOWN_TOPIC_ID));
                     continue;
                 };
                 if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
@@ -78,20 +94,22 @@ pub async fn handle(
                         b.io.run(move || topics.create(&n, -1, -1, Default::default(), false))
                             .await;
                     match created {
-                        Ok(t) => resp.topics.push(topic_entry(b, &t)),
+                        Ok(t) => resp.topics.push(topic_entry(b, version, &t)),
                         // Another request created it meanwhile.
                         Err((ec::TOPIC_ALREADY_EXISTS, _)) => match b.topics.get(&name) {
-                            Some(t) => resp.topics.push(topic_entry(b, &t)),
-                            None => {
-                                resp.topics
-                                    .push(missing(Some(name), None, ec::UNKNOWN_TOPIC_OR_PARTITION))
-                            }
+                            Some(t) => resp.topics.push(topic_entry(b, version, &t)),
+                            None => resp.topics.push(missing(
+                                version,
+                                Some(name),
+                                None,
+                                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                            )),
                         },
-                        Err((code, _)) => resp.topics.push(missing(Some(name), None, code)),
+                        Err((code, _)) => resp.topics.push(missing(version, Some(name), None, code)),
                     }
                 } else {
                     resp.topics
-                        .push(missing(Some(name), None, ec::UNKNOWN_TOPIC_OR_PARTITION));
+                        .push(missing(version, Some(name), None, ec::UNKNOWN_TOPIC_OR_PARTITION));
                 }
             }
         }

@@ -106,6 +106,7 @@ fn append(
 
 async fn produce_partition(
     b: Arc<Broker>,
+    version: i16,
     topic: String,
     partition: i32,
     records: Option<Bytes>,
@@ -115,7 +116,6 @@ async fn produce_partition(
     out.index = partition;
     out.base_offset = -1;
     out.log_append_time_ms = -1;
-    out.log_start_offset = -1;
     let Some(meta) = b.topics.get(&topic) else {
         out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
         return out;
@@ -151,7 +151,9 @@ async fn produce_partition(
                 }
             }
             out.base_offset = a.base_offset;
-            out.log_start_offset = a.log_start;
+            if version >= 5 {
+                out.log_start_offset = a.log_start;
+            }
         }
     }
     out
@@ -192,6 +194,7 @@ pub async fn handle(
                 .map(|p| {
                     tokio::spawn(produce_partition(
                         b.clone(),
+                        version,
                         t.name.clone(),
                         p.index,
                         p.records,

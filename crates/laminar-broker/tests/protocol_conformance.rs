@@ -1,0 +1,233 @@
+//! Every API at every version Laminar advertises: a request encoded by the independent
+//! `kafka-protocol` crate is decoded by Laminar, and Laminar's response (the hand-framed
+//! Fetch response included) decodes with `kafka-protocol` with no byte left over.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use laminar_protocol::API_TABLE;
+use laminar_records::{BatchBuilder, Compression, RecordSpec};
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    req: &Req,
+) -> Resp {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = correlation_id;
+    header.client_id = Some(sb("conformance"));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version)
+        .unwrap_or_else(|e| panic!("encode {key:?} v{version}: {e}"));
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    stream.write_all(&buf).unwrap();
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .unwrap_or_else(|e| panic!("{key:?} v{version}: no response ({e}); see the broker log"));
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let rh = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    assert_eq!(rh.correlation_id, correlation_id);
+    let resp = Resp::decode(&mut body, version)
+        .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e}"));
+    assert_eq!(body.remaining(), 0, "{key:?} v{version}: bytes left over");
+    resp
+}
+
+fn batch() -> Bytes {
+    let mut b = BatchBuilder::new(Compression::None, 1_700_000_000_000);
+    for i in 0..3 {
+        b.push(RecordSpec {
+            timestamp_ms: 1_700_000_000_000 + i,
+            key: None,
+            value: Some(b"v".to_vec()),
+            headers: vec![],
+        });
+    }
+    Bytes::from(b.build().unwrap())
+}
+
+#[test]
+fn every_advertised_version_round_trips() {
+    let b = common::TestBroker::start();
+    let mut s = TcpStream::connect(&b.addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut cid = 0;
+    let mut next = || {
+        cid += 1;
+        cid
+    };
+
+    // Create the topic the other requests use, and learn its id.
+    let mut md = MetadataRequest::default();
+    let mut t = metadata_request::MetadataRequestTopic::default();
+    t.name = Some(TopicName(sb("conf")));
+    md.topics = Some(vec![t]);
+    md.allow_auto_topic_creation = true;
+    let resp: MetadataResponse = call(&mut s, ApiKey::Metadata, 12, next(), &md);
+    let topic_id = resp.topics[0].topic_id;
+    assert!(!topic_id.is_nil());
+
+    for spec in API_TABLE {
+        for v in spec.min_version..=spec.max_version {
+            match spec.key as i16 {
+                18 => {
+                    let mut r = ApiVersionsRequest::default();
+                    if v >= 3 {
+                        r.client_software_name = sb("conformance");
+                        r.client_software_version = sb("1");
+                    }
+                    let resp: ApiVersionsResponse = call(&mut s, ApiKey::ApiVersions, v, next(), &r);
+                    assert_eq!(resp.error_code, 0);
+                    assert_eq!(resp.api_keys.len(), API_TABLE.len());
+                }
+                3 => {
+                    let mut r = MetadataRequest::default();
+                    let mut t = metadata_request::MetadataRequestTopic::default();
+                    t.name = Some(TopicName(sb("conf")));
+                    r.topics = Some(vec![t]);
+                    let resp: MetadataResponse = call(&mut s, ApiKey::Metadata, v, next(), &r);
+                    assert_eq!(resp.topics[0].error_code, 0, "Metadata v{v}");
+                    assert_eq!(resp.brokers.len(), 1);
+                }
+                0 => {
+                    let mut p = produce_request::PartitionProduceData::default();
+                    p.index = 0;
+                    p.records = Some(batch());
+                    let mut t = produce_request::TopicProduceData::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partition_data = vec![p];
+                    let mut r = ProduceRequest::default();
+                    r.acks = 1;
+                    r.timeout_ms = 5000;
+                    r.topic_data = vec![t];
+                    let resp: ProduceResponse = call(&mut s, ApiKey::Produce, v, next(), &r);
+                    assert_eq!(
+                        resp.responses[0].partition_responses[0].error_code, 0,
+                        "Produce v{v}"
+                    );
+                }
+                1 => {
+                    let mut p = fetch_request::FetchPartition::default();
+                    p.partition = 0;
+                    p.fetch_offset = 0;
+                    p.partition_max_bytes = 1 << 20;
+                    let mut t = fetch_request::FetchTopic::default();
+                    if v >= 13 {
+                        t.topic_id = topic_id;
+                    } else {
+                        t.topic = TopicName(sb("conf"));
+                    }
+                    t.partitions = vec![p];
+                    let mut r = FetchRequest::default();
+                    r.max_wait_ms = 100;
+                    r.min_bytes = 1;
+                    r.max_bytes = 1 << 20;
+                    r.topics = vec![t];
+                    if v <= 14 {
+                        r.replica_id = BrokerId(-1);
+                    }
+                    let resp: FetchResponse = call(&mut s, ApiKey::Fetch, v, next(), &r);
+                    let part = &resp.responses[0].partitions[0];
+                    assert_eq!(part.error_code, 0, "Fetch v{v}");
+                    assert!(
+                        part.records.as_ref().is_some_and(|r| !r.is_empty()),
+                        "Fetch v{v} returned records"
+                    );
+                }
+                2 => {
+                    let mut p = list_offsets_request::ListOffsetsPartition::default();
+                    p.partition_index = 0;
+                    p.timestamp = -1;
+                    let mut t = list_offsets_request::ListOffsetsTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partitions = vec![p];
+                    let mut r = ListOffsetsRequest::default();
+                    r.replica_id = BrokerId(-1);
+                    r.topics = vec![t];
+                    let resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
+                    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+                    assert!(resp.topics[0].partitions[0].offset > 0, "ListOffsets v{v}");
+                }
+                19 => {
+                    let mut t = create_topics_request::CreatableTopic::default();
+                    t.name = TopicName(sb(&format!("created-v{v}")));
+                    t.num_partitions = 2;
+                    t.replication_factor = 1;
+                    let mut r = CreateTopicsRequest::default();
+                    r.topics = vec![t];
+                    r.timeout_ms = 5000;
+                    let resp: CreateTopicsResponse = call(&mut s, ApiKey::CreateTopics, v, next(), &r);
+                    assert_eq!(resp.topics[0].error_code, 0, "CreateTopics v{v}");
+                }
+                20 => {
+                    let name = format!("created-v{}", v + 1);
+                    let mut r = DeleteTopicsRequest::default();
+                    if v >= 6 {
+                        let mut t = delete_topics_request::DeleteTopicState::default();
+                        t.name = Some(TopicName(sb(&name)));
+                        r.topics = vec![t];
+                    } else {
+                        r.topic_names = vec![TopicName(sb(&name))];
+                    }
+                    r.timeout_ms = 5000;
+                    let resp: DeleteTopicsResponse = call(&mut s, ApiKey::DeleteTopics, v, next(), &r);
+                    assert_eq!(resp.responses[0].error_code, 0, "DeleteTopics v{v}");
+                }
+                22 => {
+                    let mut r = InitProducerIdRequest::default();
+                    r.transactional_id = None;
+                    r.transaction_timeout_ms = 60_000;
+                    let resp: InitProducerIdResponse = call(&mut s, ApiKey::InitProducerId, v, next(), &r);
+                    assert_eq!(resp.error_code, 0, "InitProducerId v{v}");
+                    assert!(resp.producer_id.0 >= 0, "InitProducerId v{v}");
+                }
+                32 => {
+                    let mut res = describe_configs_request::DescribeConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = sb("conf");
+                    res.configuration_keys = None;
+                    let mut r = DescribeConfigsRequest::default();
+                    r.resources = vec![res];
+                    let resp: DescribeConfigsResponse = call(&mut s, ApiKey::DescribeConfigs, v, next(), &r);
+                    assert_eq!(resp.results[0].error_code, 0);
+                    assert!(!resp.results[0].configs.is_empty(), "DescribeConfigs v{v}");
+                }
+                37 => {
+                    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.count = 2 + v as i32;
+                    t.assignments = None;
+                    let mut r = CreatePartitionsRequest::default();
+                    r.topics = vec![t];
+                    r.timeout_ms = 5000;
+                    let resp: CreatePartitionsResponse =
+                        call(&mut s, ApiKey::CreatePartitions, v, next(), &r);
+                    assert_eq!(resp.results[0].error_code, 0, "CreatePartitions v{v}");
+                }
+                other => panic!("API {other} has no conformance case"),
+            }
+        }
+    }
+}
