@@ -52,9 +52,12 @@ impl Broker {
     }
 }
 
-/// Records every acknowledged (offset, payload).
+/// One acknowledged record: its offset and payload.
+type Acked = (i64, Vec<u8>);
+
+/// Records every acknowledged record.
 #[derive(Clone, Default)]
-struct Acks(Arc<Mutex<Vec<(i64, Vec<u8>)>>>);
+struct Acks(Arc<Mutex<Vec<Acked>>>);
 
 impl ClientContext for Acks {}
 impl ProducerContext for Acks {
