@@ -142,7 +142,7 @@ impl RunningBroker {
         let bound = listener.local_addr()?;
         let (advertised_host, advertised_port) = config.advertised(bound);
         let cfg = config.clone();
-        let (store, topics) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+        let (store, topics, producers) = tokio::task::spawn_blocking(move || -> io::Result<_> {
             let mut storage: Arc<dyn Storage> = RealStorage::new();
             if let Some(f) = &cfg.faults {
                 storage = f.clone();
@@ -157,7 +157,17 @@ impl RunningBroker {
                 }
             }
             let topics = Topics::open(store.clone(), cfg.clone())?;
-            Ok((store, Arc::new(topics)))
+            let producers = Producers::new();
+            for t in topics.list() {
+                for p in 0..t.partitions as i32 {
+                    if let Some(log) = topics.log(&t.name, p) {
+                        if let Err(e) = producers.rebuild_from_log(&t.name, p, &log) {
+                            crate::warn!("rebuilding producer state of {}-{p}: {e}", t.name);
+                        }
+                    }
+                }
+            }
+            Ok((store, Arc::new(topics), producers))
         })
         .await
         .expect("startup task")?;
@@ -176,7 +186,7 @@ impl RunningBroker {
         let broker = Arc::new(Broker {
             io: IoPool::new(config.num_io_threads),
             storage: StoragePool::new(config.num_storage_threads),
-            producers: Producers::new(),
+            producers,
             data_arrived: Notify::new(),
             cluster_id: "laminar-cluster".to_string(),
             advertised_host,

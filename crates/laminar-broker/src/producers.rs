@@ -135,6 +135,53 @@ impl Producers {
     }
 }
 
+/// How much of each log's tail is scanned at startup to rebuild producer state.
+pub const PRODUCER_STATE_SCAN_BYTES_MAX: u64 = 64 << 20;
+
+impl Producers {
+    /// Rebuilds the sequence state of `topic`-`partition` from the last batches of its log,
+    /// so that a producer retrying across a broker restart is still de-duplicated. Reads
+    /// from disk: runs at startup, off the socket threads.
+    pub fn rebuild_from_log(
+        &self,
+        topic: &str,
+        partition: i32,
+        log: &laminar_storage::Log,
+    ) -> Result<usize, String> {
+        use laminar_records::BatchHeader;
+        use laminar_storage::backend::read_exact_at;
+        let mut offset = log.recent_offset(PRODUCER_STATE_SCAN_BYTES_MAX);
+        let mut batches = 0;
+        let mut buf = Vec::new();
+        loop {
+            let read = log.read(offset, 1 << 20, true).map_err(|e| e.to_string())?;
+            let Some(range) = read.range else { break };
+            buf.resize(range.len as usize, 0);
+            read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
+            let mut pos = 0;
+            while pos + laminar_records::BATCH_HEADER_BYTES <= buf.len() {
+                let h = BatchHeader::parse(&buf[pos..]).map_err(|e| e.to_string())?;
+                if h.producer_id >= 0 && h.base_offset >= offset.0 {
+                    let batch = ProducerBatch {
+                        producer_id: h.producer_id,
+                        epoch: h.producer_epoch,
+                        first_seq: h.base_sequence,
+                        last_seq: h.base_sequence.wrapping_add(h.last_offset_delta),
+                    };
+                    self.record(topic, partition, batch, h.base_offset);
+                    batches += 1;
+                }
+                pos += h.total_bytes();
+            }
+            if range.next_offset <= offset {
+                break;
+            }
+            offset = range.next_offset;
+        }
+        Ok(batches)
+    }
+}
+
 impl Default for Producers {
     fn default() -> Self {
         Producers::new()

@@ -127,3 +127,51 @@ fn idempotent_producer_survives_cut_connections_without_duplicates_or_gaps() {
         );
     }
 }
+
+/// A batch of 3 records from producer `pid` starting at sequence `seq`.
+fn idempotent_batch(pid: i64, seq: i32) -> Vec<u8> {
+    let mut b = laminar_records::BatchBuilder::new(laminar_records::Compression::None, 1_700_000_000_000)
+        .producer(pid, 0, seq);
+    for i in 0..3 {
+        b.push(laminar_records::RecordSpec {
+            timestamp_ms: 1_700_000_000_000,
+            key: None,
+            value: Some(format!("{seq}-{i}").into_bytes()),
+            headers: vec![],
+        });
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn producer_state_is_rebuilt_from_the_log_after_a_restart() {
+    use common::raw::*;
+    const PID: i64 = 4242;
+    let b = TestBroker::start();
+    let p = producer(&b.addr, &[]);
+    send(&p, "seq", Some(0), &make_record(0)); // creates the topic; offset 0
+    flush(&p);
+    drop(p);
+    let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 0))).unwrap();
+    assert_eq!(produce_result(&r, "seq"), (0, 1));
+    let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 3))).unwrap();
+    assert_eq!(produce_result(&r, "seq"), (0, 4));
+    // A retry of the last batch is answered with its original offset, not appended again.
+    let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 3))).unwrap();
+    assert_eq!(produce_result(&r, "seq"), (0, 4));
+
+    let (dir, _tmp) = b.stop();
+    let b = TestBroker::start_in(dir, |_| {});
+    // After the restart the broker still knows producer 4242's sequence numbers.
+    let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 3))).unwrap();
+    assert_eq!(produce_result(&r, "seq"), (0, 4), "duplicate across a restart");
+    let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 10))).unwrap();
+    assert_eq!(
+        produce_result(&r, "seq").0,
+        45,
+        "a gap is OUT_OF_ORDER_SEQUENCE_NUMBER"
+    );
+    let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 6))).unwrap();
+    assert_eq!(produce_result(&r, "seq"), (0, 7));
+    assert_eq!(consume(&b.addr, "seq", 0, 10, Duration::from_secs(20)).len(), 10);
+}

@@ -427,6 +427,17 @@ impl Log {
         Ok(new)
     }
 
+    /// The start of a batch roughly `bytes_back` bytes before the end of the active segment
+    /// (or the segment's start): where a scan of the log's recent history can begin.
+    pub fn recent_offset(&self, bytes_back: u64) -> Offset {
+        let active = self.view.read().unwrap().segments.last().unwrap().clone();
+        let target = active.end_pos().0.saturating_sub(bytes_back).min(u32::MAX as u64) as u32;
+        let idx = active.indexes.lock().unwrap();
+        idx.offsets
+            .floor_by_position(target)
+            .map_or(active.base, |e| Offset(active.base.0 + e.relative_offset as i64))
+    }
+
     /// Returns a future that completes once every record up to and including `offset` is
     /// durable. It asks the flusher to run; it never fsyncs on the caller's thread.
     pub fn wait_flushed(&self, offset: Offset) -> FlushWait {

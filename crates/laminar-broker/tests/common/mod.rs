@@ -2,6 +2,8 @@
 //! directory, stopped when the test ends.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
