@@ -15,11 +15,14 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use crate::config::BrokerConfig;
+use crate::groups::store::{GroupRecord, GroupStore};
+use crate::groups::Coordinator;
 use crate::handlers;
 use crate::net::{
     self, CloseConnection, HandlerFuture, IoPool, SendFile, ServerHandle, ServerLimits, Service,
 };
 use crate::producers::Producers;
+use crate::storage_pool::partition_key;
 use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
 
@@ -62,6 +65,8 @@ pub struct Broker {
     pub io: IoPool,
     pub storage: StoragePool,
     pub producers: Producers,
+    pub groups: Coordinator,
+    pub group_store: GroupStore,
     /// Woken after every append, for fetches waiting in long poll.
     pub data_arrived: Notify,
     pub advertised_host: String,
@@ -72,13 +77,53 @@ pub struct Broker {
 impl Service for Broker {
     type File = RecordsFile;
 
-    fn call(self: Arc<Self>, frame: Bytes) -> HandlerFuture<RecordsFile> {
-        Box::pin(async move { self.dispatch(frame).await })
+    fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<RecordsFile> {
+        Box::pin(async move { self.dispatch(frame, peer).await })
     }
 }
 
 impl Broker {
-    async fn dispatch(self: Arc<Self>, frame: Bytes) -> Result<Response, CloseConnection> {
+    /// Appends group records to the internal log, waits for their fsync, then applies them.
+    /// Returns a Kafka error code.
+    pub async fn persist_group_records(&self, records: Vec<GroupRecord>) -> i16 {
+        if records.is_empty() {
+            return crate::error_codes::NONE;
+        }
+        let log = self.group_store.log.clone();
+        let batch = GroupStore::encode(&records);
+        let appended = self
+            .storage
+            .run(
+                partition_key(crate::groups::store::GROUPS_LOG_TOPIC, 0),
+                move || {
+                    let mut batch = batch;
+                    log.append(&mut batch)
+                },
+            )
+            .await;
+        let durable = match appended {
+            Ok(info) => self.group_store.flushed(info.last_offset).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match durable {
+            Ok(()) => {
+                for r in records {
+                    crate::groups::store::apply(&self.groups, r);
+                }
+                crate::error_codes::NONE
+            }
+            Err(e) => {
+                crate::warn!("persisting group records: {e}");
+                crate::error_codes::KAFKA_STORAGE_ERROR
+            }
+        }
+    }
+
+    async fn dispatch(
+        self: Arc<Self>,
+        frame: Bytes,
+        peer: std::net::SocketAddr,
+    ) -> Result<Response, CloseConnection> {
         let (key, version, correlation_id) =
             peek_header(&frame).ok_or_else(|| CloseConnection("request shorter than its header".into()))?;
         let Some(api) = ApiKey::from_i16(key) else {
@@ -92,6 +137,9 @@ impl Broker {
                 )));
             }
             return Err(CloseConnection(format!("{api:?} v{version} is not supported")));
+        }
+        if std::env::var("LAMINAR_TRACE").is_ok() {
+            eprintln!("TRACE api {api:?} v{version}");
         }
         let (header, request) = match requests::decode(frame) {
             Ok(r) => r,
@@ -120,6 +168,20 @@ impl Broker {
             Request::InitProducerId(r) => handlers::init_producer_id::handle(b, v, c, r),
             Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, v, c, r),
             Request::CreatePartitions(r) => handlers::create_partitions::handle(b, v, c, r).await,
+            Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, v, c, r),
+            Request::JoinGroup(r) => {
+                let client_id = header.client_id.as_deref().unwrap_or("");
+                handlers::join_group::handle(b, v, c, client_id, &format!("/{}", peer.ip()), r).await
+            }
+            Request::SyncGroup(r) => handlers::sync_group::handle(b, v, c, r).await,
+            Request::Heartbeat(r) => handlers::heartbeat::handle(b, v, c, r),
+            Request::LeaveGroup(r) => handlers::leave_group::handle(b, v, c, r),
+            Request::OffsetCommit(r) => handlers::offset_commit::handle(b, v, c, r).await,
+            Request::OffsetFetch(r) => handlers::offset_fetch::handle(b, v, c, r),
+            Request::ListGroups(r) => handlers::list_groups::handle(b, v, c, r),
+            Request::DescribeGroups(r) => handlers::describe_groups::handle(b, v, c, r),
+            Request::DeleteGroups(r) => handlers::delete_groups::handle(b, v, c, r).await,
+            Request::OffsetDelete(r) => handlers::offset_delete::handle(b, v, c, r).await,
         };
         encoded
             .map(|bytes| Some(ResponseFrame::from_bytes(bytes)))
@@ -132,7 +194,11 @@ pub struct RunningBroker {
     pub broker: Arc<Broker>,
     server: ServerHandle,
     retention: tokio::task::JoinHandle<()>,
+    group_timer: tokio::task::JoinHandle<()>,
 }
+
+/// How often session and rebalance timeouts are checked.
+const GROUP_TICK_MS: u64 = 50;
 
 impl RunningBroker {
     /// Opens the store (recovering it if needed), binds the listener and starts serving.
@@ -142,41 +208,49 @@ impl RunningBroker {
         let bound = listener.local_addr()?;
         let (advertised_host, advertised_port) = config.advertised(bound);
         let cfg = config.clone();
-        let (store, topics, producers) = tokio::task::spawn_blocking(move || -> io::Result<_> {
-            let mut storage: Arc<dyn Storage> = RealStorage::new();
-            if let Some(f) = &cfg.faults {
-                storage = f.clone();
-            }
-            let store =
-                Store::open(&cfg.data_dir, storage, StoreConfig::default()).map_err(io::Error::other)?;
-            let store = Arc::new(store);
-            for (id, log) in store.logs() {
-                let r = log.recovery_report();
-                if let Some((offset, pos, reason)) = &r.truncated_at {
-                    crate::warn!("recovered {id}: truncated at offset {offset} ({pos}): {reason}");
+        let (store, topics, producers, groups, group_store, was_empty) =
+            tokio::task::spawn_blocking(move || -> io::Result<_> {
+                let mut storage: Arc<dyn Storage> = RealStorage::new();
+                if let Some(f) = &cfg.faults {
+                    storage = f.clone();
                 }
-            }
-            let topics = Topics::open(store.clone(), cfg.clone())?;
-            let producers = Producers::new();
-            for t in topics.list() {
-                for p in 0..t.partitions as i32 {
-                    if let Some(log) = topics.log(&t.name, p) {
-                        if let Err(e) = producers.rebuild_from_log(&t.name, p, &log) {
-                            crate::warn!("rebuilding producer state of {}-{p}: {e}", t.name);
+                let store =
+                    Store::open(&cfg.data_dir, storage, StoreConfig::default()).map_err(io::Error::other)?;
+                let store = Arc::new(store);
+                for (id, log) in store.logs() {
+                    let r = log.recovery_report();
+                    if let Some((offset, pos, reason)) = &r.truncated_at {
+                        crate::warn!("recovered {id}: truncated at offset {offset} ({pos}): {reason}");
+                    }
+                }
+                let topics = Topics::open(store.clone(), cfg.clone())?;
+                let producers = Producers::new();
+                for t in topics.list() {
+                    for p in 0..t.partitions as i32 {
+                        if let Some(log) = topics.log(&t.name, p) {
+                            if let Err(e) = producers.rebuild_from_log(&t.name, p, &log) {
+                                crate::warn!("rebuilding producer state of {}-{p}: {e}", t.name);
+                            }
                         }
                     }
                 }
-            }
-            Ok((store, Arc::new(topics), producers))
-        })
-        .await
-        .expect("startup task")?;
+                let was_empty = store.logs().is_empty();
+                let group_store = GroupStore::open(&store).map_err(io::Error::other)?;
+                let groups = Coordinator::new(Duration::from_millis(cfg.group_initial_rebalance_delay_ms));
+                let replayed = group_store.replay(&groups).map_err(io::Error::other)?;
+                if replayed > 0 {
+                    crate::info!("restored {replayed} group records");
+                }
+                Ok((store, Arc::new(topics), producers, groups, group_store, was_empty))
+            })
+            .await
+            .expect("startup task")?;
         crate::info!(
             "laminar listening on {bound} (advertised {advertised_host}:{advertised_port}), data in {}: {}",
             config.data_dir.display(),
             if store.opened_clean() {
                 "started after a clean shutdown"
-            } else if store.logs().is_empty() {
+            } else if was_empty {
                 "new or empty data directory"
             } else {
                 "recovered after an unclean shutdown"
@@ -187,6 +261,8 @@ impl RunningBroker {
             io: IoPool::new(config.num_io_threads),
             storage: StoragePool::new(config.num_storage_threads),
             producers,
+            groups,
+            group_store,
             data_arrived: Notify::new(),
             cluster_id: "laminar-cluster".to_string(),
             advertised_host,
@@ -217,10 +293,19 @@ impl RunningBroker {
                 }
             }
         });
+        let b = broker.clone();
+        let group_timer = tokio::spawn(async move {
+            let retention = Duration::from_secs(b.config.offsets_retention_minutes * 60);
+            loop {
+                tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
+                b.groups.tick(retention);
+            }
+        });
         Ok(RunningBroker {
             broker,
             server,
             retention,
+            group_timer,
         })
     }
 
@@ -232,6 +317,7 @@ impl RunningBroker {
     /// write the clean-shutdown marker.
     pub async fn shutdown(self) -> io::Result<()> {
         self.retention.abort();
+        self.group_timer.abort();
         self.server.shutdown().await;
         let store = self.broker.store.clone();
         tokio::task::spawn_blocking(move || store.close())

@@ -155,6 +155,8 @@ pub struct BrokerConfig {
     pub num_io_threads: usize,
     pub num_storage_threads: usize,
     pub socket_send_chunk_bytes: usize,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub offsets_retention_minutes: u64,
     /// For tests: wraps the storage backend in a fault injector.
     pub faults: Option<std::sync::Arc<laminar_storage::backend::FaultyStorage>>,
     /// For tests only: read non-resident file ranges on the socket thread, as Kafka does,
@@ -188,6 +190,8 @@ impl Default for BrokerConfig {
             num_io_threads: 4,
             num_storage_threads: 2,
             socket_send_chunk_bytes: 64 << 10,
+            group_initial_rebalance_delay_ms: 3000,
+            offsets_retention_minutes: 10080,
             faults: None,
             cold_reads_inline: false,
         }
@@ -261,6 +265,10 @@ impl BrokerConfig {
             "num.network.threads" => self.num_network_threads = positive(int()?)? as usize,
             "num.io.threads" => self.num_io_threads = positive(int()?)? as usize,
             "num.storage.threads" => self.num_storage_threads = positive(int()?)? as usize,
+            "group.initial.rebalance.delay.ms" => {
+                self.group_initial_rebalance_delay_ms = int()?.max(0) as u64
+            }
+            "offsets.retention.minutes" => self.offsets_retention_minutes = positive(int()?)?,
             "socket.send.chunk.bytes" => self.socket_send_chunk_bytes = positive(int()?)? as usize,
             _ => return Err(format!("unknown setting {key:?}")),
         }
@@ -312,6 +320,11 @@ impl BrokerConfig {
             format!("num.network.threads = {}", self.num_network_threads),
             format!("num.io.threads = {}", self.num_io_threads),
             format!("num.storage.threads = {}", self.num_storage_threads),
+            format!(
+                "group.initial.rebalance.delay.ms = {}",
+                self.group_initial_rebalance_delay_ms
+            ),
+            format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
         ]
         .join("\n")
     }

@@ -10,6 +10,7 @@
 pub mod broker;
 pub mod config;
 pub mod error_codes;
+pub mod groups;
 pub mod handlers;
 pub mod logging;
 pub mod net;

@@ -66,6 +66,8 @@ pub fn valid_topic_name(name: &str) -> bool {
         && name.len() <= TOPIC_NAME_BYTES_MAX
         && name != "."
         && name != ".."
+        // Reserved for the broker's own internal logs.
+        && !name.starts_with("__laminar")
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')

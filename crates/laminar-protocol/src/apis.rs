@@ -14,6 +14,17 @@ pub enum ApiKey {
     InitProducerId = 22,
     DescribeConfigs = 32,
     CreatePartitions = 37,
+    OffsetCommit = 8,
+    OffsetFetch = 9,
+    FindCoordinator = 10,
+    JoinGroup = 11,
+    Heartbeat = 12,
+    LeaveGroup = 13,
+    SyncGroup = 14,
+    DescribeGroups = 15,
+    ListGroups = 16,
+    DeleteGroups = 42,
+    OffsetDelete = 47,
 }
 
 pub struct ApiSpec {
@@ -85,6 +96,73 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 3,
         first_flexible: 2,
     },
+    ApiSpec {
+        key: ApiKey::OffsetCommit,
+        min_version: 2,
+        max_version: 9,
+        first_flexible: 8,
+    },
+    ApiSpec {
+        key: ApiKey::OffsetFetch,
+        min_version: 1,
+        max_version: 9,
+        first_flexible: 6,
+    },
+    ApiSpec {
+        key: ApiKey::FindCoordinator,
+        min_version: 0,
+        max_version: 6,
+        first_flexible: 3,
+    },
+    ApiSpec {
+        key: ApiKey::JoinGroup,
+        min_version: 2,
+        max_version: 9,
+        first_flexible: 6,
+    },
+    ApiSpec {
+        key: ApiKey::Heartbeat,
+        min_version: 0,
+        max_version: 4,
+        first_flexible: 4,
+    },
+    ApiSpec {
+        key: ApiKey::LeaveGroup,
+        min_version: 0,
+        max_version: 5,
+        first_flexible: 4,
+    },
+    ApiSpec {
+        key: ApiKey::SyncGroup,
+        min_version: 0,
+        max_version: 5,
+        first_flexible: 4,
+    },
+    ApiSpec {
+        key: ApiKey::DescribeGroups,
+        min_version: 0,
+        max_version: 5,
+        first_flexible: 5,
+    },
+    ApiSpec {
+        key: ApiKey::ListGroups,
+        min_version: 0,
+        max_version: 5,
+        first_flexible: 3,
+    },
+    ApiSpec {
+        key: ApiKey::DeleteGroups,
+        min_version: 0,
+        max_version: 2,
+        first_flexible: 2,
+    },
+    // OffsetDelete has only v0, which is not flexible.
+    ApiSpec {
+        key: ApiKey::OffsetDelete,
+        min_version: 0,
+        max_version: 0,
+        first_flexible: i16::MAX,
+    },
 ];
 
 impl ApiKey {
@@ -92,6 +170,7 @@ impl ApiKey {
         API_TABLE.iter().map(|s| s.key).find(|k| *k as i16 == key)
     }
 
+    /// Every key has exactly one entry in the table (checked by a test below).
     pub fn spec(self) -> &'static ApiSpec {
         API_TABLE
             .iter()
@@ -112,5 +191,25 @@ impl ApiKey {
     /// whose response header is always v0 so that any client can read it.
     pub fn response_header_flexible(self, version: i16) -> bool {
         self != ApiKey::ApiVersions && self.is_flexible(version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_has_one_table_entry() {
+        for s in API_TABLE {
+            assert_eq!(
+                API_TABLE.iter().filter(|o| o.key == s.key).count(),
+                1,
+                "{:?}",
+                s.key
+            );
+            assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
+            assert!(s.min_version <= s.max_version);
+        }
+        assert_eq!(API_TABLE.len(), 21);
     }
 }

@@ -9,6 +9,9 @@ use crate::ProtocolError;
 
 pub type Uuid = [u8; 16];
 
+/// Topics and their partitions, as group requests name them.
+pub type TopicPartitions = Vec<(String, Vec<i32>)>;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestHeader {
     pub api_key: i16,
@@ -42,6 +45,113 @@ pub enum Request {
     InitProducerId(InitProducerIdRequest),
     DescribeConfigs(DescribeConfigsRequest),
     CreatePartitions(CreatePartitionsRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    ListGroups(ListGroupsRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindCoordinatorRequest {
+    /// 0: group, 1: transaction.
+    pub key_type: i8,
+    pub keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinGroupRequest {
+    pub group_id: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncGroupRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaveGroupRequest {
+    pub group_id: String,
+    /// `(member_id, group_instance_id)`; one entry built from `member_id` before v3.
+    pub members: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetCommitRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub topics: Vec<OffsetCommitTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetCommitTopic {
+    pub name: String,
+    /// `(partition, offset, leader_epoch, metadata)`.
+    pub partitions: Vec<(i32, i64, i32, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetFetchGroup {
+    pub group_id: String,
+    /// `None`: every partition the group has committed.
+    pub topics: Option<TopicPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetFetchRequest {
+    /// One group before v8; one or more from v8.
+    pub groups: Vec<OffsetFetchGroup>,
+    pub require_stable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListGroupsRequest {
+    pub states_filter: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeGroupsRequest {
+    pub groups: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteGroupsRequest {
+    pub groups: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetDeleteRequest {
+    pub group_id: String,
+    pub topics: TopicPartitions,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -215,6 +325,19 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         ApiKey::InitProducerId => Request::InitProducerId(init_producer_id(&mut r, v)?),
         ApiKey::DescribeConfigs => Request::DescribeConfigs(describe_configs(&mut r, v)?),
         ApiKey::CreatePartitions => Request::CreatePartitions(create_partitions(&mut r, v)?),
+        ApiKey::FindCoordinator => Request::FindCoordinator(find_coordinator(&mut r, v)?),
+        ApiKey::JoinGroup => Request::JoinGroup(join_group(&mut r, v)?),
+        ApiKey::SyncGroup => Request::SyncGroup(sync_group(&mut r, v)?),
+        ApiKey::Heartbeat => Request::Heartbeat(heartbeat(&mut r, v)?),
+        ApiKey::LeaveGroup => Request::LeaveGroup(leave_group(&mut r, v)?),
+        ApiKey::OffsetCommit => Request::OffsetCommit(offset_commit(&mut r, v)?),
+        ApiKey::OffsetFetch => Request::OffsetFetch(offset_fetch(&mut r, v)?),
+        ApiKey::ListGroups => Request::ListGroups(list_groups(&mut r, v)?),
+        ApiKey::DescribeGroups => Request::DescribeGroups(describe_groups(&mut r, v)?),
+        ApiKey::DeleteGroups => Request::DeleteGroups(DeleteGroupsRequest {
+            groups: r.array(1, |r| r.string())?,
+        }),
+        ApiKey::OffsetDelete => Request::OffsetDelete(offset_delete(&mut r)?),
     };
     r.tagged_fields()?;
     Ok((header, request))
@@ -511,4 +634,215 @@ fn create_partitions(r: &mut Reader, _v: i16) -> Result<CreatePartitionsRequest>
         timeout_ms,
         validate_only,
     })
+}
+
+fn find_coordinator(r: &mut Reader, v: i16) -> Result<FindCoordinatorRequest> {
+    if v >= 4 {
+        let key_type = r.i8()?;
+        let keys = r.array(1, |r| r.string())?;
+        return Ok(FindCoordinatorRequest { key_type, keys });
+    }
+    let key = r.string()?;
+    let key_type = if v >= 1 { r.i8()? } else { 0 };
+    Ok(FindCoordinatorRequest {
+        key_type,
+        keys: vec![key],
+    })
+}
+
+fn join_group(r: &mut Reader, v: i16) -> Result<JoinGroupRequest> {
+    let group_id = r.string()?;
+    let session_timeout_ms = r.i32()?;
+    let rebalance_timeout_ms = if v >= 1 { r.i32()? } else { session_timeout_ms };
+    let member_id = r.string()?;
+    let group_instance_id = if v >= 5 { r.nullable_string()? } else { None };
+    let protocol_type = r.string()?;
+    let protocols = r.array(3, |r| {
+        let name = r.string()?;
+        let metadata = r.nullable_bytes()?.unwrap_or_default();
+        r.tagged_fields()?;
+        Ok((name, metadata))
+    })?;
+    let reason = if v >= 8 { r.nullable_string()? } else { None };
+    Ok(JoinGroupRequest {
+        group_id,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        member_id,
+        group_instance_id,
+        protocol_type,
+        protocols,
+        reason,
+    })
+}
+
+fn sync_group(r: &mut Reader, v: i16) -> Result<SyncGroupRequest> {
+    let group_id = r.string()?;
+    let generation_id = r.i32()?;
+    let member_id = r.string()?;
+    let group_instance_id = if v >= 3 { r.nullable_string()? } else { None };
+    let (protocol_type, protocol_name) = if v >= 5 {
+        (r.nullable_string()?, r.nullable_string()?)
+    } else {
+        (None, None)
+    };
+    let assignments = r.array(3, |r| {
+        let member = r.string()?;
+        let assignment = r.nullable_bytes()?.unwrap_or_default();
+        r.tagged_fields()?;
+        Ok((member, assignment))
+    })?;
+    Ok(SyncGroupRequest {
+        group_id,
+        generation_id,
+        member_id,
+        group_instance_id,
+        protocol_type,
+        protocol_name,
+        assignments,
+    })
+}
+
+fn heartbeat(r: &mut Reader, v: i16) -> Result<HeartbeatRequest> {
+    let group_id = r.string()?;
+    let generation_id = r.i32()?;
+    let member_id = r.string()?;
+    let group_instance_id = if v >= 3 { r.nullable_string()? } else { None };
+    Ok(HeartbeatRequest {
+        group_id,
+        generation_id,
+        member_id,
+        group_instance_id,
+    })
+}
+
+fn leave_group(r: &mut Reader, v: i16) -> Result<LeaveGroupRequest> {
+    let group_id = r.string()?;
+    let members = if v >= 3 {
+        r.array(3, |r| {
+            let member_id = r.string()?;
+            let instance = r.nullable_string()?;
+            if v >= 5 {
+                r.nullable_string()?; // reason
+            }
+            r.tagged_fields()?;
+            Ok((member_id, instance))
+        })?
+    } else {
+        vec![(r.string()?, None)]
+    };
+    Ok(LeaveGroupRequest { group_id, members })
+}
+
+fn offset_commit(r: &mut Reader, v: i16) -> Result<OffsetCommitRequest> {
+    let group_id = r.string()?;
+    let generation_id = r.i32()?;
+    let member_id = r.string()?;
+    let group_instance_id = if v >= 7 { r.nullable_string()? } else { None };
+    if (2..=4).contains(&v) {
+        r.i64()?; // retention_time_ms: ignored, as Kafka 2.1+ does
+    }
+    let topics = r.array(2, |r| {
+        let name = r.string()?;
+        let partitions = r.array(14, |r| {
+            let p = r.i32()?;
+            let offset = r.i64()?;
+            let epoch = if v >= 6 { r.i32()? } else { -1 };
+            let metadata = r.nullable_string()?;
+            r.tagged_fields()?;
+            Ok((p, offset, epoch, metadata))
+        })?;
+        r.tagged_fields()?;
+        Ok(OffsetCommitTopic { name, partitions })
+    })?;
+    Ok(OffsetCommitRequest {
+        group_id,
+        generation_id,
+        member_id,
+        group_instance_id,
+        topics,
+    })
+}
+
+/// A nullable array of `(topic, [partition])`.
+fn fetch_topics(r: &mut Reader) -> Result<Option<TopicPartitions>> {
+    let n: i64 = if r.is_flexible() {
+        r.uvarint()? as i64 - 1
+    } else {
+        r.i32()? as i64
+    };
+    if n < 0 {
+        return Ok(None);
+    }
+    if n as usize > r.remaining() {
+        return Err(ProtocolError::CountTooLarge {
+            count: n as usize,
+            remaining: r.remaining(),
+        });
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let name = r.string()?;
+        let partitions = r.array(4, |r| r.i32())?;
+        r.tagged_fields()?;
+        out.push((name, partitions));
+    }
+    Ok(Some(out))
+}
+
+fn offset_fetch(r: &mut Reader, v: i16) -> Result<OffsetFetchRequest> {
+    if v >= 8 {
+        let groups = r.array(3, |r| {
+            let group_id = r.string()?;
+            if v >= 9 {
+                r.nullable_string()?; // member_id
+                r.i32()?; // member_epoch
+            }
+            let topics = fetch_topics(r)?;
+            r.tagged_fields()?;
+            Ok(OffsetFetchGroup { group_id, topics })
+        })?;
+        let require_stable = r.bool()?;
+        return Ok(OffsetFetchRequest {
+            groups,
+            require_stable,
+        });
+    }
+    let group_id = r.string()?;
+    let topics = fetch_topics(r)?;
+    let require_stable = if v >= 7 { r.bool()? } else { false };
+    Ok(OffsetFetchRequest {
+        groups: vec![OffsetFetchGroup { group_id, topics }],
+        require_stable,
+    })
+}
+
+fn list_groups(r: &mut Reader, v: i16) -> Result<ListGroupsRequest> {
+    let states_filter = if v >= 4 {
+        r.array(1, |r| r.string())?
+    } else {
+        Vec::new()
+    };
+    if v >= 5 {
+        r.array(1, |r| r.string())?; // types_filter
+    }
+    Ok(ListGroupsRequest { states_filter })
+}
+
+fn describe_groups(r: &mut Reader, v: i16) -> Result<DescribeGroupsRequest> {
+    let groups = r.array(1, |r| r.string())?;
+    if v >= 3 {
+        r.bool()?; // include_authorized_operations
+    }
+    Ok(DescribeGroupsRequest { groups })
+}
+
+fn offset_delete(r: &mut Reader) -> Result<OffsetDeleteRequest> {
+    let group_id = r.string()?;
+    let topics = r.array(6, |r| {
+        let name = r.string()?;
+        let partitions = r.array(4, |r| r.i32())?;
+        Ok((name, partitions))
+    })?;
+    Ok(OffsetDeleteRequest { group_id, topics })
 }

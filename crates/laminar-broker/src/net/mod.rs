@@ -52,5 +52,5 @@ pub type HandlerFuture<F> =
 /// produce with acks=0).
 pub trait Service: Send + Sync + 'static {
     type File: SendFile;
-    fn call(self: Arc<Self>, frame: Bytes) -> HandlerFuture<Self::File>;
+    fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<Self::File>;
 }

@@ -103,7 +103,7 @@ async fn connection<S: Service>(
     let (resp_tx, mut resp_rx) = mpsc::channel(inflight / 2);
     let executor = tokio::spawn(async move {
         while let Some(frame) = frame_rx.recv().await {
-            let result = service.clone().call(frame).await;
+            let result = service.clone().call(frame, peer).await;
             let close = result.is_err();
             if resp_tx.send(result).await.is_err() || close {
                 return;

@@ -1,0 +1,759 @@
+//! The group coordinator for Kafka's classic group protocol.
+//!
+//! States: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead. A rebalance starts
+//! (PreparingRebalance) when a member joins, leaves, changes its protocols or misses its
+//! session timeout. It completes when every member has rejoined, or at the rebalance
+//! timeout, when those that did not are removed: the generation advances, a protocol every
+//! member supports is chosen, and the leader receives the members' metadata to compute the
+//! assignment on the client side, as in Kafka. The leader's SyncGroup delivers the
+//! assignment to everyone (Stable).
+//!
+//! All state is behind one mutex, held only for in-memory work. JoinGroup and SyncGroup
+//! responses that must wait are delivered through channels; a timer task (`tick`) enforces
+//! session and rebalance timeouts. Committed offsets are persisted by [`store`] before a
+//! commit is acknowledged.
+
+pub mod store;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::error_codes as ec;
+
+/// Kafka's bounds on a member's session timeout (group.min/max.session.timeout.ms).
+pub const SESSION_TIMEOUT_MS_MIN: i32 = 1_000;
+pub const SESSION_TIMEOUT_MS_MAX: i32 = 1_800_000;
+/// Members of one group, at most (group.max.size).
+pub const GROUP_MEMBERS_MAX: usize = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct JoinOutcome {
+    pub error: i16,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// Only for the leader: every member's id, instance id and metadata.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+impl JoinOutcome {
+    fn error(error: i16, member_id: &str) -> JoinOutcome {
+        JoinOutcome {
+            error,
+            generation: -1,
+            member_id: member_id.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SyncOutcome {
+    pub error: i16,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+pub enum Reply<T> {
+    Now(T),
+    Later(oneshot::Receiver<T>),
+}
+
+#[derive(Debug)]
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    pub last_heartbeat: Instant,
+    join_waiter: Option<oneshot::Sender<JoinOutcome>>,
+    sync_waiter: Option<oneshot::Sender<SyncOutcome>>,
+}
+
+impl Member {
+    fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(n, _)| n == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+    pub commit_ms: i64,
+}
+
+#[derive(Debug)]
+pub struct Group {
+    pub id: String,
+    pub state: GroupState,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub generation: i32,
+    pub leader: Option<String>,
+    pub members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED that have not joined yet, and when.
+    pending: HashMap<String, Instant>,
+    rebalance_deadline: Option<Instant>,
+    /// A new group waits this long for more members before its first generation.
+    initial_delay_until: Option<Instant>,
+    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+}
+
+impl Group {
+    fn new(id: &str) -> Group {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            protocol_type: None,
+            protocol_name: None,
+            generation: 0,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: HashMap::new(),
+            rebalance_deadline: None,
+            initial_delay_until: None,
+            offsets: BTreeMap::new(),
+        }
+    }
+
+    fn static_member(&self, instance_id: &str) -> Option<String> {
+        self.members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance_id))
+            .map(|m| m.id.clone())
+    }
+
+    /// The protocol every member supports that most members prefer (Kafka's vote).
+    fn select_protocol(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        let candidates: Vec<&String> = first
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(p, _)| p == *n))
+            })
+            .collect();
+        let mut votes: Vec<(usize, &String)> = candidates.iter().map(|c| (0, *c)).collect();
+        for m in self.members.values() {
+            if let Some((_, first_choice)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p)) {
+                if let Some(v) = votes.iter_mut().find(|(_, c)| *c == first_choice) {
+                    v.0 += 1;
+                }
+            }
+        }
+        // Most votes; ties go to the first member's preference order.
+        votes
+            .iter()
+            .max_by_key(|(n, c)| (*n, std::cmp::Reverse(candidates.iter().position(|x| x == c))))
+            .map(|(_, c)| (*c).clone())
+    }
+
+    fn supports_protocols(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if self.members.is_empty() {
+            return !protocols.is_empty();
+        }
+        self.protocol_type.as_deref() == Some(protocol_type)
+            && protocols.iter().any(|(p, _)| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(q, _)| q == p))
+            })
+    }
+
+    fn prepare_rebalance(&mut self, initial_delay: Duration) {
+        let now = Instant::now();
+        // Members still waiting for a SyncGroup answer learn that a new rebalance began.
+        for m in self.members.values_mut() {
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(SyncOutcome {
+                    error: ec::REBALANCE_IN_PROGRESS,
+                    ..Default::default()
+                });
+            }
+        }
+        if self.state == GroupState::Empty
+            || (self.state == GroupState::PreparingRebalance && self.initial_delay_until.is_some())
+        {
+            self.initial_delay_until = Some(now + initial_delay);
+        }
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(60));
+        if self.state != GroupState::PreparingRebalance {
+            self.rebalance_deadline = Some(now + timeout);
+        }
+        self.state = GroupState::PreparingRebalance;
+    }
+
+    fn all_joined(&self) -> bool {
+        self.pending.is_empty() && self.members.values().all(|m| m.join_waiter.is_some())
+    }
+
+    /// Ends the join phase: removes members that did not rejoin, advances the generation
+    /// and answers every waiting JoinGroup.
+    fn complete_join(&mut self) {
+        self.members.retain(|_, m| m.join_waiter.is_some());
+        self.pending.clear();
+        self.rebalance_deadline = None;
+        self.initial_delay_until = None;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.generation += 1;
+            self.leader = None;
+            self.protocol_name = None;
+            return;
+        }
+        self.generation += 1;
+        self.protocol_name = self.select_protocol();
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        if !self.leader.as_ref().is_some_and(|l| self.members.contains_key(l)) {
+            self.leader = self.members.keys().next().cloned();
+        }
+        let leader = self.leader.clone().unwrap_or_default();
+        let all: Vec<(String, Option<String>, Bytes)> = self
+            .members
+            .values()
+            .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&protocol)))
+            .collect();
+        self.state = GroupState::CompletingRebalance;
+        let now = Instant::now();
+        for m in self.members.values_mut() {
+            m.last_heartbeat = now;
+            m.assignment = Bytes::new();
+            if let Some(w) = m.join_waiter.take() {
+                let _ = w.send(JoinOutcome {
+                    error: ec::NONE,
+                    generation: self.generation,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol_name: self.protocol_name.clone(),
+                    leader: leader.clone(),
+                    member_id: m.id.clone(),
+                    members: if m.id == leader { all.clone() } else { Vec::new() },
+                });
+            }
+        }
+    }
+
+    fn remove_member(&mut self, member_id: &str, initial_delay: Duration) {
+        if let Some(mut m) = self.members.remove(member_id) {
+            if let Some(w) = m.join_waiter.take() {
+                let _ = w.send(JoinOutcome::error(ec::UNKNOWN_MEMBER_ID, member_id));
+            }
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(SyncOutcome {
+                    error: ec::UNKNOWN_MEMBER_ID,
+                    ..Default::default()
+                });
+            }
+        }
+        if self.leader.as_deref() == Some(member_id) {
+            self.leader = None;
+        }
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                if self.members.is_empty() {
+                    self.state = GroupState::Empty;
+                    self.generation += 1;
+                    self.protocol_name = None;
+                } else {
+                    self.prepare_rebalance(initial_delay);
+                }
+            }
+            GroupState::PreparingRebalance if self.members.is_empty() && self.pending.is_empty() => {
+                self.complete_join();
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks a member and generation, as Heartbeat, SyncGroup and OffsetCommit do.
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), i16> {
+        if let Some(instance) = instance_id {
+            if let Some(owner) = self.static_member(instance) {
+                if owner != member_id {
+                    return Err(ec::FENCED_INSTANCE_ID);
+                }
+            }
+        }
+        if !self.members.contains_key(member_id) {
+            return Err(ec::UNKNOWN_MEMBER_ID);
+        }
+        if generation != self.generation {
+            return Err(ec::ILLEGAL_GENERATION);
+        }
+        Ok(())
+    }
+}
+
+pub struct JoinArgs {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// v4+: a new member must first ask for its id (MEMBER_ID_REQUIRED).
+    pub require_known_member_id: bool,
+}
+
+pub struct Coordinator {
+    pub groups: Mutex<HashMap<String, Group>>,
+    pub initial_rebalance_delay: Duration,
+    next_member: std::sync::atomic::AtomicU64,
+}
+
+impl Coordinator {
+    pub fn new(initial_rebalance_delay: Duration) -> Coordinator {
+        Coordinator {
+            groups: Mutex::new(HashMap::new()),
+            initial_rebalance_delay,
+            next_member: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn new_member_id(&self, client_id: &str) -> String {
+        let n = self
+            .next_member
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{client_id}-{:x}-{n}", laminar_storage::now_ms())
+    }
+
+    pub fn join(&self, a: JoinArgs) -> Reply<JoinOutcome> {
+        if a.group_id.is_empty() {
+            return Reply::Now(JoinOutcome::error(ec::INVALID_GROUP_ID, &a.member_id));
+        }
+        if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&a.session_timeout_ms) {
+            return Reply::Now(JoinOutcome::error(ec::INVALID_SESSION_TIMEOUT, &a.member_id));
+        }
+        let delay = self.initial_rebalance_delay;
+        let mut groups = self.groups.lock().unwrap();
+        let group = groups
+            .entry(a.group_id.clone())
+            .or_insert_with(|| Group::new(&a.group_id));
+        if group.state == GroupState::Dead {
+            return Reply::Now(JoinOutcome::error(ec::COORDINATOR_NOT_AVAILABLE, &a.member_id));
+        }
+        if !group.supports_protocols(&a.protocol_type, &a.protocols) {
+            return Reply::Now(JoinOutcome::error(ec::INCONSISTENT_GROUP_PROTOCOL, &a.member_id));
+        }
+        let now = Instant::now();
+        let mut member_id = a.member_id.clone();
+        if member_id.is_empty() {
+            member_id = self.new_member_id(&a.client_id);
+            if let Some(instance) = &a.instance_id {
+                if let Some(old_id) = group.static_member(instance) {
+                    // A static member is back under a new member id: it takes over its old
+                    // place. In a stable group with nothing changed, no rebalance happens.
+                    let mut m = group.members.remove(&old_id).unwrap();
+                    if let Some(w) = m.sync_waiter.take() {
+                        let _ = w.send(SyncOutcome {
+                            error: ec::FENCED_INSTANCE_ID,
+                            ..Default::default()
+                        });
+                    }
+                    if let Some(w) = m.join_waiter.take() {
+                        let _ = w.send(JoinOutcome::error(ec::FENCED_INSTANCE_ID, &old_id));
+                    }
+                    let same_protocols = m.protocols == a.protocols;
+                    m.id = member_id.clone();
+                    m.protocols = a.protocols.clone();
+                    m.last_heartbeat = now;
+                    m.session_timeout = Duration::from_millis(a.session_timeout_ms as u64);
+                    m.rebalance_timeout = Duration::from_millis(a.rebalance_timeout_ms.max(0) as u64);
+                    let was_leader = group.leader.as_deref() == Some(old_id.as_str());
+                    group.members.insert(member_id.clone(), m);
+                    if was_leader {
+                        group.leader = Some(member_id.clone());
+                    }
+                    if group.state == GroupState::Stable && same_protocols && !was_leader {
+                        return Reply::Now(JoinOutcome {
+                            error: ec::NONE,
+                            generation: group.generation,
+                            protocol_type: group.protocol_type.clone(),
+                            protocol_name: group.protocol_name.clone(),
+                            leader: group.leader.clone().unwrap_or_default(),
+                            member_id,
+                            members: Vec::new(),
+                        });
+                    }
+                    return self.wait_for_join(group, &member_id, delay);
+                }
+            } else if a.require_known_member_id {
+                group.pending.insert(
+                    member_id.clone(),
+                    now + Duration::from_millis(a.session_timeout_ms as u64),
+                );
+                return Reply::Now(JoinOutcome::error(ec::MEMBER_ID_REQUIRED, &member_id));
+            }
+            if group.members.len() >= GROUP_MEMBERS_MAX {
+                return Reply::Now(JoinOutcome::error(ec::GROUP_MAX_SIZE_REACHED, &member_id));
+            }
+        } else if !group.members.contains_key(&member_id) && group.pending.remove(&member_id).is_none() {
+            return Reply::Now(JoinOutcome::error(ec::UNKNOWN_MEMBER_ID, &member_id));
+        }
+
+        let existing = group.members.get_mut(&member_id);
+        let changed = match existing {
+            Some(m) => {
+                let changed = m.protocols != a.protocols;
+                m.protocols = a.protocols.clone();
+                m.last_heartbeat = now;
+                m.session_timeout = Duration::from_millis(a.session_timeout_ms as u64);
+                m.rebalance_timeout = Duration::from_millis(a.rebalance_timeout_ms.max(0) as u64);
+                changed
+            }
+            None => {
+                group.members.insert(
+                    member_id.clone(),
+                    Member {
+                        id: member_id.clone(),
+                        instance_id: a.instance_id.clone(),
+                        client_id: a.client_id.clone(),
+                        client_host: a.client_host.clone(),
+                        session_timeout: Duration::from_millis(a.session_timeout_ms as u64),
+                        rebalance_timeout: Duration::from_millis(a.rebalance_timeout_ms.max(0) as u64),
+                        protocol_type: a.protocol_type.clone(),
+                        protocols: a.protocols.clone(),
+                        assignment: Bytes::new(),
+                        last_heartbeat: now,
+                        join_waiter: None,
+                        sync_waiter: None,
+                    },
+                );
+                group.protocol_type = Some(a.protocol_type.clone());
+                true
+            }
+        };
+        let is_leader = group.leader.as_deref() == Some(member_id.as_str());
+        if matches!(group.state, GroupState::Stable | GroupState::CompletingRebalance)
+            && !changed
+            && !is_leader
+        {
+            // A follower re-sending its join: answer with the current generation.
+            return Reply::Now(JoinOutcome {
+                error: ec::NONE,
+                generation: group.generation,
+                protocol_type: group.protocol_type.clone(),
+                protocol_name: group.protocol_name.clone(),
+                leader: group.leader.clone().unwrap_or_default(),
+                member_id,
+                members: Vec::new(),
+            });
+        }
+        self.wait_for_join(group, &member_id, delay)
+    }
+
+    fn wait_for_join(&self, group: &mut Group, member_id: &str, delay: Duration) -> Reply<JoinOutcome> {
+        if group.state != GroupState::PreparingRebalance {
+            group.prepare_rebalance(delay);
+        } else if group.initial_delay_until.is_some() {
+            // Each join into a new group waits a little longer for the others, as Kafka's
+            // group.initial.rebalance.delay.ms does.
+            group.initial_delay_until = Some(Instant::now() + delay);
+        }
+        let (tx, rx) = oneshot::channel();
+        if let Some(m) = group.members.get_mut(member_id) {
+            if let Some(old) = m.join_waiter.replace(tx) {
+                let _ = old.send(JoinOutcome::error(ec::UNKNOWN_MEMBER_ID, member_id));
+            }
+        }
+        Self::maybe_complete(group);
+        Reply::Later(rx)
+    }
+
+    fn maybe_complete(group: &mut Group) {
+        if group.state != GroupState::PreparingRebalance {
+            return;
+        }
+        let now = Instant::now();
+        let delay_over = group.initial_delay_until.is_none_or(|t| now >= t);
+        let timed_out = group.rebalance_deadline.is_some_and(|d| now >= d);
+        if (group.all_joined() && delay_over) || timed_out {
+            group.complete_join();
+        }
+    }
+
+    pub fn sync(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> Reply<SyncOutcome> {
+        let mut groups = self.groups.lock().unwrap();
+        let Some(group) = groups.get_mut(group_id) else {
+            return Reply::Now(SyncOutcome {
+                error: ec::UNKNOWN_MEMBER_ID,
+                ..Default::default()
+            });
+        };
+        if let Err(e) = group.check_member(member_id, instance_id, generation) {
+            return Reply::Now(SyncOutcome {
+                error: e,
+                ..Default::default()
+            });
+        }
+        let outcome = |g: &Group, assignment: Bytes| SyncOutcome {
+            error: ec::NONE,
+            protocol_type: g.protocol_type.clone(),
+            protocol_name: g.protocol_name.clone(),
+            assignment,
+        };
+        match group.state {
+            GroupState::PreparingRebalance => Reply::Now(SyncOutcome {
+                error: ec::REBALANCE_IN_PROGRESS,
+                ..Default::default()
+            }),
+            GroupState::Stable => {
+                let a = group.members[member_id].assignment.clone();
+                Reply::Now(outcome(group, a))
+            }
+            GroupState::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                group.members.get_mut(member_id).unwrap().sync_waiter = Some(tx);
+                if group.leader.as_deref() == Some(member_id) {
+                    let assignments: HashMap<String, Bytes> = assignments.into_iter().collect();
+                    for m in group.members.values_mut() {
+                        m.assignment = assignments.get(&m.id).cloned().unwrap_or_default();
+                    }
+                    group.state = GroupState::Stable;
+                    let (pt, pn) = (group.protocol_type.clone(), group.protocol_name.clone());
+                    for m in group.members.values_mut() {
+                        if let Some(w) = m.sync_waiter.take() {
+                            let _ = w.send(SyncOutcome {
+                                error: ec::NONE,
+                                protocol_type: pt.clone(),
+                                protocol_name: pn.clone(),
+                                assignment: m.assignment.clone(),
+                            });
+                        }
+                    }
+                }
+                Reply::Later(rx)
+            }
+            GroupState::Empty | GroupState::Dead => Reply::Now(SyncOutcome {
+                error: ec::UNKNOWN_MEMBER_ID,
+                ..Default::default()
+            }),
+        }
+    }
+
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> i16 {
+        let mut groups = self.groups.lock().unwrap();
+        let Some(group) = groups.get_mut(group_id) else {
+            return ec::UNKNOWN_MEMBER_ID;
+        };
+        if let Err(e) = group.check_member(member_id, instance_id, generation) {
+            return e;
+        }
+        group.members.get_mut(member_id).unwrap().last_heartbeat = Instant::now();
+        match group.state {
+            GroupState::PreparingRebalance => ec::REBALANCE_IN_PROGRESS,
+            GroupState::CompletingRebalance | GroupState::Stable => ec::NONE,
+            GroupState::Empty | GroupState::Dead => ec::UNKNOWN_MEMBER_ID,
+        }
+    }
+
+    /// Removes members by id, or by instance id when the member id is empty. Returns one
+    /// error code per member.
+    pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)]) -> Result<Vec<i16>, i16> {
+        let delay = self.initial_rebalance_delay;
+        let mut groups = self.groups.lock().unwrap();
+        let Some(group) = groups.get_mut(group_id) else {
+            return Err(ec::UNKNOWN_MEMBER_ID);
+        };
+        Ok(members
+            .iter()
+            .map(|(member_id, instance)| {
+                let id = match instance {
+                    Some(i) => match group.static_member(i) {
+                        Some(owner) if member_id.is_empty() || owner == *member_id => owner,
+                        Some(_) => return ec::FENCED_INSTANCE_ID,
+                        None => return ec::UNKNOWN_MEMBER_ID,
+                    },
+                    None => member_id.clone(),
+                };
+                if group.pending.remove(&id).is_some() {
+                    return ec::NONE;
+                }
+                if !group.members.contains_key(&id) {
+                    return ec::UNKNOWN_MEMBER_ID;
+                }
+                group.remove_member(&id, delay);
+                ec::NONE
+            })
+            .collect())
+    }
+
+    /// Whether a commit from this member and generation is allowed now. A generation of -1
+    /// with no member id is a commit from outside any group (a "simple" consumer), allowed
+    /// only while the group has no members.
+    pub fn check_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> i16 {
+        let mut groups = self.groups.lock().unwrap();
+        let group = groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id));
+        if generation < 0 && member_id.is_empty() {
+            return if group.members.is_empty() {
+                ec::NONE
+            } else {
+                ec::UNKNOWN_MEMBER_ID
+            };
+        }
+        if let Err(e) = group.check_member(member_id, instance_id, generation) {
+            return e;
+        }
+        match group.state {
+            GroupState::CompletingRebalance => ec::REBALANCE_IN_PROGRESS,
+            _ => ec::NONE,
+        }
+    }
+
+    /// Applies a committed offset (after it is durable).
+    pub fn apply_commit(&self, group_id: &str, topic: &str, partition: i32, c: CommittedOffset) {
+        let mut groups = self.groups.lock().unwrap();
+        let group = groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id));
+        group.offsets.insert((topic.to_string(), partition), c);
+    }
+
+    pub fn apply_delete_group(&self, group_id: &str) {
+        self.groups.lock().unwrap().remove(group_id);
+    }
+
+    pub fn apply_delete_offset(&self, group_id: &str, topic: &str, partition: i32) {
+        if let Some(g) = self.groups.lock().unwrap().get_mut(group_id) {
+            g.offsets.remove(&(topic.to_string(), partition));
+        }
+    }
+
+    pub fn committed(&self, group_id: &str) -> BTreeMap<(String, i32), CommittedOffset> {
+        self.groups
+            .lock()
+            .unwrap()
+            .get(group_id)
+            .map(|g| g.offsets.clone())
+            .unwrap_or_default()
+    }
+
+    /// Enforces session and rebalance timeouts; expires the offsets of empty groups after
+    /// `offsets_retention`. Called every few tens of milliseconds.
+    pub fn tick(&self, offsets_retention: Duration) {
+        let delay = self.initial_rebalance_delay;
+        let now = Instant::now();
+        let now_ms = laminar_storage::now_ms();
+        let mut groups = self.groups.lock().unwrap();
+        for group in groups.values_mut() {
+            group.pending.retain(|_, expires| *expires > now);
+            if matches!(group.state, GroupState::Stable | GroupState::CompletingRebalance) {
+                let expired: Vec<String> = group
+                    .members
+                    .values()
+                    .filter(|m| now.duration_since(m.last_heartbeat) > m.session_timeout)
+                    .map(|m| m.id.clone())
+                    .collect();
+                for id in expired {
+                    crate::info!("group {}: member {id} missed its session timeout", group.id);
+                    group.remove_member(&id, delay);
+                }
+            }
+            if group.state == GroupState::PreparingRebalance {
+                // Members that neither rejoin nor heartbeat within their session timeout
+                // are gone; the rest are waited for until the rebalance timeout.
+                let gone: Vec<String> = group
+                    .members
+                    .values()
+                    .filter(|m| {
+                        m.join_waiter.is_none() && now.duration_since(m.last_heartbeat) > m.session_timeout
+                    })
+                    .map(|m| m.id.clone())
+                    .collect();
+                for id in gone {
+                    group.members.remove(&id);
+                }
+                Self::maybe_complete(group);
+            }
+            if group.state == GroupState::Empty {
+                let retention_ms = offsets_retention.as_millis() as i64;
+                group.offsets.retain(|_, c| now_ms - c.commit_ms < retention_ms);
+            }
+        }
+        groups.retain(|_, g| {
+            !(g.state == GroupState::Empty
+                && g.offsets.is_empty()
+                && g.members.is_empty()
+                && g.pending.is_empty())
+        });
+    }
+
+    pub fn delete_group_check(&self, group_id: &str) -> i16 {
+        let groups = self.groups.lock().unwrap();
+        match groups.get(group_id) {
+            None => ec::GROUP_ID_NOT_FOUND,
+            Some(g) if !g.members.is_empty() => ec::NON_EMPTY_GROUP,
+            Some(_) => ec::NONE,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! DeleteGroups v0-2: only empty groups; the deletion is durable before it is answered.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsResponse, GroupId};
+use laminar_protocol::requests::DeleteGroupsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::groups::store::GroupRecord;
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteGroupsRequest) -> Encoded {
+    let mut resp = DeleteGroupsResponse::default();
+    for g in r.groups {
+        let mut code = b.groups.delete_group_check(&g);
+        if code == ec::NONE {
+            code = b
+                .persist_group_records(vec![GroupRecord::GroupDeleted { group: g.clone() }])
+                .await;
+        }
+        let mut d = DeletableGroupResult::default();
+        d.group_id = GroupId(sb(&g));
+        d.error_code = code;
+        resp.results.push(d);
+    }
+    responses::encode(ApiKey::DeleteGroups, version, correlation_id, &resp)
+}

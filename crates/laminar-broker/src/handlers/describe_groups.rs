@@ -1,0 +1,58 @@
+//! DescribeGroups v0-5: state, protocol and members with their assignments.
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsResponse, GroupId};
+use laminar_protocol::requests::DescribeGroupsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, Encoded};
+use crate::broker::Broker;
+use crate::groups::GroupState;
+
+pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeGroupsRequest) -> Encoded {
+    let mut resp = DescribeGroupsResponse::default();
+    let groups = b.groups.groups.lock().unwrap();
+    for id in r.groups {
+        let mut d = DescribedGroup::default();
+        d.group_id = GroupId(sb(&id));
+        match groups.get(&id) {
+            None => d.group_state = sb(GroupState::Dead.name()),
+            Some(g) => {
+                d.group_state = sb(g.state.name());
+                d.protocol_type = sb(g.protocol_type.as_deref().unwrap_or(""));
+                d.protocol_data = sb(g.protocol_name.as_deref().unwrap_or(""));
+                let stable = g.state == GroupState::Stable;
+                d.members = g
+                    .members
+                    .values()
+                    .map(|m| {
+                        let mut dm = DescribedGroupMember::default();
+                        dm.member_id = sb(&m.id);
+                        if version >= 4 {
+                            dm.group_instance_id = m.instance_id.as_deref().map(sb);
+                        }
+                        dm.client_id = sb(&m.client_id);
+                        dm.client_host = sb(&m.client_host);
+                        if stable {
+                            dm.member_metadata = g
+                                .protocol_name
+                                .as_deref()
+                                .map(|p| {
+                                    m.protocols
+                                        .iter()
+                                        .find(|(n, _)| n == p)
+                                        .map(|(_, md)| md.clone())
+                                        .unwrap_or_default()
+                                })
+                                .unwrap_or_default();
+                            dm.member_assignment = m.assignment.clone();
+                        }
+                        dm
+                    })
+                    .collect();
+            }
+        }
+        resp.groups.push(d);
+    }
+    responses::encode(ApiKey::DescribeGroups, version, correlation_id, &resp)
+}

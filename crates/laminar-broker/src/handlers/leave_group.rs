@@ -1,0 +1,35 @@
+//! LeaveGroup v0-5, with batch leave (v3+) by member id or group.instance.id.
+
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::LeaveGroupResponse;
+use laminar_protocol::requests::LeaveGroupRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, Encoded};
+use crate::broker::Broker;
+
+pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: LeaveGroupRequest) -> Encoded {
+    let mut resp = LeaveGroupResponse::default();
+    match b.groups.leave(&r.group_id, &r.members) {
+        Err(code) => resp.error_code = code,
+        Ok(codes) => {
+            if version >= 3 {
+                resp.members = r
+                    .members
+                    .iter()
+                    .zip(codes)
+                    .map(|((id, instance), code)| {
+                        let mut m = MemberResponse::default();
+                        m.member_id = sb(id);
+                        m.group_instance_id = instance.as_deref().map(sb);
+                        m.error_code = code;
+                        m
+                    })
+                    .collect();
+            } else {
+                resp.error_code = codes.first().copied().unwrap_or(0);
+            }
+        }
+    }
+    responses::encode(ApiKey::LeaveGroup, version, correlation_id, &resp)
+}

@@ -1,0 +1,98 @@
+//! OffsetCommit v2-9. A commit is acknowledged only once it is fsynced in the internal
+//! groups log.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::OffsetCommitResponse;
+use laminar_protocol::requests::OffsetCommitRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{topic_name, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::groups::store::GroupRecord;
+
+/// Commit metadata strings longer than this are refused (offset.metadata.max.bytes).
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: OffsetCommitRequest) -> Encoded {
+    let group_error = b.groups.check_commit(
+        &r.group_id,
+        r.generation_id,
+        &r.member_id,
+        r.group_instance_id.as_deref(),
+    );
+    let now = laminar_storage::now_ms();
+    let mut records = Vec::new();
+    let mut codes: Vec<Vec<i16>> = Vec::new();
+    for t in &r.topics {
+        let known = b.topics.get(&t.name);
+        codes.push(
+            t.partitions
+                .iter()
+                .map(|(p, offset, epoch, metadata)| {
+                    if group_error != ec::NONE {
+                        return group_error;
+                    }
+                    if !known
+                        .as_ref()
+                        .is_some_and(|k| *p >= 0 && (*p as u32) < k.partitions)
+                    {
+                        return ec::UNKNOWN_TOPIC_OR_PARTITION;
+                    }
+                    if metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > OFFSET_METADATA_BYTES_MAX)
+                    {
+                        return OFFSET_METADATA_TOO_LARGE;
+                    }
+                    records.push(GroupRecord::Offset {
+                        group: r.group_id.clone(),
+                        topic: t.name.clone(),
+                        partition: *p,
+                        offset: *offset,
+                        leader_epoch: *epoch,
+                        metadata: metadata.clone(),
+                        commit_ms: now,
+                    });
+                    ec::NONE
+                })
+                .collect(),
+        );
+    }
+    let code = b.persist_group_records(records).await;
+    if code != ec::NONE {
+        for c in codes.iter_mut().flatten() {
+            if *c == ec::NONE {
+                *c = code;
+            }
+        }
+    }
+    let mut resp = OffsetCommitResponse::default();
+    resp.topics = r
+        .topics
+        .iter()
+        .zip(codes)
+        .map(|(t, codes)| {
+            let mut tr = OffsetCommitResponseTopic::default();
+            tr.name = topic_name(&t.name);
+            tr.partitions = t
+                .partitions
+                .iter()
+                .zip(codes)
+                .map(|((p, ..), code)| {
+                    let mut pr = OffsetCommitResponsePartition::default();
+                    pr.partition_index = *p;
+                    pr.error_code = code;
+                    pr
+                })
+                .collect();
+            tr
+        })
+        .collect();
+    responses::encode(ApiKey::OffsetCommit, version, correlation_id, &resp)
+}

@@ -1,0 +1,60 @@
+//! OffsetDelete v0: removes committed offsets of a group with no active members.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::OffsetDeleteResponse;
+use laminar_protocol::requests::OffsetDeleteRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{topic_name, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::groups::store::GroupRecord;
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: OffsetDeleteRequest) -> Encoded {
+    let mut resp = OffsetDeleteResponse::default();
+    let check = b.groups.delete_group_check(&r.group_id);
+    // Active members may still be consuming these partitions, as Kafka's
+    // GROUP_SUBSCRIBED_TO_TOPIC says; Laminar refuses for any group with members.
+    let group_error = match check {
+        ec::NON_EMPTY_GROUP => ec::GROUP_SUBSCRIBED_TO_TOPIC,
+        other => other,
+    };
+    if group_error != ec::NONE {
+        resp.error_code = group_error;
+        return responses::encode(ApiKey::OffsetDelete, version, correlation_id, &resp);
+    }
+    let mut records = Vec::new();
+    for (t, ps) in &r.topics {
+        for p in ps {
+            records.push(GroupRecord::OffsetDeleted {
+                group: r.group_id.clone(),
+                topic: t.clone(),
+                partition: *p,
+            });
+        }
+    }
+    let code = b.persist_group_records(records).await;
+    resp.topics = r
+        .topics
+        .iter()
+        .map(|(t, ps)| {
+            let mut tr = OffsetDeleteResponseTopic::default();
+            tr.name = topic_name(t);
+            tr.partitions = ps
+                .iter()
+                .map(|p| {
+                    let mut pr = OffsetDeleteResponsePartition::default();
+                    pr.partition_index = *p;
+                    pr.error_code = code;
+                    pr
+                })
+                .collect();
+            tr
+        })
+        .collect();
+    responses::encode(ApiKey::OffsetDelete, version, correlation_id, &resp)
+}

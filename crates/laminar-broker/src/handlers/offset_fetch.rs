@@ -1,0 +1,103 @@
+//! OffsetFetch v1-9, with several groups per request from v8.
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{GroupId, OffsetFetchResponse};
+use laminar_protocol::requests::{OffsetFetchGroup, OffsetFetchRequest};
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, topic_name, Encoded};
+use crate::broker::Broker;
+
+/// `(topic, [(partition, offset, leader_epoch, metadata)])` for one group.
+type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>)>)>;
+
+fn fetch(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
+    let committed = b.groups.committed(&g.group_id);
+    match &g.topics {
+        None => {
+            let mut out: Fetched = Vec::new();
+            for ((topic, p), c) in committed {
+                if out.last().is_none_or(|(t, _)| *t != topic) {
+                    out.push((topic.clone(), Vec::new()));
+                }
+                out.last_mut()
+                    .unwrap()
+                    .1
+                    .push((p, c.offset, c.leader_epoch, c.metadata.clone()));
+            }
+            out
+        }
+        Some(topics) => topics
+            .iter()
+            .map(|(topic, parts)| {
+                let ps = parts
+                    .iter()
+                    .map(|p| match committed.get(&(topic.clone(), *p)) {
+                        Some(c) => (*p, c.offset, c.leader_epoch, c.metadata.clone()),
+                        None => (*p, -1, -1, Some(String::new())),
+                    })
+                    .collect();
+                (topic.clone(), ps)
+            })
+            .collect(),
+    }
+}
+
+pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetFetchRequest) -> Encoded {
+    let mut resp = OffsetFetchResponse::default();
+    let epoch = |e: i32| if version >= 5 { e } else { -1 };
+    if version >= 8 {
+        resp.groups = r
+            .groups
+            .iter()
+            .map(|g| {
+                let mut out = OffsetFetchResponseGroup::default();
+                out.group_id = GroupId(sb(&g.group_id));
+                out.topics = fetch(b, g)
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        let mut tr = OffsetFetchResponseTopics::default();
+                        tr.name = topic_name(&t);
+                        tr.partitions = ps
+                            .into_iter()
+                            .map(|(p, o, e, m)| {
+                                let mut pr = OffsetFetchResponsePartitions::default();
+                                pr.partition_index = p;
+                                pr.committed_offset = o;
+                                pr.committed_leader_epoch = e;
+                                pr.metadata = m.as_deref().map(sb);
+                                pr
+                            })
+                            .collect();
+                        tr
+                    })
+                    .collect();
+                out
+            })
+            .collect();
+    } else if let Some(g) = r.groups.first() {
+        resp.topics = fetch(b, g)
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut tr = OffsetFetchResponseTopic::default();
+                tr.name = topic_name(&t);
+                tr.partitions = ps
+                    .into_iter()
+                    .map(|(p, o, e, m)| {
+                        let mut pr = OffsetFetchResponsePartition::default();
+                        pr.partition_index = p;
+                        pr.committed_offset = o;
+                        pr.committed_leader_epoch = epoch(e);
+                        pr.metadata = m.as_deref().map(sb);
+                        pr
+                    })
+                    .collect();
+                tr
+            })
+            .collect();
+    }
+    responses::encode(ApiKey::OffsetFetch, version, correlation_id, &resp)
+}

@@ -1,0 +1,35 @@
+//! SyncGroup v0-5: the leader's assignment goes to every member.
+
+use kafka_protocol::messages::SyncGroupResponse;
+use laminar_protocol::requests::SyncGroupRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::groups::{Reply, SyncOutcome};
+
+pub async fn handle(b: &Broker, version: i16, correlation_id: i32, r: SyncGroupRequest) -> Encoded {
+    let reply = b.groups.sync(
+        &r.group_id,
+        r.generation_id,
+        &r.member_id,
+        r.group_instance_id.as_deref(),
+        r.assignments,
+    );
+    let outcome = match reply {
+        Reply::Now(o) => o,
+        Reply::Later(rx) => rx.await.unwrap_or(SyncOutcome {
+            error: ec::REBALANCE_IN_PROGRESS,
+            ..Default::default()
+        }),
+    };
+    let mut resp = SyncGroupResponse::default();
+    resp.error_code = outcome.error;
+    if version >= 5 {
+        resp.protocol_type = outcome.protocol_type.as_deref().map(sb);
+        resp.protocol_name = outcome.protocol_name.as_deref().map(sb);
+    }
+    resp.assignment = outcome.assignment;
+    responses::encode(ApiKey::SyncGroup, version, correlation_id, &resp)
+}
