@@ -69,7 +69,7 @@ fn batch() -> Bytes {
 
 #[test]
 fn every_advertised_version_round_trips() {
-    let b = common::TestBroker::start();
+    let b = common::TestBroker::start_with(|c| c.group_initial_rebalance_delay_ms = 0);
     let mut s = TcpStream::connect(&b.addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -225,6 +225,169 @@ fn every_advertised_version_round_trips() {
                     let resp: CreatePartitionsResponse =
                         call(&mut s, ApiKey::CreatePartitions, v, next(), &r);
                     assert_eq!(resp.results[0].error_code, 0, "CreatePartitions v{v}");
+                }
+                10 => {
+                    let mut r = FindCoordinatorRequest::default();
+                    if v >= 4 {
+                        r.coordinator_keys = vec![sb("g")];
+                    } else {
+                        r.key = sb("g");
+                    }
+                    let resp: FindCoordinatorResponse = call(&mut s, ApiKey::FindCoordinator, v, next(), &r);
+                    let (err, port) = if v >= 4 {
+                        (resp.coordinators[0].error_code, resp.coordinators[0].port)
+                    } else {
+                        (resp.error_code, resp.port)
+                    };
+                    assert_eq!(err, 0, "FindCoordinator v{v}");
+                    assert!(port > 0);
+                }
+                11 | 12 | 13 | 14 => {
+                    // One group per API and version: join (twice from v4), sync, heartbeat, leave.
+                    let group = format!("cg-{}-v{v}", spec.key as i16);
+                    let jv = if spec.key as i16 == 11 { v } else { 5 };
+                    let join = |s: &mut TcpStream, cid: i32, member: &str| -> JoinGroupResponse {
+                        let mut r = JoinGroupRequest::default();
+                        r.group_id = GroupId(sb(&group));
+                        r.session_timeout_ms = 10_000;
+                        r.rebalance_timeout_ms = 10_000;
+                        r.member_id = sb(member);
+                        r.protocol_type = sb("consumer");
+                        let mut p = join_group_request::JoinGroupRequestProtocol::default();
+                        p.name = sb("range");
+                        p.metadata = Bytes::from_static(b"meta");
+                        r.protocols = vec![p];
+                        call(s, ApiKey::JoinGroup, jv, cid, &r)
+                    };
+                    let mut joined = join(&mut s, next(), "");
+                    if jv >= 4 {
+                        assert_eq!(joined.error_code, 79, "MEMBER_ID_REQUIRED at JoinGroup v{jv}");
+                        let id = joined.member_id.as_str().to_string();
+                        joined = join(&mut s, next(), &id);
+                    }
+                    assert_eq!(joined.error_code, 0, "JoinGroup v{jv}");
+                    assert_eq!(joined.leader, joined.member_id);
+                    assert_eq!(joined.members.len(), 1);
+                    let member = joined.member_id.clone();
+                    let generation = joined.generation_id;
+                    let sv = if spec.key as i16 == 14 { v } else { 3 };
+                    let mut r = SyncGroupRequest::default();
+                    r.group_id = GroupId(sb(&group));
+                    r.generation_id = generation;
+                    r.member_id = member.clone();
+                    if sv >= 5 {
+                        r.protocol_type = Some(sb("consumer"));
+                        r.protocol_name = Some(sb("range"));
+                    }
+                    let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                    a.member_id = member.clone();
+                    a.assignment = Bytes::from_static(b"assigned");
+                    r.assignments = vec![a];
+                    let synced: SyncGroupResponse = call(&mut s, ApiKey::SyncGroup, sv, next(), &r);
+                    assert_eq!(synced.error_code, 0, "SyncGroup v{sv}");
+                    assert_eq!(&synced.assignment[..], b"assigned");
+                    let hv = if spec.key as i16 == 12 { v } else { 3 };
+                    let mut r = HeartbeatRequest::default();
+                    r.group_id = GroupId(sb(&group));
+                    r.generation_id = generation;
+                    r.member_id = member.clone();
+                    let hb: HeartbeatResponse = call(&mut s, ApiKey::Heartbeat, hv, next(), &r);
+                    assert_eq!(hb.error_code, 0, "Heartbeat v{hv}");
+                    let lv = if spec.key as i16 == 13 { v } else { 3 };
+                    let mut r = LeaveGroupRequest::default();
+                    r.group_id = GroupId(sb(&group));
+                    if lv >= 3 {
+                        let mut m = leave_group_request::MemberIdentity::default();
+                        m.member_id = member.clone();
+                        r.members = vec![m];
+                    } else {
+                        r.member_id = member.clone();
+                    }
+                    let left: LeaveGroupResponse = call(&mut s, ApiKey::LeaveGroup, lv, next(), &r);
+                    assert_eq!(left.error_code, 0, "LeaveGroup v{lv}");
+                    if lv >= 3 {
+                        assert_eq!(left.members[0].error_code, 0);
+                    }
+                }
+                8 => {
+                    let mut pr = offset_commit_request::OffsetCommitRequestPartition::default();
+                    pr.partition_index = 0;
+                    pr.committed_offset = 2;
+                    pr.committed_metadata = Some(sb("m"));
+                    let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partitions = vec![pr];
+                    let mut r = OffsetCommitRequest::default();
+                    r.group_id = GroupId(sb(&format!("oc-v{v}")));
+                    r.generation_id_or_member_epoch = -1;
+                    r.topics = vec![t];
+                    let resp: OffsetCommitResponse = call(&mut s, ApiKey::OffsetCommit, v, next(), &r);
+                    assert_eq!(resp.topics[0].partitions[0].error_code, 0, "OffsetCommit v{v}");
+                }
+                9 => {
+                    let group = "oc-v9";
+                    let mut r = OffsetFetchRequest::default();
+                    if v >= 8 {
+                        let mut t = offset_fetch_request::OffsetFetchRequestTopics::default();
+                        t.name = TopicName(sb("conf"));
+                        t.partition_indexes = vec![0];
+                        let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+                        g.group_id = GroupId(sb(group));
+                        g.topics = Some(vec![t]);
+                        r.groups = vec![g];
+                    } else {
+                        let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+                        t.name = TopicName(sb("conf"));
+                        t.partition_indexes = vec![0];
+                        r.group_id = GroupId(sb(group));
+                        r.topics = Some(vec![t]);
+                    }
+                    let resp: OffsetFetchResponse = call(&mut s, ApiKey::OffsetFetch, v, next(), &r);
+                    let offset = if v >= 8 {
+                        resp.groups[0].topics[0].partitions[0].committed_offset
+                    } else {
+                        resp.topics[0].partitions[0].committed_offset
+                    };
+                    assert_eq!(offset, 2, "OffsetFetch v{v}");
+                }
+                16 => {
+                    let r = ListGroupsRequest::default();
+                    let resp: ListGroupsResponse = call(&mut s, ApiKey::ListGroups, v, next(), &r);
+                    assert_eq!(resp.error_code, 0);
+                    assert!(
+                        resp.groups.iter().any(|g| g.group_id.0.as_str() == "oc-v9"),
+                        "ListGroups v{v}"
+                    );
+                }
+                15 => {
+                    let mut r = DescribeGroupsRequest::default();
+                    r.groups = vec![GroupId(sb("oc-v9"))];
+                    let resp: DescribeGroupsResponse = call(&mut s, ApiKey::DescribeGroups, v, next(), &r);
+                    assert_eq!(resp.groups[0].error_code, 0);
+                    assert_eq!(
+                        resp.groups[0].group_state.as_str(),
+                        "Empty",
+                        "DescribeGroups v{v}"
+                    );
+                }
+                42 => {
+                    let mut r = DeleteGroupsRequest::default();
+                    r.groups_names = vec![GroupId(sb(&format!("oc-v{}", 2 + v)))];
+                    let resp: DeleteGroupsResponse = call(&mut s, ApiKey::DeleteGroups, v, next(), &r);
+                    assert_eq!(resp.results[0].error_code, 0, "DeleteGroups v{v}");
+                }
+                47 => {
+                    let mut pr = offset_delete_request::OffsetDeleteRequestPartition::default();
+                    pr.partition_index = 0;
+                    let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partitions = vec![pr];
+                    let mut r = OffsetDeleteRequest::default();
+                    r.group_id = GroupId(sb("oc-v8"));
+                    r.topics = vec![t];
+                    let resp: OffsetDeleteResponse = call(&mut s, ApiKey::OffsetDelete, v, next(), &r);
+                    assert_eq!(resp.error_code, 0);
+                    assert_eq!(resp.topics[0].partitions[0].error_code, 0, "OffsetDelete v{v}");
                 }
                 other => panic!("API {other} has no conformance case"),
             }

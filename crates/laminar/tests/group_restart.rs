@@ -57,11 +57,15 @@ fn committed_offsets_survive_sigkill_and_a_new_member_resumes_there() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let (mut broker, addr) = start(&dir);
-    let p: ThreadedProducer<DefaultProducerContext> =
-        ClientConfig::new().set("bootstrap.servers", &addr).set("linger.ms", "2").create().unwrap();
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("linger.ms", "2")
+        .create()
+        .unwrap();
     for i in 0..1000 {
         let v = i.to_string();
-        p.send(BaseRecord::<(), _>::to("rs").partition(0).payload(&v)).unwrap();
+        p.send(BaseRecord::<(), _>::to("rs").partition(0).payload(&v))
+            .unwrap();
     }
     p.flush(Duration::from_secs(30)).unwrap();
     drop(p);

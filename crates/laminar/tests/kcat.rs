@@ -90,7 +90,15 @@ fn two_kcat_group_consumers_share_partitions() {
     };
     std::thread::spawn(move || for _ in lines {});
     let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["topics", "create", "shared", "--partitions", "4", "--bootstrap", &addr])
+        .args([
+            "topics",
+            "create",
+            "shared",
+            "--partitions",
+            "4",
+            "--bootstrap",
+            &addr,
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -98,7 +106,17 @@ fn two_kcat_group_consumers_share_partitions() {
     // simpler and sturdier: each prints what it consumes, with the partition.
     let spawn = || {
         Command::new("kcat")
-            .args(["-b", &addr, "-G", "kgroup", "shared", "-f", "%p %s\n", "-X", "session.timeout.ms=6000"])
+            .args([
+                "-b",
+                &addr,
+                "-G",
+                "kgroup",
+                "shared",
+                "-f",
+                "%p %s\n",
+                "-X",
+                "session.timeout.ms=6000",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -109,8 +127,16 @@ fn two_kcat_group_consumers_share_partitions() {
     // Give the group time to settle on two members before producing.
     std::thread::sleep(std::time::Duration::from_secs(6));
     for p in 0..4 {
-        let mut prod = Command::new("kcat").args(["-b", &addr, "-P", "-t", "shared", "-p", &p.to_string()]).stdin(Stdio::piped()).spawn().unwrap();
-        prod.stdin.take().unwrap().write_all(format!("m{p}\n").as_bytes()).unwrap();
+        let mut prod = Command::new("kcat")
+            .args(["-b", &addr, "-P", "-t", "shared", "-p", &p.to_string()])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        prod.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("m{p}\n").as_bytes())
+            .unwrap();
         assert!(prod.wait().unwrap().success());
     }
     std::thread::sleep(std::time::Duration::from_secs(4));
@@ -120,13 +146,23 @@ fn two_kcat_group_consumers_share_partitions() {
     }
     let read = |c: std::process::Child| -> Vec<String> {
         let out = c.wait_with_output().unwrap();
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
     };
     let (got_a, got_b) = (read(a), read(b));
-    assert!(!got_a.is_empty() && !got_b.is_empty(), "both consumed: {got_a:?} {got_b:?}");
+    assert!(
+        !got_a.is_empty() && !got_b.is_empty(),
+        "both consumed: {got_a:?} {got_b:?}"
+    );
     let mut all: Vec<String> = got_a.iter().chain(&got_b).cloned().collect();
     all.sort();
-    assert_eq!(all, vec!["0 m0", "1 m1", "2 m2", "3 m3"], "each message once: {got_a:?} {got_b:?}");
+    assert_eq!(
+        all,
+        vec!["0 m0", "1 m1", "2 m2", "3 m3"],
+        "each message once: {got_a:?} {got_b:?}"
+    );
     // SAFETY: as above.
     unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
     assert!(broker.wait().unwrap().success());
