@@ -242,7 +242,7 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(err, 0, "FindCoordinator v{v}");
                     assert!(port > 0);
                 }
-                11 | 12 | 13 | 14 => {
+                11..=14 => {
                     // One group per API and version: join (twice from v4), sync, heartbeat, leave.
                     let group = format!("cg-{}-v{v}", spec.key as i16);
                     let jv = if spec.key as i16 == 11 { v } else { 5 };
