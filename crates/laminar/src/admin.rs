@@ -17,6 +17,11 @@ use kafka_protocol::messages::{
     DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, MetadataResponse, RequestHeader,
     ResponseHeader, TopicName,
 };
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// The largest response this client accepts.
@@ -142,6 +147,238 @@ impl Admin {
         req.resources = vec![r];
         self.call(ApiKey::DescribeConfigs, 4, &req)
     }
+}
+
+impl Admin {
+    pub fn list_groups(&mut self) -> anyhow::Result<ListGroupsResponse> {
+        self.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default())
+    }
+
+    pub fn describe_group(&mut self, group: &str) -> anyhow::Result<DescribeGroupsResponse> {
+        let mut req = DescribeGroupsRequest::default();
+        req.groups = vec![GroupId(sb(group))];
+        self.call(ApiKey::DescribeGroups, 5, &req)
+    }
+
+    /// Every committed offset of a group: `(topic, partition, offset)`.
+    pub fn committed(&mut self, group: &str) -> anyhow::Result<Vec<(String, i32, i64)>> {
+        let mut req = OffsetFetchRequest::default();
+        req.group_id = GroupId(sb(group));
+        req.topics = None;
+        let resp: OffsetFetchResponse = self.call(ApiKey::OffsetFetch, 7, &req)?;
+        check(resp.error_code, None, &format!("offsets of {group}"))?;
+        Ok(resp
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| {
+                    (
+                        t.name.0.as_str().to_string(),
+                        p.partition_index,
+                        p.committed_offset,
+                    )
+                })
+            })
+            .collect())
+    }
+
+    /// The offset for `timestamp` (-1 latest, -2 earliest, or milliseconds) of each
+    /// partition.
+    pub fn list_offsets(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+    ) -> anyhow::Result<Vec<(i32, i64)>> {
+        use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+        let mut t = ListOffsetsTopic::default();
+        t.name = TopicName(sb(topic));
+        t.partitions = partitions
+            .iter()
+            .map(|p| {
+                let mut lp = ListOffsetsPartition::default();
+                lp.partition_index = *p;
+                lp.timestamp = timestamp;
+                lp
+            })
+            .collect();
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = kafka_protocol::messages::BrokerId(-1);
+        req.topics = vec![t];
+        let resp: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 7, &req)?;
+        let mut out = Vec::new();
+        for p in &resp.topics[0].partitions {
+            check(
+                p.error_code,
+                None,
+                &format!("offsets of {topic}-{}", p.partition_index),
+            )?;
+            out.push((p.partition_index, p.offset));
+        }
+        Ok(out)
+    }
+
+    pub fn commit(&mut self, group: &str, topic: &str, offsets: &[(i32, i64)]) -> anyhow::Result<()> {
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = TopicName(sb(topic));
+        t.partitions = offsets
+            .iter()
+            .map(|(p, o)| {
+                let mut cp = OffsetCommitRequestPartition::default();
+                cp.partition_index = *p;
+                cp.committed_offset = *o;
+                cp
+            })
+            .collect();
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = GroupId(sb(group));
+        req.generation_id_or_member_epoch = -1;
+        req.topics = vec![t];
+        let resp: OffsetCommitResponse = self.call(ApiKey::OffsetCommit, 8, &req)?;
+        for p in &resp.topics[0].partitions {
+            check(
+                p.error_code,
+                None,
+                &format!("commit {topic}-{} for {group}", p.partition_index),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a consumer-protocol assignment: `(topic, [partition])`.
+fn decode_assignment(bytes: &[u8]) -> Vec<(String, Vec<i32>)> {
+    let mut b = bytes;
+    let mut out = Vec::new();
+    if b.len() < 6 {
+        return out;
+    }
+    b.advance(2); // version
+    let topics = b.get_i32();
+    for _ in 0..topics.max(0) {
+        if b.remaining() < 2 {
+            break;
+        }
+        let len = b.get_i16().max(0) as usize;
+        if b.remaining() < len + 4 {
+            break;
+        }
+        let name = String::from_utf8_lossy(&b[..len]).into_owned();
+        b.advance(len);
+        let n = b.get_i32().max(0) as usize;
+        if b.remaining() < n * 4 {
+            break;
+        }
+        out.push((name, (0..n).map(|_| b.get_i32()).collect()));
+    }
+    out
+}
+
+pub fn groups_list(bootstrap: &str) -> anyhow::Result<()> {
+    let resp = Admin::connect(bootstrap)?.list_groups()?;
+    check(resp.error_code, None, "list groups")?;
+    for g in &resp.groups {
+        println!("{}  {}", g.group_id.0.as_str(), g.group_state.as_str());
+    }
+    Ok(())
+}
+
+pub fn groups_describe(bootstrap: &str, group: &str) -> anyhow::Result<()> {
+    let mut admin = Admin::connect(bootstrap)?;
+    let resp = admin.describe_group(group)?;
+    let g = &resp.groups[0];
+    check(
+        g.error_code,
+        g.error_message.as_ref(),
+        &format!("describe {group}"),
+    )?;
+    println!(
+        "group {group}  state {}  protocol {}",
+        g.group_state.as_str(),
+        g.protocol_data.as_str()
+    );
+    for m in &g.members {
+        let assigned: Vec<String> = decode_assignment(&m.member_assignment)
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| format!("{t}-{p}")))
+            .collect();
+        println!(
+            "  member {}  client {}  host {}  assigned [{}]",
+            m.member_id.as_str(),
+            m.client_id.as_str(),
+            m.client_host.as_str(),
+            assigned.join(", ")
+        );
+    }
+    let committed = admin.committed(group)?;
+    println!(
+        "  {:<30} {:>12} {:>12} {:>8}",
+        "partition", "committed", "end", "lag"
+    );
+    for (topic, partition, offset) in committed {
+        let end = admin
+            .list_offsets(&topic, &[partition], -1)?
+            .first()
+            .map_or(-1, |(_, o)| *o);
+        let lag = if offset >= 0 && end >= 0 {
+            (end - offset).to_string()
+        } else {
+            "-".into()
+        };
+        println!(
+            "  {:<30} {:>12} {:>12} {:>8}",
+            format!("{topic}-{partition}"),
+            offset,
+            end,
+            lag
+        );
+    }
+    Ok(())
+}
+
+pub enum ResetTo {
+    Earliest,
+    Latest,
+    Timestamp(i64),
+}
+
+pub fn groups_reset(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> anyhow::Result<()> {
+    let mut admin = Admin::connect(bootstrap)?;
+    let d = admin.describe_group(group)?;
+    let state = d.groups[0].group_state.as_str().to_string();
+    if !d.groups[0].members.is_empty() {
+        bail!("group {group} has active members (state {state}): stop its consumers first");
+    }
+    let md = admin.metadata(Some(&[topic.to_string()]))?;
+    check(md.topics[0].error_code, None, &format!("topic {topic}"))?;
+    let partitions: Vec<i32> = md.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.partition_index)
+        .collect();
+    let ts = match to {
+        ResetTo::Earliest => -2,
+        ResetTo::Latest => -1,
+        ResetTo::Timestamp(t) => t,
+    };
+    let mut offsets = admin.list_offsets(topic, &partitions, ts)?;
+    if ts >= 0 {
+        // No record at or after the timestamp: the end of the partition.
+        let ends = admin.list_offsets(topic, &partitions, -1)?;
+        for (o, (_, end)) in offsets.iter_mut().zip(ends) {
+            if o.1 < 0 {
+                o.1 = end;
+            }
+        }
+    }
+    admin.commit(group, topic, &offsets)?;
+    for (p, o) in offsets {
+        println!("{group}: {topic}-{p} -> {o}");
+    }
+    Ok(())
 }
 
 fn check(code: i16, message: Option<&StrBytes>, what: &str) -> anyhow::Result<()> {

@@ -29,6 +29,11 @@ enum Command {
         #[command(subcommand)]
         command: TopicsCommand,
     },
+    /// Inspect consumer groups and reset their committed offsets.
+    Groups {
+        #[command(subcommand)]
+        command: GroupsCommand,
+    },
     /// Performance suites that print latency percentiles and throughput.
     Perf {
         #[command(subcommand)]
@@ -64,6 +69,36 @@ enum TopicsCommand {
     /// Delete a topic and its data.
     Delete {
         topic: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum GroupsCommand {
+    /// List groups and their states.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Members, assignments, and committed offset and lag per partition.
+    Describe {
+        group: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Set a group's committed offsets for a topic. The group must have no active members.
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, conflicts_with_all = ["to_latest", "to_timestamp"])]
+        to_earliest: bool,
+        #[arg(long, conflicts_with = "to_timestamp")]
+        to_latest: bool,
+        /// Milliseconds since the epoch: the first offset at or after it.
+        #[arg(long)]
+        to_timestamp: Option<i64>,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
@@ -230,6 +265,26 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
+        Command::Groups { command } => match command {
+            GroupsCommand::List { bootstrap } => admin::groups_list(&bootstrap),
+            GroupsCommand::Describe { group, bootstrap } => admin::groups_describe(&bootstrap, &group),
+            GroupsCommand::ResetOffsets {
+                group,
+                topic,
+                to_earliest,
+                to_latest,
+                to_timestamp,
+                bootstrap,
+            } => {
+                let to = match (to_earliest, to_latest, to_timestamp) {
+                    (true, _, _) => admin::ResetTo::Earliest,
+                    (_, true, _) => admin::ResetTo::Latest,
+                    (_, _, Some(t)) => admin::ResetTo::Timestamp(t),
+                    _ => anyhow::bail!("say where to: --to-earliest, --to-latest or --to-timestamp MS"),
+                };
+                admin::groups_reset(&bootstrap, &group, &topic, to)
+            }
+        },
         Command::Topics { command } => match command {
             TopicsCommand::List { bootstrap } => admin::list(&bootstrap),
             TopicsCommand::Describe { topic, bootstrap } => admin::describe(&bootstrap, &topic),
