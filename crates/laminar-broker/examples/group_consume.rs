@@ -38,9 +38,20 @@ fn main() {
     let bootstrap = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:9092".into());
     let records: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let topic = format!("group-consume-{}", std::process::id());
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let created = rt.block_on(admin.create_topics([&NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1))], &AdminOptions::new())).unwrap();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let created = rt
+        .block_on(admin.create_topics(
+            [&NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        ))
+        .unwrap();
     assert!(created[0].is_ok(), "{created:?}");
 
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
@@ -53,7 +64,9 @@ fn main() {
     let value = vec![b'x'; VALUE_BYTES];
     let t = Instant::now();
     for i in 0..records {
-        let mut rec = BaseRecord::<(), [u8]>::to(&topic).partition((i % PARTITIONS as u64) as i32).payload(&value[..]);
+        let mut rec = BaseRecord::<(), [u8]>::to(&topic)
+            .partition((i % PARTITIONS as u64) as i32)
+            .payload(&value[..]);
         loop {
             match p.send(rec) {
                 Ok(()) => break,
@@ -80,7 +93,10 @@ fn main() {
         if let Some(Ok(_)) = c.poll(Duration::from_millis(100)) {
             n += 1;
         }
-        assert!(t.elapsed() < Duration::from_secs(600), "single consumer stalled at {n}");
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "single consumer stalled at {n}"
+        );
     }
     let single_s = t.elapsed().as_secs_f64();
     drop(c);
@@ -94,8 +110,13 @@ fn main() {
     let t = Instant::now();
     let members: Vec<_> = (0..3)
         .map(|_| {
-            let (bootstrap, topic, group, total, first_us) =
-                (bootstrap.clone(), topic.clone(), group.clone(), total.clone(), first_us.clone());
+            let (bootstrap, topic, group, total, first_us) = (
+                bootstrap.clone(),
+                topic.clone(),
+                group.clone(),
+                total.clone(),
+                first_us.clone(),
+            );
             std::thread::spawn(move || {
                 let c = consumer(&bootstrap, &group);
                 c.subscribe(&[&topic]).unwrap();
