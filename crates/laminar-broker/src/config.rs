@@ -124,6 +124,16 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Threads that append to logs.",
     },
     SettingDoc {
+        name: "group.initial.rebalance.delay.ms",
+        default: "3000",
+        doc: "How long a new group waits for more members before its first rebalance completes.",
+    },
+    SettingDoc {
+        name: "offsets.retention.minutes",
+        default: "10080",
+        doc: "Committed offsets of an empty group expire after this long.",
+    },
+    SettingDoc {
         name: "socket.send.chunk.bytes",
         default: "65536",
         doc: "Largest piece of a response written before other connections get a turn.",
@@ -320,6 +330,11 @@ impl BrokerConfig {
             format!("num.network.threads = {}", self.num_network_threads),
             format!("num.io.threads = {}", self.num_io_threads),
             format!("num.storage.threads = {}", self.num_storage_threads),
+            format!(
+                "group.initial.rebalance.delay.ms = {}",
+                self.group_initial_rebalance_delay_ms
+            ),
+            format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
             format!(
                 "group.initial.rebalance.delay.ms = {}",
                 self.group_initial_rebalance_delay_ms
