@@ -335,11 +335,6 @@ impl BrokerConfig {
                 self.group_initial_rebalance_delay_ms
             ),
             format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
-            format!(
-                "group.initial.rebalance.delay.ms = {}",
-                self.group_initial_rebalance_delay_ms
-            ),
-            format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
         ]
         .join("\n")
     }
