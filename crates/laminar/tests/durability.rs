@@ -1,9 +1,8 @@
 //! Issue 3, acceptance 3, with the real binary: records acknowledged with acks=all survive
 //! a SIGKILL of the broker and a restart; acks=1 records survive a clean restart (SIGTERM).
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,45 +11,6 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
-
-struct Broker {
-    child: Child,
-    addr: String,
-}
-
-fn start(dir: &Path) -> Broker {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("broker printed its address").unwrap();
-        if let Some(rest) = line.split("laminar listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining stderr so the broker never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Broker { child, addr }
-}
-
-impl Broker {
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn terminate(mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "clean shutdown exits 0: {status}");
-    }
-}
 
 /// One acknowledged record: its offset and payload.
 type Acked = (i64, Vec<u8>);
@@ -119,7 +79,7 @@ fn acks_all_survives_sigkill_and_acks_1_survives_clean_restart() {
     let dir = tmp.path().join("data");
 
     // acks=all, killed with SIGKILL while a producer is still sending.
-    let mut b = Some(start(&dir));
+    let mut b = Some(common::serve(&dir));
     let acks = Acks::default();
     let p = producer(&b.as_ref().unwrap().addr, "all", acks.clone());
     for i in 0..3000 {
@@ -143,7 +103,7 @@ fn acks_all_survives_sigkill_and_acks_1_survives_clean_restart() {
         "{} acknowledged before the kill",
         acked.len()
     );
-    let b = start(&dir);
+    let b = common::serve(&dir);
     let top = acked.iter().map(|(o, _)| *o).max().unwrap() + 1;
     let stored = read_all(&b.addr, "durable", top);
     check(&stored, &acked, "acks=all after SIGKILL");
@@ -161,7 +121,7 @@ fn acks_all_survives_sigkill_and_acks_1_survives_clean_restart() {
     let acked1 = acks1.0.lock().unwrap().clone();
     assert_eq!(acked1.len(), 3000);
     b.terminate();
-    let b = start(&dir);
+    let b = common::serve(&dir);
     let top = acked1.iter().map(|(o, _)| *o).max().unwrap() + 1;
     let stored = read_all(&b.addr, "durable", top);
     check(&stored, &acked, "acks=all after two restarts");

@@ -2,33 +2,14 @@
 //! SIGKILL and restarted, and a new member of the group resumes exactly at the committed
 //! offset: no gap, and nothing re-delivered beyond what was not committed.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
-
-fn start(dir: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("broker printed its address").unwrap();
-        if let Some(rest) = line.split("laminar listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
-}
 
 fn group_member(addr: &str) -> BaseConsumer {
     let c: BaseConsumer = ClientConfig::new()
@@ -56,7 +37,8 @@ fn next_offset(c: &BaseConsumer, deadline: Instant) -> i64 {
 fn committed_offsets_survive_sigkill_and_a_new_member_resumes_there() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
-    let (mut broker, addr) = start(&dir);
+    let broker = common::serve(&dir);
+    let addr = broker.addr.clone();
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", &addr)
         .set("linger.ms", "2")
@@ -81,17 +63,15 @@ fn committed_offsets_survive_sigkill_and_a_new_member_resumes_there() {
         }
     }
     // Records 400..449 were consumed but not committed. Kill the broker mid-session.
-    broker.kill().unwrap();
-    broker.wait().unwrap();
+    broker.kill9();
     drop(c);
 
-    let (mut broker, addr) = start(&dir);
+    let broker = common::serve(&dir);
+    let addr = broker.addr.clone();
     let c = group_member(&addr);
     let deadline = Instant::now() + Duration::from_secs(60);
     assert_eq!(next_offset(&c, deadline), 400, "resumes at the committed offset");
     assert_eq!(next_offset(&c, deadline), 401);
     drop(c);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    assert!(broker.wait().unwrap().success());
+    broker.terminate();
 }

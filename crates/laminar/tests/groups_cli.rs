@@ -1,7 +1,8 @@
 //! `laminar groups list|describe|reset-offsets` against `laminar serve`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -24,20 +25,8 @@ fn laminar(args: &[&str]) -> String {
 #[test]
 fn list_describe_and_reset_offsets() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut broker = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(tmp.path().join("data"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(broker.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(rest) = line.split("laminar listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let broker = common::serve(&tmp.path().join("data"));
+    let addr = broker.addr.clone();
     laminar(&[
         "topics",
         "create",
@@ -137,7 +126,5 @@ fn list_describe_and_reset_offsets() {
     ]);
     let described = laminar(&["groups", "describe", "cli-g", "--bootstrap", &addr]);
     assert_eq!(row(&described, "gc-1"), ["gc-1", "50", "50", "0"]);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    assert!(broker.wait().unwrap().success());
+    broker.terminate();
 }

@@ -1,7 +1,9 @@
 //! kcat (librdkafka's command-line client) against `laminar serve`: -L, -P and -C, as the
 //! README's quickstart runs them. kcat comes from Debian's package; .ci/run installs it.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 #[test]
@@ -11,20 +13,8 @@ fn kcat_lists_produces_and_consumes() {
         "kcat is not installed: apt-get install kcat (.ci/run does this)"
     );
     let tmp = tempfile::tempdir().unwrap();
-    let mut broker = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(tmp.path().join("data"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(broker.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(rest) = line.split("laminar listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let broker = common::serve(&tmp.path().join("data"));
+    let addr = broker.addr.clone();
 
     let mut p = Command::new("kcat")
         .args(["-b", &addr, "-P", "-t", "quickstart", "-K:"])
@@ -66,29 +56,15 @@ fn kcat_lists_produces_and_consumes() {
         "{listing}"
     );
 
-    // SAFETY: signalling our own child; SIGTERM is a clean shutdown.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    assert!(broker.wait().unwrap().success());
+    broker.terminate();
 }
 
 /// Two balanced kcat consumers (`kcat -G`) share a topic's partitions.
 #[test]
 fn two_kcat_group_consumers_share_partitions() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut broker = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(tmp.path().join("data"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(broker.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(rest) = line.split("laminar listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let broker = common::serve(&tmp.path().join("data"));
+    let addr = broker.addr.clone();
     let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
         .args([
             "topics",
@@ -163,7 +139,5 @@ fn two_kcat_group_consumers_share_partitions() {
         vec!["0 m0", "1 m1", "2 m2", "3 m3"],
         "each message once: {got_a:?} {got_b:?}"
     );
-    // SAFETY: as above.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    assert!(broker.wait().unwrap().success());
+    broker.terminate();
 }

@@ -1,0 +1,49 @@
+//! `laminar serve` as a child process, for tests that need a real process to kill.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+pub struct Serve {
+    pub child: Child,
+    pub addr: String,
+}
+
+/// Starts `laminar serve` on an ephemeral port with `dir` as its data directory, and waits
+/// for the line that says where it listens.
+pub fn serve(dir: &Path) -> Serve {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("broker printed its address").unwrap();
+        if let Some(rest) = line.split("laminar listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining stderr so the broker never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Serve { child, addr }
+}
+
+impl Serve {
+    /// SIGKILL: no flush, no clean-shutdown marker.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM: a clean shutdown, which must exit 0.
+    pub fn terminate(mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "clean shutdown exits 0: {status}");
+    }
+}
