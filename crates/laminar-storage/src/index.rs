@@ -147,14 +147,21 @@ impl<E: IndexEntry> Index<E> {
         self.persisted = self.persisted.min(n);
     }
 
-    /// Bytes to write at file position `persisted * BYTES` to bring the file up to date.
-    pub fn unpersisted_bytes(&self) -> (u64, Vec<u8>) {
-        let mut out = Vec::with_capacity((self.entries.len() - self.persisted) * E::BYTES);
-        for e in &self.entries[self.persisted..] {
-            e.encode(&mut out);
-        }
-        ((self.persisted * E::BYTES) as u64, out)
+    /// The entries not yet in the file, and the file position they go to. Copying them is
+    /// all that happens under the segment's index lock; encoding happens outside it, so an
+    /// append never waits for a flush to checksum thousands of entries.
+    pub fn unpersisted(&self) -> (u64, Vec<E>) {
+        ((self.persisted * E::BYTES) as u64, self.entries[self.persisted..].to_vec())
     }
+}
+
+/// Encodes entries, each with its CRC, for an index file.
+pub fn encode_entries<E: IndexEntry>(entries: &[E]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * E::BYTES);
+    for e in entries {
+        e.encode(&mut out);
+    }
+    out
 }
 
 impl Index<OffsetEntry> {

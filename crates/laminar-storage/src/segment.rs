@@ -8,7 +8,7 @@ use laminar_records::{BatchHeader, BATCH_HEADER_BYTES};
 
 use crate::backend::{read_exact_at, Storage, StorageFile};
 use crate::error::{IoContext, Result};
-use crate::index::{Index, OffsetEntry, TimeEntry};
+use crate::index::{encode_entries, Index, OffsetEntry, TimeEntry};
 use crate::types::{FilePos, Offset};
 
 pub const DATA_SUFFIX: &str = ".log";
@@ -179,12 +179,13 @@ impl Segment {
     /// A sealed segment whose indexes were synced is marked durable.
     pub fn persist_indexes(&self, storage: &dyn Storage, sync: bool) -> Result<()> {
         let sealed = self.is_sealed();
-        let (off_at, off_bytes, time_at, time_bytes, n_off, n_time) = {
+        let (off_at, offs, time_at, times, n_off, n_time) = {
             let idx = self.indexes.lock().unwrap();
-            let (a, b) = idx.offsets.unpersisted_bytes();
-            let (c, d) = idx.times.unpersisted_bytes();
+            let (a, b) = idx.offsets.unpersisted();
+            let (c, d) = idx.times.unpersisted();
             (a, b, c, d, idx.offsets.entries.len(), idx.times.entries.len())
         };
+        let (off_bytes, time_bytes) = (encode_entries(&offs), encode_entries(&times));
         write_index(storage, &self.index_path, off_at, &off_bytes, sync)?;
         write_index(storage, &self.time_index_path, time_at, &time_bytes, sync)?;
         {
