@@ -339,3 +339,45 @@ impl BrokerConfig {
         .join("\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_settings_use_kafka_names_and_typos_are_errors() {
+        let mut c = BrokerConfig::default();
+        c.apply_toml(
+            r#"
+"auto.create.topics.enable" = false
+"num.partitions" = 3
+"log.retention.ms" = -1
+"listeners" = "127.0.0.1:19999"
+"advertised.listeners" = "broker.example:9092"
+"#,
+        )
+        .unwrap();
+        assert!(!c.auto_create_topics_enable);
+        assert_eq!(c.num_partitions, 3);
+        assert_eq!(c.log_retention_ms, None);
+        assert_eq!(c.listen.port(), 19999);
+        assert_eq!(c.advertised(c.listen), ("broker.example".to_string(), 9092));
+        assert!(c
+            .apply_toml(r#""auto.create.topic.enable" = true"#)
+            .unwrap_err()
+            .contains("unknown setting"));
+        assert!(c.apply_toml(r#""num.partitions" = "many""#).is_err());
+        assert!(c.apply_toml(r#""num.partitions" = 0"#).is_err());
+        // Every documented setting is accepted by `set`.
+        for s in SETTINGS {
+            let value = match s.name {
+                "listeners" => "127.0.0.1:1",
+                "advertised.listeners" => "h:1",
+                "log.dirs" => "/tmp/x",
+                "auto.create.topics.enable" => "true",
+                _ => "5",
+            };
+            c.set(s.name, value).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        }
+    }
+}

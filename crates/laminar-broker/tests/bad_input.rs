@@ -6,6 +6,9 @@ mod common;
 
 use std::time::Duration;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
 use common::raw::*;
 use common::*;
 use laminar_records::{BatchBuilder, Compression, RecordSpec};
@@ -82,4 +85,33 @@ fn adversarial_requests_are_refused_and_the_broker_carries_on() {
     // Only the two good batches reached the victim topic.
     let victim = consume(&b.addr, "victim", 0, 2, Duration::from_secs(30));
     assert_eq!(victim.len(), 2);
+}
+
+#[test]
+fn connections_over_max_connections_are_closed() {
+    let b = TestBroker::start_with(|c| c.max_connections = 2);
+    let api_versions = frame(&header(18, 0, 1));
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&b.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&api_versions).unwrap();
+        let mut size = [0u8; 4];
+        s.read_exact(&mut size).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        s.read_exact(&mut body).unwrap();
+        held.push(s);
+    }
+    // The third is accepted and closed at once, with a logged reason.
+    assert_eq!(exchange(&b.addr, &api_versions), None);
+    drop(held.pop());
+    // A slot is free again once a connection closes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while exchange(&b.addr, &api_versions).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no connection accepted after one closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -151,7 +151,10 @@ impl<E: IndexEntry> Index<E> {
     /// all that happens under the segment's index lock; encoding happens outside it, so an
     /// append never waits for a flush to checksum thousands of entries.
     pub fn unpersisted(&self) -> (u64, Vec<E>) {
-        ((self.persisted * E::BYTES) as u64, self.entries[self.persisted..].to_vec())
+        (
+            (self.persisted * E::BYTES) as u64,
+            self.entries[self.persisted..].to_vec(),
+        )
     }
 }
 
