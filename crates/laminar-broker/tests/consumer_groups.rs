@@ -202,11 +202,32 @@ fn cooperative_sticky_assignor_works() {
 }
 
 #[test]
-fn static_member_rejoins_without_a_rebalance() {
+fn static_leader_rejoins_without_a_rebalance() {
+    static_rejoin(true);
+}
+
+#[test]
+fn static_follower_rejoins_without_a_rebalance() {
+    static_rejoin(false);
+}
+
+/// Member `a` restarts with the same group.instance.id; `leader` says whether it was the
+/// group's leader (the harder case: the leader computes assignments).
+fn static_rejoin(leader: bool) {
     let b = fast_broker();
     create_topic(&b.addr, "static", 4);
-    let (a, _) = member(&b.addr, "g4", "static", &[("group.instance.id", "member-a")]);
-    let (other, other_ctx) = member(&b.addr, "g4", "static", &[("group.instance.id", "member-b")]);
+    // Whoever joins first, alone, becomes the leader.
+    let (a, other, other_ctx) = if leader {
+        let (a, _) = member(&b.addr, "g4", "static", &[("group.instance.id", "member-a")]);
+        settle(&[&a], 4, Duration::from_secs(30));
+        let (other, ctx) = member(&b.addr, "g4", "static", &[("group.instance.id", "member-b")]);
+        (a, other, ctx)
+    } else {
+        let (other, ctx) = member(&b.addr, "g4", "static", &[("group.instance.id", "member-b")]);
+        settle(&[&other], 4, Duration::from_secs(30));
+        let (a, _) = member(&b.addr, "g4", "static", &[("group.instance.id", "member-a")]);
+        (a, other, ctx)
+    };
     let before = settle(&[&a, &other], 4, Duration::from_secs(30));
     let rebalances = other_ctx.0.load(Ordering::SeqCst);
     // Member a restarts with the same instance id well within the session timeout.

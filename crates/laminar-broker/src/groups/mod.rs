@@ -61,6 +61,9 @@ pub struct JoinOutcome {
     pub member_id: String,
     /// Only for the leader: every member's id, instance id and metadata.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// KIP-814: a static leader that rejoined a stable group gets the members for its
+    /// information but must not compute a new assignment.
+    pub skip_assignment: bool,
 }
 
 impl JoinOutcome {
@@ -274,6 +277,7 @@ impl Group {
                     leader: leader.clone(),
                     member_id: m.id.clone(),
                     members: if m.id == leader { all.clone() } else { Vec::new() },
+                    skip_assignment: false,
                 });
             }
         }
@@ -413,7 +417,20 @@ impl Coordinator {
                     if was_leader {
                         group.leader = Some(member_id.clone());
                     }
-                    if group.state == GroupState::Stable && same_protocols && !was_leader {
+                    if group.state == GroupState::Stable && same_protocols {
+                        // Even the leader: as in Kafka (KIP-345, KIP-814), a static member's
+                        // return causes no rebalance. A leader gets the members, and
+                        // SyncGroup in a stable group hands back the assignment in force.
+                        let protocol = group.protocol_name.clone().unwrap_or_default();
+                        let members = if was_leader {
+                            group
+                                .members
+                                .values()
+                                .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&protocol)))
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
                         return Reply::Now(JoinOutcome {
                             error: ec::NONE,
                             generation: group.generation,
@@ -421,7 +438,8 @@ impl Coordinator {
                             protocol_name: group.protocol_name.clone(),
                             leader: group.leader.clone().unwrap_or_default(),
                             member_id,
-                            members: Vec::new(),
+                            members,
+                            skip_assignment: was_leader,
                         });
                     }
                     return self.wait_for_join(group, &member_id, delay);
@@ -486,6 +504,7 @@ impl Coordinator {
                 leader: group.leader.clone().unwrap_or_default(),
                 member_id,
                 members: Vec::new(),
+                skip_assignment: false,
             });
         }
         self.wait_for_join(group, &member_id, delay)

@@ -49,6 +49,9 @@ pub async fn handle(
         resp.protocol_name = Some(sb(outcome.protocol_name.as_deref().unwrap_or("")));
     }
     resp.leader = sb(&outcome.leader);
+    if version >= 9 {
+        resp.skip_assignment = outcome.skip_assignment;
+    }
     resp.member_id = sb(&outcome.member_id);
     resp.members = outcome
         .members
