@@ -315,6 +315,25 @@ impl Group {
         }
     }
 
+    /// A JoinGroup answer that changes nothing: the generation in force.
+    fn current_generation(
+        &self,
+        member_id: String,
+        members: Vec<(String, Option<String>, Bytes)>,
+        skip_assignment: bool,
+    ) -> JoinOutcome {
+        JoinOutcome {
+            error: ec::NONE,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            member_id,
+            members,
+            skip_assignment,
+        }
+    }
+
     /// Checks a member and generation, as Heartbeat, SyncGroup and OffsetCommit do.
     fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), i16> {
         if let Some(instance) = instance_id {
@@ -431,16 +450,7 @@ impl Coordinator {
                         } else {
                             Vec::new()
                         };
-                        return Reply::Now(JoinOutcome {
-                            error: ec::NONE,
-                            generation: group.generation,
-                            protocol_type: group.protocol_type.clone(),
-                            protocol_name: group.protocol_name.clone(),
-                            leader: group.leader.clone().unwrap_or_default(),
-                            member_id,
-                            members,
-                            skip_assignment: was_leader,
-                        });
+                        return Reply::Now(group.current_generation(member_id, members, was_leader));
                     }
                     return self.wait_for_join(group, &member_id, delay);
                 }
@@ -496,16 +506,7 @@ impl Coordinator {
             && !is_leader
         {
             // A follower re-sending its join: answer with the current generation.
-            return Reply::Now(JoinOutcome {
-                error: ec::NONE,
-                generation: group.generation,
-                protocol_type: group.protocol_type.clone(),
-                protocol_name: group.protocol_name.clone(),
-                leader: group.leader.clone().unwrap_or_default(),
-                member_id,
-                members: Vec::new(),
-                skip_assignment: false,
-            });
+            return Reply::Now(group.current_generation(member_id, Vec::new(), false));
         }
         self.wait_for_join(group, &member_id, delay)
     }
