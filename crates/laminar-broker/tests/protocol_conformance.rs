@@ -169,6 +169,26 @@ fn every_advertised_version_round_trips() {
                     let resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
                     assert_eq!(resp.topics[0].partitions[0].error_code, 0);
                     assert!(resp.topics[0].partitions[0].offset > 0, "ListOffsets v{v}");
+                    if v >= 7 {
+                        // Max timestamp: the produce loop above wrote 3 records per version,
+                        // at timestamps base+0..2, so the first with base+2 is offset 2.
+                        let mut p = list_offsets_request::ListOffsetsPartition::default();
+                        p.partition_index = 0;
+                        p.timestamp = -3;
+                        let mut t = list_offsets_request::ListOffsetsTopic::default();
+                        t.name = TopicName(sb("conf"));
+                        t.partitions = vec![p];
+                        let mut r = ListOffsetsRequest::default();
+                        r.replica_id = BrokerId(-1);
+                        r.topics = vec![t];
+                        let resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
+                        let part = &resp.topics[0].partitions[0];
+                        assert_eq!(
+                            (part.offset, part.timestamp),
+                            (2, 1_700_000_000_002),
+                            "max timestamp"
+                        );
+                    }
                 }
                 19 => {
                     let mut t = create_topics_request::CreatableTopic::default();

@@ -652,6 +652,16 @@ impl Log {
         })
     }
 
+    /// The largest record timestamp in the log, if it has any records.
+    pub fn max_timestamp_ms(&self) -> Option<i64> {
+        let segments = self.view.read().unwrap().segments.clone();
+        segments
+            .iter()
+            .map(|s| s.max_timestamp_ms())
+            .filter(|t| *t != i64::MIN)
+            .max()
+    }
+
     /// The first offset whose record timestamp is at or after `timestamp_ms`, with that
     /// timestamp; `None` if every record is older.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(Offset, i64)>> {

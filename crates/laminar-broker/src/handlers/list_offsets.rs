@@ -38,7 +38,11 @@ fn lookup(
     let result = match timestamp {
         LATEST_TIMESTAMP => Ok(Some((log.log_end(), -1))),
         EARLIEST_TIMESTAMP => Ok(Some((log.log_start(), -1))),
-        MAX_TIMESTAMP => Ok(None),
+        // The first record carrying the largest timestamp (ListOffsets v7+, KIP-734).
+        MAX_TIMESTAMP => match log.max_timestamp_ms() {
+            Some(ts) => log.offset_for_timestamp(ts),
+            None => Ok(None),
+        },
         ts => log.offset_for_timestamp(ts),
     };
     match result {
