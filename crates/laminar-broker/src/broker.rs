@@ -318,6 +318,8 @@ impl RunningBroker {
     pub async fn shutdown(self) -> io::Result<()> {
         self.retention.abort();
         self.group_timer.abort();
+        // Requests in flight finish; those waiting on a rebalance are answered now.
+        self.broker.groups.shutdown();
         self.server.shutdown().await;
         let store = self.broker.store.clone();
         tokio::task::spawn_blocking(move || store.close())

@@ -248,3 +248,30 @@ fn static_rejoin(leader: bool) {
     );
     assert_eq!(assigned(&other), before[1]);
 }
+
+/// A clean shutdown does not wait for a rebalance in progress: a member waiting in JoinGroup
+/// (here for another member that never rejoins, with a 60 s rebalance timeout) is answered
+/// at once with COORDINATOR_NOT_AVAILABLE.
+#[test]
+fn shutdown_does_not_wait_for_a_pending_rebalance() {
+    let b = fast_broker();
+    create_topic(&b.addr, "sd", 2);
+    let (first, _) = member(&b.addr, "g5", "sd", &[("max.poll.interval.ms", "60000")]);
+    settle(&[&first], 2, Duration::from_secs(30));
+    // `first` stops polling: it will not rejoin (its heartbeats continue from librdkafka's own
+    // thread, so it is not removed either). A second member's join must wait.
+    let (second, _) = member(&b.addr, "g5", "sd", &[("max.poll.interval.ms", "60000")]);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) {
+        let _ = second.poll(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    drop(b);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    drop(first);
+    drop(second);
+}

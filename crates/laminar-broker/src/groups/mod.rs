@@ -768,6 +768,27 @@ impl Coordinator {
         });
     }
 
+    /// Answers every waiting JoinGroup and SyncGroup with COORDINATOR_NOT_AVAILABLE, so that
+    /// a shutdown does not wait for rebalances that could take minutes; clients then find
+    /// the coordinator again, as when a Kafka broker stops.
+    pub fn shutdown(&self) {
+        let mut groups = self.groups.lock().unwrap();
+        for g in groups.values_mut() {
+            for m in g.members.values_mut() {
+                if let Some(w) = m.join_waiter.take() {
+                    let _ = w.send(JoinOutcome::error(ec::COORDINATOR_NOT_AVAILABLE, &m.id));
+                }
+                if let Some(w) = m.sync_waiter.take() {
+                    let _ = w.send(SyncOutcome {
+                        error: ec::COORDINATOR_NOT_AVAILABLE,
+                        ..Default::default()
+                    });
+                }
+            }
+            g.state = GroupState::Dead;
+        }
+    }
+
     pub fn delete_group_check(&self, group_id: &str) -> i16 {
         let groups = self.groups.lock().unwrap();
         match groups.get(group_id) {
