@@ -4,9 +4,9 @@
 //! socket thread.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use laminar_storage::backend::{read_whole, write_atomically};
 use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
@@ -53,7 +53,6 @@ struct TopicsFile {
 }
 
 pub struct Topics {
-    path: PathBuf,
     store: Arc<Store>,
     config: BrokerConfig,
     topics: RwLock<BTreeMap<String, TopicMeta>>,
@@ -81,14 +80,12 @@ fn random_id() -> String {
 impl Topics {
     pub fn open(store: Arc<Store>, config: BrokerConfig) -> std::io::Result<Topics> {
         let path = store.dir().join(TOPICS_FILE);
-        let file: TopicsFile = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
+        let file: TopicsFile = match read_whole(store.storage().as_ref(), &path)? {
+            Some(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicsFile::default(),
-            Err(e) => return Err(e),
+            None => TopicsFile::default(),
         };
         let topics = Topics {
-            path,
             store,
             config,
             topics: RwLock::new(file.topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
@@ -193,18 +190,16 @@ impl Topics {
         }
     }
 
+    /// Through the store's storage interface, like every other file the broker writes.
     fn persist(&self) -> std::io::Result<()> {
         let file = TopicsFile { topics: self.list() };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        let tmp = self.path.with_extension("json.tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)?;
-        std::fs::File::open(self.path.parent().unwrap_or(Path::new(".")))?.sync_all()
+        write_atomically(
+            self.store.storage().as_ref(),
+            self.store.dir(),
+            TOPICS_FILE,
+            &bytes,
+        )
     }
 
     /// Creates a topic. Returns its metadata, or a Kafka error code and message.

@@ -6,12 +6,11 @@
 
 use std::path::Path;
 
-use crate::backend::{read_exact_at, Storage};
+use crate::backend::{read_exact_at, write_atomically, Storage};
 use crate::error::{IoContext, Result};
 use crate::types::{FilePos, Offset, RecoveryPoint};
 
 pub const CHECKPOINT_FILE: &str = "recovery-point";
-const CHECKPOINT_TMP_FILE: &str = "recovery-point.tmp";
 const MAGIC: &[u8; 4] = b"LMRP";
 const VERSION: u16 = 1;
 pub const CHECKPOINT_BYTES: usize = 34;
@@ -61,15 +60,8 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Option<RecoveryPoint> {
 }
 
 pub fn write(storage: &dyn Storage, dir: &Path, rp: &RecoveryPoint) -> Result<()> {
-    let tmp = dir.join(CHECKPOINT_TMP_FILE);
-    let path = dir.join(CHECKPOINT_FILE);
-    let file = storage.open(&tmp, true).ctx("open", &tmp)?;
-    file.set_len(0).ctx("truncate", &tmp)?;
-    file.write_all_at(&encode(rp), 0).ctx("write", &tmp)?;
-    file.sync_data().ctx("fdatasync", &tmp)?;
-    storage.rename(&tmp, &path).ctx("rename", &tmp)?;
-    storage.sync_dir(dir).ctx("fsync directory", dir)?;
-    Ok(())
+    write_atomically(storage, dir, CHECKPOINT_FILE, &encode(rp))
+        .ctx("write checkpoint", &dir.join(CHECKPOINT_FILE))
 }
 
 #[cfg(test)]

@@ -17,6 +17,16 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
     } else {
         ec::COORDINATOR_NOT_AVAILABLE
     };
+    // Where the coordinator is, or the "none" Kafka answers with an error.
+    let (node_id, host, port) = if error == ec::NONE {
+        (
+            b.config.node_id,
+            b.advertised_host.as_str(),
+            b.advertised_port as i32,
+        )
+    } else {
+        (-1, "", -1)
+    };
     if version >= 4 {
         resp.coordinators = r
             .keys
@@ -25,27 +35,17 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
                 let mut c = Coordinator::default();
                 c.key = sb(k);
                 c.error_code = error;
-                if error == ec::NONE {
-                    c.node_id = BrokerId(b.config.node_id);
-                    c.host = sb(&b.advertised_host);
-                    c.port = b.advertised_port as i32;
-                } else {
-                    c.node_id = BrokerId(-1);
-                    c.port = -1;
-                }
+                c.node_id = BrokerId(node_id);
+                c.host = sb(host);
+                c.port = port;
                 c
             })
             .collect();
     } else {
         resp.error_code = error;
-        if error == ec::NONE {
-            resp.node_id = BrokerId(b.config.node_id);
-            resp.host = sb(&b.advertised_host);
-            resp.port = b.advertised_port as i32;
-        } else {
-            resp.node_id = BrokerId(-1);
-            resp.port = -1;
-        }
+        resp.node_id = BrokerId(node_id);
+        resp.host = sb(host);
+        resp.port = port;
     }
     responses::encode(ApiKey::FindCoordinator, version, correlation_id, &resp)
 }

@@ -67,3 +67,28 @@ pub fn read_exact_at(file: &dyn StorageFile, buf: &mut [u8], pos: u64) -> io::Re
     }
     Ok(())
 }
+
+/// Replaces `dir/name` with `bytes` atomically and durably: `name.tmp` is written and synced,
+/// renamed over `name`, and the directory is synced. After a crash the file holds either
+/// the old bytes or the new ones, never a mix.
+pub fn write_atomically(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = storage.open(&tmp, true)?;
+    file.set_len(0)?;
+    file.write_all_at(bytes, 0)?;
+    file.sync_data()?;
+    storage.rename(&tmp, &dir.join(name))?;
+    storage.sync_dir(dir)
+}
+
+/// Reads a whole (small) file; `Ok(None)` if it does not exist.
+pub fn read_whole(storage: &dyn Storage, path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let file = match storage.open(path, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut buf = vec![0u8; file.len()? as usize];
+    read_exact_at(file.as_ref(), &mut buf, 0)?;
+    Ok(Some(buf))
+}
