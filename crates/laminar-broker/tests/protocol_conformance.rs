@@ -157,34 +157,28 @@ fn every_advertised_version_round_trips() {
                     );
                 }
                 2 => {
-                    let mut p = list_offsets_request::ListOffsetsPartition::default();
-                    p.partition_index = 0;
-                    p.timestamp = -1;
-                    let mut t = list_offsets_request::ListOffsetsTopic::default();
-                    t.name = TopicName(sb("conf"));
-                    t.partitions = vec![p];
-                    let mut r = ListOffsetsRequest::default();
-                    r.replica_id = BrokerId(-1);
-                    r.topics = vec![t];
-                    let resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
-                    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
-                    assert!(resp.topics[0].partitions[0].offset > 0, "ListOffsets v{v}");
-                    if v >= 7 {
-                        // Max timestamp: the produce loop above wrote 3 records per version,
-                        // at timestamps base+0..2, so the first with base+2 is offset 2.
+                    let mut list = |timestamp: i64| -> list_offsets_response::ListOffsetsPartitionResponse {
                         let mut p = list_offsets_request::ListOffsetsPartition::default();
                         p.partition_index = 0;
-                        p.timestamp = -3;
+                        p.timestamp = timestamp;
                         let mut t = list_offsets_request::ListOffsetsTopic::default();
                         t.name = TopicName(sb("conf"));
                         t.partitions = vec![p];
                         let mut r = ListOffsetsRequest::default();
                         r.replica_id = BrokerId(-1);
                         r.topics = vec![t];
-                        let resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
-                        let part = &resp.topics[0].partitions[0];
+                        let mut resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
+                        resp.topics.remove(0).partitions.remove(0)
+                    };
+                    let latest = list(-1);
+                    assert_eq!(latest.error_code, 0);
+                    assert!(latest.offset > 0, "ListOffsets v{v}");
+                    if v >= 7 {
+                        // Max timestamp: the produce loop above wrote 3 records per version,
+                        // at timestamps base+0..2, so the first with base+2 is offset 2.
+                        let max = list(-3);
                         assert_eq!(
-                            (part.offset, part.timestamp),
+                            (max.offset, max.timestamp),
                             (2, 1_700_000_000_002),
                             "max timestamp"
                         );
