@@ -1,5 +1,4 @@
 //! Laminar's performance suites. Each is a program that prints histogram percentiles, the
 //! configuration and the versions; none of them is a test.
 
-pub mod histogram;
 pub mod log_perf;

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hdrhistogram::Histogram;
 use laminar_records::{validate_batches, BatchBuilder, Compression, RecordSpec};
 use laminar_storage::backend::{read_exact_at, RealStorage};
 use laminar_storage::{Log, LogConfig, LogId, Offset, Store, StoreConfig};
@@ -20,7 +19,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::histogram::{new_histogram, Percentiles};
+use laminar_metrics::{new_histogram, Histogram, Percentiles};
 
 /// Distinct pre-built batches per writer; appends cycle through them.
 const BATCHES_PER_WRITER: usize = 8;
@@ -40,6 +39,8 @@ pub struct LogPerfConfig {
     pub readers: usize,
     pub writers: usize,
     pub read_bytes: u64,
+    /// Open-loop target rate over all writers; `None` appends as fast as possible.
+    pub records_per_s: Option<u64>,
     pub flush_interval_ms: Option<u64>,
     pub flush_messages: Option<u64>,
     pub segment_bytes: u64,
@@ -143,11 +144,37 @@ fn run_writer(
     let mut batches = build_batches(cfg, writer as u64);
     let mut latency = new_histogram();
     let (mut records, mut bytes) = (0u64, 0u64);
+    // With a target rate each writer appends on its own fixed schedule (open loop). An
+    // append that starts late counts its latency from when it was due, so a writer that
+    // falls behind reports its lateness instead of hiding it (no coordinated omission).
+    let append_interval = cfg
+        .records_per_s
+        .map(|rate| Duration::from_secs_f64(cfg.set_size as f64 * cfg.writers as f64 / rate.max(1) as f64));
+    if append_interval.is_some() {
+        // Sleeps of ~100 µs would otherwise overshoot by the default 50 µs timer slack.
+        // SAFETY: prctl with integer arguments only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    }
+    let schedule_start = Instant::now();
     for i in 0..appends {
         // Writers interleave so that together they cover the partitions round-robin.
         let log = &logs[((i as usize) * cfg.writers + writer) % logs.len()];
         let batch = &mut batches[i as usize % BATCHES_PER_WRITER];
-        let t = Instant::now();
+        let t = match append_interval {
+            None => Instant::now(),
+            Some(interval) => {
+                let due = schedule_start + interval.mul_f64(i as f64);
+                let now = Instant::now();
+                if due > now {
+                    // On time: the append starts when the sleep ends, and the sleep's own
+                    // overshoot is not the log's latency.
+                    std::thread::sleep(due - now);
+                    Instant::now()
+                } else {
+                    due
+                }
+            }
+        };
         let info = log
             .append(batch)
             .with_context(|| format!("append to {}", log.name()))?;
@@ -231,6 +258,9 @@ fn phase(records: u64, bytes: u64, elapsed: Duration, latency: &Histogram<u64>) 
 pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
     if cfg.partitions == 0 || cfg.set_size == 0 || cfg.writers == 0 || cfg.messages == 0 {
         bail!("--partitions, --set-size, --writers and --messages must be positive");
+    }
+    if cfg.records_per_s == Some(0) {
+        bail!("--records-per-s must be positive");
     }
     let dir_existed = cfg.dir.exists();
     if dir_existed && std::fs::read_dir(&cfg.dir)?.next().is_some() {
@@ -419,6 +449,7 @@ impl LogPerfReport {
             "  flush_interval_ms {}  flush_messages {}  segment_bytes {}  preallocate_bytes {}  read_bytes {}",
             c["flush_interval_ms"], c["flush_messages"], c["segment_bytes"], c["preallocate_bytes"], c["read_bytes"]
         );
+        println!("  records_per_s {}", c["records_per_s"]);
         println!();
         println!(
             "{:<8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",

@@ -135,8 +135,10 @@ enum PerfSuite {
     /// bytes, its second half a repeated 16-byte pattern. Readers follow every partition from
     /// its start while the writers run and verify every batch's CRC. Append latency is one
     /// append call (validation, offset assignment, pwrite); read latency is one read call
-    /// (index lookup, header walk, pread of up to --read-bytes). MB are 10^6 bytes of record
-    /// batches as stored.
+    /// (index lookup, header walk, pread of up to --read-bytes). With --records-per-s the
+    /// writers append on a fixed schedule, and an append that starts late counts its latency
+    /// from when it was due.
+    /// MB are 10^6 bytes of record batches as stored.
     Log(PerfLogArgs),
 }
 
@@ -169,6 +171,10 @@ struct PerfLogArgs {
     /// Byte budget of one read.
     #[arg(long, default_value_t = 1 << 20)]
     read_bytes: u64,
+    /// Append at this fixed rate (records per second, over all writers) instead of as fast
+    /// as possible. An append that starts late counts its latency from when it was due.
+    #[arg(long)]
+    records_per_s: Option<u64>,
     /// Flush (fdatasync) each log at least this often. Default: never during the run.
     #[arg(long)]
     flush_interval_ms: Option<u64>,
@@ -208,6 +214,7 @@ fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
         readers: args.readers,
         writers: args.writers,
         read_bytes: args.read_bytes,
+        records_per_s: args.records_per_s,
         flush_interval_ms: args.flush_interval_ms,
         flush_messages: args.flush_messages,
         segment_bytes: args.segment_bytes,

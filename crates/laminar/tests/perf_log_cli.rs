@@ -57,6 +57,45 @@ fn perf_log_json_reports_every_phase() {
     );
 }
 
+/// At a fixed rate the writers keep to their schedule: 2,000 records at 10,000 records/s
+/// cannot finish before the last append is due, 190 ms in.
+#[test]
+fn perf_log_keeps_a_fixed_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args([
+            "perf",
+            "log",
+            "--partitions",
+            "2",
+            "--message-size",
+            "100",
+            "--set-size",
+            "10",
+        ])
+        .args([
+            "--messages",
+            "2000",
+            "--records-per-s",
+            "10000",
+            "--json",
+            "--dir",
+        ])
+        .arg(dir.path().join("logs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    assert_eq!(r["config"]["records_per_s"], 10000);
+    assert_eq!(r["append"]["records"], 2000);
+    let seconds = r["append"]["seconds"].as_f64().unwrap();
+    assert!(
+        seconds >= 0.19,
+        "the last append is due at 190 ms; the run took {seconds} s"
+    );
+    assert!(r["append"]["records_per_s"].as_f64().unwrap() <= 10_600.0);
+}
+
 #[test]
 fn perf_log_rejects_bad_arguments() {
     let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
