@@ -18,8 +18,9 @@ use crate::config::BrokerConfig;
 use crate::groups::store::{GroupRecord, GroupStore};
 use crate::groups::Coordinator;
 use crate::handlers;
+use crate::metrics::BrokerMetrics;
 use crate::net::{
-    self, CloseConnection, HandlerFuture, IoPool, SendFile, ServerHandle, ServerLimits, Service,
+    self, CloseConnection, HandlerFuture, IoPool, RequestKind, SendFile, ServerHandle, ServerLimits, Service,
 };
 use crate::producers::Producers;
 use crate::storage_pool::partition_key;
@@ -72,10 +73,24 @@ pub struct Broker {
     pub advertised_host: String,
     pub advertised_port: u16,
     pub cluster_id: String,
+    pub metrics: BrokerMetrics,
 }
 
 impl Service for Broker {
     type File = RecordsFile;
+
+    fn kind(&self, frame: &[u8]) -> RequestKind {
+        match peek_header(frame).and_then(|(key, _, _)| ApiKey::from_i16(key)) {
+            Some(api) => RequestKind {
+                name: api.name(),
+                phases: Some(self.metrics.phases(api)),
+            },
+            None => RequestKind {
+                name: "an unknown request",
+                phases: None,
+            },
+        }
+    }
 
     fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<RecordsFile> {
         Box::pin(async move { self.dispatch(frame, peer).await })
@@ -102,7 +117,9 @@ impl Broker {
             )
             .await;
         let durable = match appended {
-            Ok(info) => self.group_store.flushed(info.last_offset).await.map(|_| ()),
+            Ok(info) => crate::net::waiting(self.group_store.flushed(info.last_offset))
+                .await
+                .map(|_| ()),
             Err(e) => Err(e),
         };
         match durable {
@@ -195,6 +212,7 @@ pub struct RunningBroker {
     server: ServerHandle,
     retention: tokio::task::JoinHandle<()>,
     group_timer: tokio::task::JoinHandle<()>,
+    metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
 }
 
 /// How often session and rebalance timeouts are checked.
@@ -206,6 +224,14 @@ impl RunningBroker {
     pub async fn start(config: BrokerConfig) -> io::Result<RunningBroker> {
         let listener = TcpListener::bind(config.listen).await?;
         let bound = listener.local_addr()?;
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| io::Error::new(e.kind(), format!("metrics.listeners {addr}: {e}")))?,
+            ),
+            None => None,
+        };
         let (advertised_host, advertised_port) = config.advertised(bound);
         let cfg = config.clone();
         let (store, topics, producers, groups, group_store, was_empty) =
@@ -270,15 +296,31 @@ impl RunningBroker {
             store,
             topics,
             config: config.clone(),
+            metrics: BrokerMetrics::default(),
         });
         let limits = ServerLimits {
             max_connections: config.max_connections,
             max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
             socket_request_max_bytes: config.socket_request_max_bytes,
             socket_send_chunk_bytes: config.socket_send_chunk_bytes,
+            event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
             cold_reads_inline: config.cold_reads_inline,
         };
-        let server = net::serve(listener, broker.clone(), limits, broker.io.clone());
+        let server = net::serve(
+            listener,
+            broker.clone(),
+            limits,
+            broker.io.clone(),
+            broker.metrics.net.clone(),
+        );
+        let metrics_server = match metrics_listener {
+            Some(l) => {
+                let addr = l.local_addr()?;
+                crate::info!("metrics on http://{addr}/metrics");
+                Some((addr, crate::metrics::http::serve(l, broker.clone())))
+            }
+            None => None,
+        };
         let b = broker.clone();
         let retention = tokio::spawn(async move {
             let interval = Duration::from_millis(b.config.log_retention_check_interval_ms);
@@ -306,6 +348,7 @@ impl RunningBroker {
             server,
             retention,
             group_timer,
+            metrics_server,
         })
     }
 
@@ -313,11 +356,19 @@ impl RunningBroker {
         self.server.local_addr
     }
 
+    /// Where `GET /metrics` is served, unless `metrics.listeners` is `none`.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_server.as_ref().map(|(a, _)| *a)
+    }
+
     /// Clean shutdown: stop accepting, finish the requests in flight, flush every log and
     /// write the clean-shutdown marker.
     pub async fn shutdown(self) -> io::Result<()> {
         self.retention.abort();
         self.group_timer.abort();
+        if let Some((_, task)) = &self.metrics_server {
+            task.abort();
+        }
         // Requests in flight finish; those waiting on a rebalance are answered now.
         self.broker.groups.shutdown();
         self.server.shutdown().await;

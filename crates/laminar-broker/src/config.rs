@@ -134,6 +134,16 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Committed offsets of an empty group expire after this long.",
     },
     SettingDoc {
+        name: "metrics.listeners",
+        default: "127.0.0.1:9644",
+        doc: "Address of the Prometheus endpoint (GET /metrics); \"none\" turns it off (--metrics-listen).",
+    },
+    SettingDoc {
+        name: "event.loop.stall.threshold.ms",
+        default: "50",
+        doc: "A socket thread busy this long in one poll is logged as a stall, with what it was doing.",
+    },
+    SettingDoc {
         name: "socket.send.chunk.bytes",
         default: "65536",
         doc: "Largest piece of a response written before other connections get a turn.",
@@ -167,6 +177,8 @@ pub struct BrokerConfig {
     pub socket_send_chunk_bytes: usize,
     pub group_initial_rebalance_delay_ms: u64,
     pub offsets_retention_minutes: u64,
+    pub metrics_listen: Option<SocketAddr>,
+    pub event_loop_stall_threshold_ms: u64,
     /// For tests: wraps the storage backend in a fault injector.
     pub faults: Option<std::sync::Arc<laminar_storage::backend::FaultyStorage>>,
     /// For tests only: read non-resident file ranges on the socket thread, as Kafka does,
@@ -202,6 +214,8 @@ impl Default for BrokerConfig {
             socket_send_chunk_bytes: 64 << 10,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
+            metrics_listen: Some("127.0.0.1:9644".parse().unwrap()),
+            event_loop_stall_threshold_ms: 50,
             faults: None,
             cold_reads_inline: false,
         }
@@ -280,6 +294,13 @@ impl BrokerConfig {
             }
             "offsets.retention.minutes" => self.offsets_retention_minutes = positive(int()?)?,
             "socket.send.chunk.bytes" => self.socket_send_chunk_bytes = positive(int()?)? as usize,
+            "metrics.listeners" => {
+                self.metrics_listen = match value {
+                    "none" | "" => None,
+                    v => Some(v.parse().map_err(|e| format!("{key}: {e}"))?),
+                }
+            }
+            "event.loop.stall.threshold.ms" => self.event_loop_stall_threshold_ms = positive(int()?)?,
             _ => return Err(format!("unknown setting {key:?}")),
         }
         Ok(())
@@ -335,6 +356,14 @@ impl BrokerConfig {
                 self.group_initial_rebalance_delay_ms
             ),
             format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
+            format!(
+                "metrics.listeners = {}",
+                self.metrics_listen.map_or("none".to_string(), |a| a.to_string())
+            ),
+            format!(
+                "event.loop.stall.threshold.ms = {}",
+                self.event_loop_stall_threshold_ms
+            ),
         ]
         .join("\n")
     }
@@ -371,7 +400,7 @@ mod tests {
         // Every documented setting is accepted by `set`.
         for s in SETTINGS {
             let value = match s.name {
-                "listeners" => "127.0.0.1:1",
+                "listeners" | "metrics.listeners" => "127.0.0.1:1",
                 "advertised.listeners" => "h:1",
                 "log.dirs" => "/tmp/x",
                 "auto.create.topics.enable" => "true",

@@ -6,6 +6,7 @@
 //! - [`broker`]: the state the handlers share, and the request dispatch.
 //! - [`topics`]: topic names, ids and configs, persisted.
 //! - [`storage_pool`]: the threads that append to logs.
+//! - [`metrics`]: everything measured, and the Prometheus endpoint.
 
 pub mod broker;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod error_codes;
 pub mod groups;
 pub mod handlers;
 pub mod logging;
+pub mod metrics;
 pub mod net;
 pub mod producers;
 pub mod storage_pool;

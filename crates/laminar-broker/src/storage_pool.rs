@@ -35,8 +35,13 @@ impl StoragePool {
         StoragePool { queues }
     }
 
-    /// Runs `f` on the storage thread that owns `key` (a partition's hash).
+    /// Runs `f` on the storage thread that owns `key` (a partition's hash). The request
+    /// waits for it (its "wait" phase).
     pub async fn run<T: Send + 'static>(&self, key: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        crate::net::waiting(self.run_job(key, f)).await
+    }
+
+    async fn run_job<T: Send + 'static>(&self, key: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = oneshot::channel();
         let queue = self.queues[(key % self.queues.len() as u64) as usize].clone();
         let mut job: Job = Box::new(move || {

@@ -2,7 +2,8 @@
 //! a consumer reads that cold data, and a producer on the same broker, which has one socket
 //! thread, keeps producing. Its p99 stays below 50 ms. The same test with the isolation
 //! switched off (cold data read on the socket thread, as Kafka's sendfile does) shows the
-//! stall, which proves the test measures what it claims.
+//! stall, which proves the test measures what it claims. The stall detector sees the
+//! socket thread stuck in the inline case, and says so on the metrics endpoint.
 
 mod common;
 
@@ -20,13 +21,14 @@ use rdkafka::{Offset, TopicPartitionList};
 const COLD_READ_MS: u64 = 500;
 
 /// Returns the producer's latency percentiles (p50, p99) in ms while a consumer reads cold
-/// data.
-fn run(cold_reads_inline: bool) -> (u64, u64) {
+/// data, and the broker's metrics afterwards.
+fn run(cold_reads_inline: bool) -> (u64, u64, String) {
     let faults = FaultyStorage::new(RealStorage::new());
     let b = TestBroker::start_with(|c| {
         c.num_network_threads = 1;
         c.faults = Some(faults.clone());
         c.cold_reads_inline = cold_reads_inline;
+        c.event_loop_stall_threshold_ms = 200;
     });
     // Small batches, so that each fetch reads about max.partition.fetch.bytes.
     let p = producer(&b.addr, &[("linger.ms", "0"), ("batch.num.messages", "20")]);
@@ -107,25 +109,42 @@ fn run(cold_reads_inline: bool) -> (u64, u64) {
     faults.clear();
     latencies_ms.sort_unstable();
     let pct = |q: f64| latencies_ms[((latencies_ms.len() - 1) as f64 * q) as usize];
-    (pct(0.5), pct(0.99))
+    let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
+    (pct(0.5), pct(0.99), metrics)
 }
 
 #[test]
 fn cold_reads_do_not_stall_producers() {
-    let (p50, p99) = run(false);
+    let (p50, p99, metrics) = run(false);
     eprintln!("isolated: produce p50 {p50} ms, p99 {p99} ms");
     assert!(
         p99 < 50,
         "produce p99 {p99} ms with cold reads isolated on the I/O pool"
     );
+    let cold = metric(&metrics, "laminar_disk_call_seconds_count{call=\"cold_read\"}");
+    assert!(cold >= 1.0, "cold ranges were read on the I/O pool: {cold}");
 }
 
 #[test]
 fn without_isolation_the_same_test_stalls() {
-    let (p50, p99) = run(true);
+    let (p50, p99, metrics) = run(true);
     eprintln!("inline: produce p50 {p50} ms, p99 {p99} ms");
     assert!(
         p99 >= 250,
         "with cold reads on the socket thread, p99 is {p99} ms: the test would not catch a regression"
+    );
+    // Each 500 ms cold read held the socket thread: the watchdog saw it while it happened.
+    let stalls = metric(&metrics, "laminar_event_loop_stalls_total");
+    assert!(stalls >= 1.0, "stalls detected: {stalls}");
+    let slow_polls = metric(&metrics, "laminar_event_loop_stalled_poll_seconds_count");
+    assert!(slow_polls >= 1.0, "stalled polls recorded: {slow_polls}");
+    let lateness_max = metric(
+        &metrics,
+        "laminar_event_loop_lateness_seconds_bucket{le=\"0.25\"}",
+    );
+    let lateness_all = metric(&metrics, "laminar_event_loop_lateness_seconds_count");
+    assert!(
+        lateness_max < lateness_all,
+        "the timer probe woke over 250 ms late at least once"
     );
 }

@@ -178,6 +178,33 @@ impl ApiKey {
             .expect("every key is in the table")
     }
 
+    /// The API's name as Kafka's schemas spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiKey::Produce => "Produce",
+            ApiKey::Fetch => "Fetch",
+            ApiKey::ListOffsets => "ListOffsets",
+            ApiKey::Metadata => "Metadata",
+            ApiKey::ApiVersions => "ApiVersions",
+            ApiKey::CreateTopics => "CreateTopics",
+            ApiKey::DeleteTopics => "DeleteTopics",
+            ApiKey::InitProducerId => "InitProducerId",
+            ApiKey::DescribeConfigs => "DescribeConfigs",
+            ApiKey::CreatePartitions => "CreatePartitions",
+            ApiKey::OffsetCommit => "OffsetCommit",
+            ApiKey::OffsetFetch => "OffsetFetch",
+            ApiKey::FindCoordinator => "FindCoordinator",
+            ApiKey::JoinGroup => "JoinGroup",
+            ApiKey::Heartbeat => "Heartbeat",
+            ApiKey::LeaveGroup => "LeaveGroup",
+            ApiKey::SyncGroup => "SyncGroup",
+            ApiKey::DescribeGroups => "DescribeGroups",
+            ApiKey::ListGroups => "ListGroups",
+            ApiKey::DeleteGroups => "DeleteGroups",
+            ApiKey::OffsetDelete => "OffsetDelete",
+        }
+    }
+
     pub fn is_flexible(self, version: i16) -> bool {
         version >= self.spec().first_flexible
     }

@@ -22,7 +22,7 @@ pub struct RequestHeader {
 
 /// Reads only the api key, version and correlation id, which is all that is needed to
 /// answer a request this broker cannot decode (unknown key, unsupported version).
-pub fn peek_header(frame: &Bytes) -> Option<(i16, i16, i32)> {
+pub fn peek_header(frame: &[u8]) -> Option<(i16, i16, i32)> {
     if frame.len() < 8 {
         return None;
     }

@@ -124,6 +124,9 @@ struct ServeArgs {
     /// A laminar.toml of settings by their Kafka names (see docs/configuration.md).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Address of the Prometheus endpoint (GET /metrics), or "none" (default 127.0.0.1:9644).
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -246,6 +249,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config
             .set("advertised.listeners", a)
             .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(m) = &args.metrics_listen {
+        config.set("metrics.listeners", m).map_err(anyhow::Error::msg)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.num_network_threads)

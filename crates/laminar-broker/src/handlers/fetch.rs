@@ -156,6 +156,6 @@ pub async fn handle(
             };
             return encode_fetch(version, correlation_id, resp);
         }
-        let _ = tokio::time::timeout(deadline - now, notified).await;
+        let _ = crate::net::waiting(tokio::time::timeout(deadline - now, notified)).await;
     }
 }

@@ -208,8 +208,11 @@ pub async fn handle(
             let mut tr = TopicProduceResponse::default();
             tr.name = topic_name(&name);
             for h in handles {
+                // The partitions' appends and fsyncs run in their own tasks; this
+                // request waits for them.
                 tr.partition_responses.push(
-                    h.await
+                    crate::net::waiting(h)
+                        .await
                         .map_err(|e| CloseConnection(format!("produce task failed: {e}")))?,
                 );
             }

@@ -17,8 +17,13 @@ impl IoPool {
         }
     }
 
-    /// Runs `f` on a blocking thread once one of the pool's permits is free.
+    /// Runs `f` on a blocking thread once one of the pool's permits is free. A request
+    /// waits for it (its "wait" phase).
     pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        super::observe::waiting(self.run_job(f)).await
+    }
+
+    async fn run_job<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         let permit = self
             .permits
             .clone()

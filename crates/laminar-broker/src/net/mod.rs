@@ -16,8 +16,10 @@
 //!   responses cannot hold a socket thread while other connections wait (seed 003).
 
 pub mod io_pool;
+pub mod observe;
 pub mod send;
 pub mod server;
+pub mod watchdog;
 
 use std::future::Future;
 use std::io;
@@ -29,6 +31,7 @@ use bytes::Bytes;
 use laminar_protocol::responses::{FileSlice, ResponseFrame};
 
 pub use io_pool::IoPool;
+pub use observe::{waiting, NetMetrics, RequestPhases};
 pub use server::{serve, ServerHandle, ServerLimits};
 
 /// A file range that can be sent without copying when it is resident.
@@ -45,12 +48,21 @@ pub trait SendFile: FileSlice {
 #[derive(Debug)]
 pub struct CloseConnection(pub String);
 
-pub type HandlerFuture<F> =
-    Pin<Box<dyn Future<Output = Result<Option<ResponseFrame<F>>, CloseConnection>> + Send>>;
+pub type ResponseOrClose<F> = Result<Option<ResponseFrame<F>>, CloseConnection>;
+pub type HandlerFuture<F> = Pin<Box<dyn Future<Output = ResponseOrClose<F>> + Send>>;
+
+/// What the service says a frame is, before handling it: a name for the stall detector's
+/// reports and the histograms its phases go into.
+pub struct RequestKind {
+    pub name: &'static str,
+    /// `None` for a frame that is not understood.
+    pub phases: Option<Arc<RequestPhases>>,
+}
 
 /// What the network layer calls for each request frame. `None` means no response (a
 /// produce with acks=0).
 pub trait Service: Send + Sync + 'static {
     type File: SendFile;
+    fn kind(&self, frame: &[u8]) -> RequestKind;
     fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<Self::File>;
 }

@@ -11,6 +11,8 @@ use laminar_broker::{BrokerConfig, RunningBroker};
 
 pub struct TestBroker {
     pub addr: String,
+    /// host:port of the Prometheus endpoint.
+    pub metrics_addr: String,
     pub dir: PathBuf,
     runtime: Option<tokio::runtime::Runtime>,
     broker: Option<RunningBroker>,
@@ -33,6 +35,7 @@ impl TestBroker {
     pub fn start_in(dir: PathBuf, f: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
         let mut config = BrokerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
             data_dir: dir.clone(),
             ..Default::default()
         };
@@ -46,8 +49,10 @@ impl TestBroker {
             .block_on(RunningBroker::start(config))
             .expect("broker starts");
         let addr = broker.local_addr().to_string();
+        let metrics_addr = broker.metrics_addr().map(|a| a.to_string()).unwrap_or_default();
         TestBroker {
             addr,
+            metrics_addr,
             dir,
             runtime: Some(runtime),
             broker: Some(broker),
@@ -203,4 +208,28 @@ pub fn consume(addr: &str, topic: &str, partition: i32, n: usize, timeout: Durat
 
 pub fn flush(p: &TestProducer) {
     p.flush(Duration::from_secs(60)).expect("flush");
+}
+
+/// `GET path` on the broker's metrics endpoint: (status line, body).
+pub fn http_get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+    )
+}
+
+/// The value of one sample (`name{labels}` exactly as exported) in a Prometheus text body.
+pub fn metric(body: &str, sample: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(sample).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{sample} is not in the metrics"))
+        .trim()
+        .parse()
+        .unwrap()
 }

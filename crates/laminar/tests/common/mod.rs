@@ -14,7 +14,14 @@ pub struct Serve {
 /// for the line that says where it listens.
 pub fn serve(dir: &Path) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())

@@ -1,0 +1,151 @@
+//! Everything the broker measures, in one place, and its Prometheus rendering (invariant 5:
+//! every stall is visible). The figures themselves are recorded where they happen: request
+//! phases and socket-thread stalls in `net`, disk calls in `laminar-storage`.
+
+pub mod http;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use laminar_metrics::prometheus::Exposition;
+use laminar_metrics::Histogram;
+use laminar_protocol::{ApiKey, API_TABLE};
+use laminar_storage::Store;
+
+use crate::net::{NetMetrics, RequestPhases};
+
+pub struct BrokerMetrics {
+    pub net: Arc<NetMetrics>,
+    /// One set of phase histograms per API, in `API_TABLE` order.
+    phases: Vec<(ApiKey, Arc<RequestPhases>)>,
+}
+
+impl Default for BrokerMetrics {
+    fn default() -> Self {
+        BrokerMetrics {
+            net: Arc::new(NetMetrics::default()),
+            phases: API_TABLE
+                .iter()
+                .map(|s| (s.key, Arc::new(RequestPhases::default())))
+                .collect(),
+        }
+    }
+}
+
+impl BrokerMetrics {
+    pub fn phases(&self, api: ApiKey) -> Arc<RequestPhases> {
+        self.phases
+            .iter()
+            .find(|(k, _)| *k == api)
+            .map(|(_, p)| p.clone())
+            .expect("every API in the table has phases")
+    }
+
+    /// The text of `GET /metrics`. Takes a snapshot of every histogram: run it off the
+    /// socket threads.
+    pub fn render(&self, store: &Store) -> String {
+        let mut e = Exposition::default();
+        let phase_names = [
+            "request_queue",
+            "local",
+            "wait",
+            "response_queue",
+            "send",
+            "total",
+        ];
+        let mut phase_samples = Vec::new();
+        for (api, p) in &self.phases {
+            let hs = [
+                &p.request_queue_us,
+                &p.local_us,
+                &p.wait_us,
+                &p.response_queue_us,
+                &p.send_us,
+                &p.total_us,
+            ];
+            for (phase, h) in phase_names.iter().zip(hs) {
+                phase_samples.push(([("api", api.name()), ("phase", *phase)], h.snapshot()));
+            }
+        }
+        e.latency_histograms(
+            "laminar_request_phase_seconds",
+            "Time each request spent in each phase: request_queue (behind earlier requests of \
+             its connection), local (handler work), wait (storage, I/O pool, fsync, long poll, \
+             rebalance), response_queue, send, and total.",
+            phase_samples.iter().map(|(l, h)| (&l[..], h.clone())),
+        );
+
+        let s = store.metrics();
+        let n = &self.net;
+        let disk: [(&str, Histogram<u64>); 7] = [
+            ("pwrite", s.segment_write_us.snapshot()),
+            ("fdatasync", s.segment_fsync_us.snapshot()),
+            ("fallocate", s.segment_allocate_us.snapshot()),
+            ("read", s.segment_read_us.snapshot()),
+            ("metadata_fsync", s.metadata_fsync_us.snapshot()),
+            ("sendfile", n.sendfile_us.snapshot()),
+            ("cold_read", n.cold_read_us.snapshot()),
+        ];
+        let disk_labels: Vec<[(&str, &str); 1]> = disk.iter().map(|(c, _)| [("call", *c)]).collect();
+        e.latency_histograms(
+            "laminar_disk_call_seconds",
+            "Latency of each disk call: segment pwrite, fdatasync and fallocate, reads through \
+             the storage interface, checkpoint/index/directory fsyncs, sendfile of resident \
+             ranges, and reads of cold ranges on the I/O pool.",
+            disk_labels.iter().zip(disk).map(|(l, (_, h))| (&l[..], h)),
+        );
+        e.latency_histograms(
+            "laminar_log_flush_seconds",
+            "One whole flush of one log: data fsyncs, index writes and checkpoint.",
+            [(&[][..], s.log_flush_us.snapshot())],
+        );
+        e.latency_histograms(
+            "laminar_event_loop_lateness_seconds",
+            "How late a socket thread woke a 10 ms timer.",
+            [(&[][..], n.event_loop_lateness_us.snapshot())],
+        );
+        e.latency_histograms(
+            "laminar_event_loop_stalled_poll_seconds",
+            "Polls of connection tasks that ran past event.loop.stall.threshold.ms.",
+            [(&[][..], n.stalled_poll_us.snapshot())],
+        );
+        e.counters(
+            "laminar_event_loop_stalls_total",
+            "Stalls the watchdog logged while they were happening.",
+            [(&[][..], n.stalls_total.load(Ordering::Relaxed))],
+        );
+        e.gauges(
+            "laminar_connections_open",
+            "Client connections open now.",
+            [(&[][..], n.connections_open.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_connections_refused_total",
+            "Connections closed at accept because max.connections was reached.",
+            [(&[][..], n.connections_refused_total.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_connections_closed_for_errors_total",
+            "Connections closed for bad input (a bad frame, an unknown API, a malformed request).",
+            [(
+                &[][..],
+                n.connections_closed_for_errors_total.load(Ordering::Relaxed),
+            )],
+        );
+        e.counters(
+            "laminar_log_lines_dropped_total",
+            "Broker log lines dropped because the log queue was full.",
+            [(&[][..], crate::logging::DROPPED_LINES.load(Ordering::Relaxed))],
+        );
+        let logs = store.logs();
+        e.gauges(
+            "laminar_logs_offline",
+            "Logs taken offline by a failed fsync or write.",
+            [(
+                &[][..],
+                logs.iter().filter(|(_, l)| l.offline_reason().is_some()).count() as i64,
+            )],
+        );
+        e.finish()
+    }
+}

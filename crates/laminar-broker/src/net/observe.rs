@@ -1,0 +1,107 @@
+//! What the network layer measures: the phases of every request, its own disk calls
+//! (`sendfile`, reads of cold ranges on the I/O pool) and its connections. Socket-thread
+//! stalls are in [`super::watchdog`]. The broker exports all of it on its metrics endpoint.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::time::{Duration, Instant};
+
+use laminar_metrics::LatencyHistogram;
+
+/// The phases of one kind of request, as Kafka's request metrics split them.
+#[derive(Default)]
+pub struct RequestPhases {
+    /// From the frame being read to its handler starting (waiting behind earlier requests
+    /// of the same connection).
+    pub request_queue_us: LatencyHistogram,
+    /// Handler time not spent waiting: decoding, checks, encoding.
+    pub local_us: LatencyHistogram,
+    /// Handler time spent waiting for other threads: a storage or I/O-pool job, an fsync,
+    /// a long poll, a rebalance.
+    pub wait_us: LatencyHistogram,
+    /// From the handler finishing to its response starting to be sent (waiting behind
+    /// earlier responses of the same connection).
+    pub response_queue_us: LatencyHistogram,
+    /// Writing the response to the socket.
+    pub send_us: LatencyHistogram,
+    /// From the frame being read to the last byte of its response being written.
+    pub total_us: LatencyHistogram,
+}
+
+/// When one request passed each point, recorded by the connection's tasks.
+pub(crate) struct RequestTimes {
+    pub received: Instant,
+    pub started: Instant,
+    pub handled: Instant,
+    pub waited: Duration,
+}
+
+impl RequestPhases {
+    pub(crate) fn record(&self, t: &RequestTimes, send_started: Instant, sent: Instant) {
+        let handling = t.handled.saturating_duration_since(t.started);
+        self.request_queue_us
+            .record(t.started.saturating_duration_since(t.received));
+        self.local_us.record(handling.saturating_sub(t.waited));
+        self.wait_us.record(t.waited.min(handling));
+        self.response_queue_us
+            .record(send_started.saturating_duration_since(t.handled));
+        self.send_us.record(sent.saturating_duration_since(send_started));
+        self.total_us.record(sent.saturating_duration_since(t.received));
+    }
+}
+
+/// The network layer's own figures.
+#[derive(Default)]
+pub struct NetMetrics {
+    /// One `sendfile` call of a resident file range.
+    pub sendfile_us: LatencyHistogram,
+    /// Reading a range that was not known to be resident, on the I/O pool.
+    pub cold_read_us: LatencyHistogram,
+    /// How late the event-loop probe woke up (see `watchdog`).
+    pub event_loop_lateness_us: LatencyHistogram,
+    /// Polls of connection tasks that ran longer than the stall threshold.
+    pub stalled_poll_us: LatencyHistogram,
+    pub stalls_total: AtomicU64,
+    pub connections_open: AtomicI64,
+    pub connections_refused_total: AtomicU64,
+    pub connections_closed_for_errors_total: AtomicU64,
+}
+
+tokio::task_local! {
+    /// (depth, waited µs) of the request being handled by this task.
+    static WAITED: Cell<(u32, u64)>;
+}
+
+/// Runs `f` as part of handling a request, and returns what `f` returned with the time its
+/// handler spent in [`waiting`] calls.
+pub(crate) async fn measure_waits<T>(f: impl Future<Output = T>) -> (T, Duration) {
+    WAITED
+        .scope(Cell::new((0, 0)), async {
+            let out = f.await;
+            (out, Duration::from_micros(WAITED.with(|w| w.get().1)))
+        })
+        .await
+}
+
+/// Marks `f` as time the current request spends waiting for another thread or an event
+/// (the "wait" phase). Nested calls count once. Outside a request it just runs `f`.
+pub async fn waiting<T>(f: impl Future<Output = T>) -> T {
+    let outermost = WAITED
+        .try_with(|w| {
+            let (depth, us) = w.get();
+            w.set((depth + 1, us));
+            depth == 0
+        })
+        .unwrap_or(false);
+    let start = Instant::now();
+    let out = f.await;
+    let _ = WAITED.try_with(|w| {
+        let (depth, mut us) = w.get();
+        if outermost {
+            us += start.elapsed().as_micros() as u64;
+        }
+        w.set((depth.saturating_sub(1), us));
+    });
+    out
+}

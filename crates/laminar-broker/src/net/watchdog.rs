@@ -1,0 +1,193 @@
+//! The stall detector: makes a socket thread that stops serving visible, with what it was
+//! doing, without kprobes (invariant 5).
+//!
+//! Connection tasks run inside [`Doing`], which marks on the polling thread's slot what is
+//! being polled and since when. A watchdog thread, outside the runtime, looks at every slot
+//! each few milliseconds: a poll that has run longer than `event.loop.stall.threshold.ms`
+//! is logged once, while it is still stuck, with the thread, the activity and the peer. That
+//! is what Kafka's network thread looks like inside a cold `sendfile`.
+//!
+//! A probe task also measures how late the event loop wakes a timer, which catches stalls
+//! outside connection tasks too; its histogram is exported.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::observe::NetMetrics;
+
+/// How often the probe task asks to be woken.
+const PROBE_INTERVAL_MS: u64 = 10;
+
+/// What a socket thread is busy with.
+#[derive(Clone, Copy)]
+struct Activity {
+    what: &'static str,
+    peer: Option<SocketAddr>,
+}
+
+/// One socket thread's current poll.
+struct Slot {
+    thread: String,
+    /// Start of the outermost poll in progress, as µs since `Registry::epoch` plus 1; 0 when
+    /// idle.
+    poll_started_us: AtomicU64,
+    /// The innermost activity being polled.
+    activity: Mutex<Activity>,
+    /// `poll_started_us` of the poll already reported, so each stall is logged once.
+    reported_us: AtomicU64,
+}
+
+/// The slots of one server's socket threads.
+pub struct Registry {
+    epoch: Instant,
+    slots: Mutex<Vec<Arc<Slot>>>,
+    threshold_us: u64,
+    metrics: Arc<NetMetrics>,
+    stop: AtomicBool,
+}
+
+thread_local! {
+    /// This thread's slot, with the registry it belongs to (a process can run several
+    /// servers, as the tests do).
+    static SLOT: RefCell<Option<(usize, Arc<Slot>)>> = const { RefCell::new(None) };
+}
+
+impl Registry {
+    pub fn new(threshold: Duration, metrics: Arc<NetMetrics>) -> Arc<Registry> {
+        Arc::new(Registry {
+            epoch: Instant::now(),
+            slots: Mutex::new(Vec::new()),
+            threshold_us: threshold.as_micros().max(1) as u64,
+            metrics,
+            stop: AtomicBool::new(false),
+        })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64 + 1
+    }
+
+    fn slot(self: &Arc<Self>) -> Arc<Slot> {
+        let id = Arc::as_ptr(self) as usize;
+        SLOT.with(|s| {
+            let mut s = s.borrow_mut();
+            match &*s {
+                Some((owner, slot)) if *owner == id => slot.clone(),
+                _ => {
+                    let slot = Arc::new(Slot {
+                        thread: std::thread::current().name().unwrap_or("unnamed").to_string(),
+                        poll_started_us: AtomicU64::new(0),
+                        activity: Mutex::new(Activity { what: "", peer: None }),
+                        reported_us: AtomicU64::new(0),
+                    });
+                    self.slots.lock().unwrap().push(slot.clone());
+                    *s = Some((id, slot.clone()));
+                    slot
+                }
+            }
+        })
+    }
+
+    /// Starts the watchdog thread and the lateness probe (on the current runtime). Both
+    /// end after [`Registry::stop`].
+    pub fn start(self: &Arc<Self>) {
+        let registry = self.clone();
+        let check = Duration::from_micros((self.threshold_us / 4).clamp(1_000, 50_000));
+        std::thread::Builder::new()
+            .name("laminar-watchdog".into())
+            .spawn(move || {
+                while !registry.stop.load(Ordering::Acquire) {
+                    std::thread::sleep(check);
+                    registry.check();
+                }
+            })
+            .expect("spawn watchdog thread");
+        let registry = self.clone();
+        tokio::spawn(async move {
+            let interval = Duration::from_millis(PROBE_INTERVAL_MS);
+            while !registry.stop.load(Ordering::Acquire) {
+                let due = tokio::time::Instant::now() + interval;
+                tokio::time::sleep_until(due).await;
+                let late = tokio::time::Instant::now().saturating_duration_since(due);
+                registry.metrics.event_loop_lateness_us.record(late);
+            }
+        });
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    fn check(&self) {
+        let now = self.now_us();
+        for slot in self.slots.lock().unwrap().iter() {
+            let started = slot.poll_started_us.load(Ordering::Acquire);
+            if started == 0 || now.saturating_sub(started) < self.threshold_us {
+                continue;
+            }
+            if slot.reported_us.swap(started, Ordering::AcqRel) == started {
+                continue;
+            }
+            let a = *slot.activity.lock().unwrap();
+            self.metrics.stalls_total.fetch_add(1, Ordering::Relaxed);
+            let peer = a.peer.map(|p| format!(" for {p}")).unwrap_or_default();
+            crate::warn!(
+                "socket thread {} stalled: one poll has run {} ms so far, {}{peer}",
+                slot.thread,
+                (now - started) / 1000,
+                a.what
+            );
+        }
+    }
+}
+
+/// A future whose polls are marked on the polling thread's slot.
+pub struct Doing<F> {
+    inner: Pin<Box<F>>,
+    registry: Arc<Registry>,
+    activity: Activity,
+}
+
+/// Marks each poll of `f` as `what` (for `peer`) while it runs.
+pub fn doing<F: Future>(
+    registry: &Arc<Registry>,
+    what: &'static str,
+    peer: Option<SocketAddr>,
+    f: F,
+) -> Doing<F> {
+    Doing {
+        inner: Box::pin(f),
+        registry: registry.clone(),
+        activity: Activity { what, peer },
+    }
+}
+
+impl<F: Future> Future for Doing<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let slot = self.registry.slot();
+        let outer = std::mem::replace(&mut *slot.activity.lock().unwrap(), self.activity);
+        let outermost = slot.poll_started_us.load(Ordering::Relaxed) == 0;
+        if outermost {
+            slot.poll_started_us
+                .store(self.registry.now_us(), Ordering::Release);
+        }
+        let out = self.inner.as_mut().poll(cx);
+        *slot.activity.lock().unwrap() = outer;
+        if outermost {
+            let started = slot.poll_started_us.swap(0, Ordering::AcqRel);
+            let ran_us = self.registry.now_us().saturating_sub(started);
+            if ran_us >= self.registry.threshold_us {
+                self.registry.metrics.stalled_poll_us.record_us(ran_us);
+            }
+        }
+        out
+    }
+}
