@@ -47,12 +47,14 @@ impl SendFile for RecordsFile {
     fn position(&self) -> u64 {
         self.position
     }
-    fn is_resident(&self) -> Option<bool> {
-        self.file.is_resident(self.position, self.len)
+    fn is_resident(&self, offset: u64, len: u64) -> Option<bool> {
+        debug_assert!(offset + len <= self.len);
+        self.file.is_resident(self.position + offset, len)
     }
-    fn read_all(&self) -> io::Result<Bytes> {
-        let mut buf = vec![0u8; self.len as usize];
-        read_exact_at(self.file.as_ref(), &mut buf, self.position)?;
+    fn read_range(&self, offset: u64, len: u64) -> io::Result<Bytes> {
+        assert!(offset + len <= self.len, "a read within the range");
+        let mut buf = vec![0u8; len as usize];
+        read_exact_at(self.file.as_ref(), &mut buf, self.position + offset)?;
         Ok(Bytes::from(buf))
     }
 }
@@ -222,6 +224,16 @@ impl RunningBroker {
     /// Opens the store (recovering it if needed), binds the listener and starts serving.
     /// Must be called inside a multi-threaded tokio runtime.
     pub async fn start(config: BrokerConfig) -> io::Result<RunningBroker> {
+        if config.queued_max_request_bytes < config.socket_request_max_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "queued.max.request.bytes ({}) must be at least socket.request.max.bytes ({}), \
+                     or the largest frames could never be read",
+                    config.queued_max_request_bytes, config.socket_request_max_bytes
+                ),
+            ));
+        }
         let listener = TcpListener::bind(config.listen).await?;
         let bound = listener.local_addr()?;
         let metrics_listener = match config.metrics_listen {
@@ -302,6 +314,7 @@ impl RunningBroker {
             max_connections: config.max_connections,
             max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
             socket_request_max_bytes: config.socket_request_max_bytes,
+            queued_max_request_bytes: config.queued_max_request_bytes,
             socket_send_chunk_bytes: config.socket_send_chunk_bytes,
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
             cold_reads_inline: config.cold_reads_inline,

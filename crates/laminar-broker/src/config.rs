@@ -99,6 +99,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Largest request frame; checked before any allocation.",
     },
     SettingDoc {
+        name: "queued.max.request.bytes",
+        default: "268435456",
+        doc: "Bytes of requests read and not yet answered, over all connections; a connection whose next frame does not fit stops reading until it does. At least socket.request.max.bytes.",
+    },
+    SettingDoc {
         name: "max.connections",
         default: "1000",
         doc: "Connections accepted at once; more are closed at accept.",
@@ -169,6 +174,7 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
+    pub queued_max_request_bytes: usize,
     pub max_connections: usize,
     pub max_inflight_requests_per_connection: usize,
     pub num_network_threads: usize,
@@ -206,6 +212,7 @@ impl Default for BrokerConfig {
             log_retention_check_interval_ms: 300_000,
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 100 << 20,
+            queued_max_request_bytes: 256 << 20,
             max_connections: 1000,
             max_inflight_requests_per_connection: 100,
             num_network_threads: 2,
@@ -282,6 +289,7 @@ impl BrokerConfig {
             "log.retention.check.interval.ms" => self.log_retention_check_interval_ms = positive(int()?)?,
             "message.max.bytes" => self.message_max_bytes = positive(int()?)? as usize,
             "socket.request.max.bytes" => self.socket_request_max_bytes = positive(int()?)? as usize,
+            "queued.max.request.bytes" => self.queued_max_request_bytes = positive(int()?)? as usize,
             "max.connections" => self.max_connections = positive(int()?)? as usize,
             "max.inflight.requests.per.connection" => {
                 self.max_inflight_requests_per_connection = positive(int()?)? as usize
@@ -343,6 +351,7 @@ impl BrokerConfig {
             ),
             format!("message.max.bytes = {}", self.message_max_bytes),
             format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),
+            format!("queued.max.request.bytes = {}", self.queued_max_request_bytes),
             format!("max.connections = {}", self.max_connections),
             format!(
                 "max.inflight.requests.per.connection = {}",

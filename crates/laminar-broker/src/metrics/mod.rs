@@ -132,6 +132,19 @@ impl BrokerMetrics {
                 n.connections_closed_for_errors_total.load(Ordering::Relaxed),
             )],
         );
+        e.gauges(
+            "laminar_inflight_request_bytes",
+            "Bytes of requests read and not yet answered (bounded by queued.max.request.bytes).",
+            [(&[][..], n.inflight_request_bytes() as i64)],
+        );
+        e.gauges(
+            "laminar_inflight_request_bytes_max",
+            "The most request bytes in flight at once since startup.",
+            [(
+                &[][..],
+                n.inflight_request_bytes_max.load(Ordering::Relaxed) as i64,
+            )],
+        );
         e.counters(
             "laminar_log_lines_dropped_total",
             "Broker log lines dropped because the log queue was full.",

@@ -38,10 +38,12 @@ pub use server::{serve, ServerHandle, ServerLimits};
 pub trait SendFile: FileSlice {
     fn raw_fd(&self) -> Option<RawFd>;
     fn position(&self) -> u64;
-    /// `Some(true)` only when every page is known to be in the page cache.
-    fn is_resident(&self) -> Option<bool>;
-    /// Reads the whole range into memory. Blocks on the disk: runs on the I/O pool only.
-    fn read_all(&self) -> io::Result<Bytes>;
+    /// `Some(true)` only when every page of `[offset, offset + len)` of this range is known
+    /// to be in the page cache.
+    fn is_resident(&self, offset: u64, len: u64) -> Option<bool>;
+    /// Reads `[offset, offset + len)` of this range into memory. Blocks on the disk: runs
+    /// on the I/O pool only.
+    fn read_range(&self, offset: u64, len: u64) -> io::Result<Bytes>;
 }
 
 /// Why a connection is closed instead of answered. Logged with the peer's address.

@@ -4,6 +4,7 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 use laminar_protocol::responses::{Chunk, ResponseFrame};
@@ -58,6 +59,10 @@ async fn sendfile_pieces(
     Ok(())
 }
 
+/// The most of a cold range read into memory at once for one connection: a 50 MB fetch of
+/// cold data costs this much memory at a time, not 50 MB.
+pub const COLD_READ_PIECE_BYTES: u64 = 1 << 20;
+
 pub async fn send_response<F: SendFile>(
     stream: &mut OwnedWriteHalf,
     frame: ResponseFrame<F>,
@@ -69,31 +74,64 @@ pub async fn send_response<F: SendFile>(
     for chunk in frame.chunks {
         match chunk {
             Chunk::Bytes(b) => write_pieces(stream, &b, chunk_bytes).await?,
-            Chunk::File(f) => match (f.raw_fd(), f.is_resident()) {
-                (Some(fd), Some(true)) => {
-                    sendfile_pieces(stream, fd, f.position(), f.len(), chunk_bytes, metrics).await?
+            Chunk::File(f) => {
+                let f = Arc::new(f);
+                let mut offset = 0;
+                while offset < f.len() {
+                    let len = (f.len() - offset).min(COLD_READ_PIECE_BYTES);
+                    send_file_piece(
+                        stream,
+                        &f,
+                        offset,
+                        len,
+                        chunk_bytes,
+                        io_pool,
+                        cold_reads_inline,
+                        metrics,
+                    )
+                    .await?;
+                    offset += len;
                 }
-                _ if cold_reads_inline => {
-                    let t = Instant::now();
-                    let bytes = f.read_all()?;
-                    metrics.cold_read_us.record_since(t);
-                    write_pieces(stream, &bytes, chunk_bytes).await?
-                }
-                _ => {
-                    // Not known to be resident: never let the socket thread wait for the
-                    // disk. Read it on the I/O pool (which brings it into the page cache).
-                    let bytes = io_pool
-                        .run(move || {
-                            let t = Instant::now();
-                            let bytes = f.read_all();
-                            (bytes, t.elapsed())
-                        })
-                        .await;
-                    metrics.cold_read_us.record(bytes.1);
-                    write_pieces(stream, &bytes.0?, chunk_bytes).await?;
-                }
-            },
+            }
         }
     }
     Ok(())
+}
+
+/// Sends `[offset, offset + len)` of a file range: with `sendfile` when it is resident,
+/// otherwise read into memory first on the I/O pool (which also brings it into the page
+/// cache), so that the socket thread never waits for the disk.
+#[allow(clippy::too_many_arguments)]
+async fn send_file_piece<F: SendFile>(
+    stream: &mut OwnedWriteHalf,
+    f: &Arc<F>,
+    offset: u64,
+    len: u64,
+    chunk_bytes: usize,
+    io_pool: &IoPool,
+    cold_reads_inline: bool,
+    metrics: &NetMetrics,
+) -> io::Result<()> {
+    match (f.raw_fd(), f.is_resident(offset, len)) {
+        (Some(fd), Some(true)) => {
+            sendfile_pieces(stream, fd, f.position() + offset, len, chunk_bytes, metrics).await
+        }
+        _ if cold_reads_inline => {
+            let t = Instant::now();
+            let bytes = f.read_range(offset, len)?;
+            metrics.cold_read_us.record_since(t);
+            write_pieces(stream, &bytes, chunk_bytes).await
+        }
+        _ => {
+            let f = f.clone();
+            let (bytes, elapsed) = io_pool
+                .run(move || {
+                    let t = Instant::now();
+                    (f.read_range(offset, len), t.elapsed())
+                })
+                .await;
+            metrics.cold_read_us.record(elapsed);
+            write_pieces(stream, &bytes?, chunk_bytes).await
+        }
+    }
 }

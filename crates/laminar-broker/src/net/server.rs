@@ -9,7 +9,7 @@ use bytes::BytesMut;
 use laminar_protocol::frame::split_frame;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::observe::{measure_waits, NetMetrics, RequestTimes};
@@ -22,6 +22,10 @@ pub struct ServerLimits {
     pub max_connections: usize,
     pub max_inflight_requests_per_connection: usize,
     pub socket_request_max_bytes: usize,
+    /// Bytes of requests, over all connections, read and not yet answered. A connection
+    /// whose next frame does not fit stops reading until earlier requests are answered.
+    /// At least `socket_request_max_bytes`, so that any valid frame fits eventually.
+    pub queued_max_request_bytes: usize,
     pub socket_send_chunk_bytes: usize,
     /// A poll of a connection task longer than this is logged as a stall.
     pub event_loop_stall_threshold: Duration,
@@ -49,6 +53,7 @@ impl ServerHandle {
 /// What one connection's tasks share.
 struct Conn<S> {
     peer: SocketAddr,
+    request_bytes: Arc<Semaphore>,
     service: Arc<S>,
     limits: ServerLimits,
     io_pool: IoPool,
@@ -69,6 +74,14 @@ pub fn serve<S: Service>(
     watchdog.start();
     let wd = watchdog.clone();
     let connection_permits = Arc::new(Semaphore::new(limits.max_connections));
+    assert!(
+        limits.queued_max_request_bytes >= limits.socket_request_max_bytes,
+        "the request budget must hold the largest frame"
+    );
+    let request_bytes = Arc::new(Semaphore::new(limits.queued_max_request_bytes));
+    let _ = metrics
+        .request_budget
+        .set((request_bytes.clone(), limits.queued_max_request_bytes));
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
         loop {
@@ -90,6 +103,7 @@ pub fn serve<S: Service>(
                     let _ = stream.set_nodelay(true);
                     let conn = Conn {
                         peer,
+                        request_bytes: request_bytes.clone(),
                         service: service.clone(),
                         limits: limits.clone(),
                         io_pool: io_pool.clone(),
@@ -122,6 +136,7 @@ pub fn serve<S: Service>(
 async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: watch::Receiver<bool>) {
     let Conn {
         peer,
+        request_bytes,
         service,
         limits,
         io_pool,
@@ -135,12 +150,19 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     // requests are handled and responses are sent, up to the in-flight limit: the two
     // channels' capacities, which make it wait when full.
     let inflight = limits.max_inflight_requests_per_connection.max(2);
-    let (frame_tx, mut frame_rx) = mpsc::channel::<(bytes::Bytes, Instant)>(inflight / 2);
-    let (resp_tx, mut resp_rx) =
-        mpsc::channel::<(ResponseOrClose<S::File>, RequestKind, RequestTimes)>(inflight / 2);
+    // Each request carries its share of `queued_max_request_bytes` until its response is
+    // written.
+    let (frame_tx, mut frame_rx) =
+        mpsc::channel::<(bytes::Bytes, Instant, OwnedSemaphorePermit)>(inflight / 2);
+    let (resp_tx, mut resp_rx) = mpsc::channel::<(
+        ResponseOrClose<S::File>,
+        RequestKind,
+        RequestTimes,
+        OwnedSemaphorePermit,
+    )>(inflight / 2);
     let wd = watchdog.clone();
     let executor = tokio::spawn(async move {
-        while let Some((frame, received)) = frame_rx.recv().await {
+        while let Some((frame, received, budget)) = frame_rx.recv().await {
             let started = Instant::now();
             let kind = service.kind(&frame);
             let call = doing(&wd, kind.name, Some(peer), service.clone().call(frame, peer));
@@ -152,7 +174,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                 waited,
             };
             let close = result.is_err();
-            if resp_tx.send((result, kind, times)).await.is_err() || close {
+            if resp_tx.send((result, kind, times, budget)).await.is_err() || close {
                 return;
             }
         }
@@ -161,7 +183,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     let inline = limits.cold_reads_inline;
     let writer_metrics = metrics.clone();
     let writer = tokio::spawn(doing(&watchdog, "sending a response", Some(peer), async move {
-        while let Some((result, kind, times)) = resp_rx.recv().await {
+        while let Some((result, kind, times, budget)) = resp_rx.recv().await {
             let send_started = Instant::now();
             match result {
                 Ok(Some(frame)) => {
@@ -181,6 +203,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                     return;
                 }
             }
+            drop(budget);
             if let Some(phases) = &kind.phases {
                 phases.record(&times, send_started, Instant::now());
             }
@@ -188,11 +211,25 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     }));
     let reader = doing(&watchdog, "reading requests", Some(peer), async move {
         let mut buf = BytesMut::with_capacity(16 << 10);
+        // The budget of the frame being read, taken as soon as its size is known and before
+        // its body is buffered.
+        let mut budget: Option<OwnedSemaphorePermit> = None;
         'read: loop {
             loop {
+                if budget.is_none() {
+                    if let Some(size) = valid_frame_size(&buf, limits.socket_request_max_bytes) {
+                        let permit = tokio::select! {
+                            p = request_bytes.clone().acquire_many_owned(size) => p.expect("never closed"),
+                            _ = shutdown.changed() => break 'read,
+                        };
+                        metrics.note_request_bytes();
+                        budget = Some(permit);
+                    }
+                }
                 match split_frame(&mut buf, limits.socket_request_max_bytes) {
                     Ok(Some(frame)) => {
-                        if frame_tx.send((frame, Instant::now())).await.is_err() {
+                        let permit = budget.take().expect("a whole frame had its size read first");
+                        if frame_tx.send((frame, Instant::now(), permit)).await.is_err() {
                             break 'read;
                         }
                     }
@@ -220,4 +257,12 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     // Requests already read are still handled and answered, in order; then it closes.
     let _ = executor.await;
     let _ = writer.await;
+}
+
+/// The size of the frame at the front of `buf`, once its 4-byte prefix is there and if
+/// `split_frame` will accept it (it reports the errors).
+fn valid_frame_size(buf: &[u8], max_bytes: usize) -> Option<u32> {
+    let prefix: [u8; 4] = buf.get(..4)?.try_into().ok()?;
+    let size = i32::from_be_bytes(prefix);
+    (size > 0 && size as usize <= max_bytes).then_some(size as u32)
 }
