@@ -23,6 +23,7 @@ use crate::net::{
     self, CloseConnection, HandlerFuture, IoPool, RequestKind, SendFile, ServerHandle, ServerLimits, Service,
 };
 use crate::producers::Producers;
+use crate::quotas::Quotas;
 use crate::storage_pool::partition_key;
 use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
@@ -76,6 +77,7 @@ pub struct Broker {
     pub advertised_port: u16,
     pub cluster_id: String,
     pub metrics: BrokerMetrics,
+    pub quotas: Quotas,
 }
 
 impl Service for Broker {
@@ -176,11 +178,12 @@ impl Broker {
         let b = &self;
         let v = version;
         let c = header.correlation_id;
+        let client_id = header.client_id.as_deref().unwrap_or("");
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(b, v, c, r),
             Request::Metadata(r) => handlers::metadata::handle(b, v, c, r).await,
-            Request::Produce(r) => return handlers::produce::handle(b, v, c, r).await,
-            Request::Fetch(r) => return Ok(Some(handlers::fetch::handle(b, v, c, r).await)),
+            Request::Produce(r) => return handlers::produce::handle(b, v, c, client_id, r).await,
+            Request::Fetch(r) => return Ok(Some(handlers::fetch::handle(b, v, c, client_id, r).await)),
             Request::ListOffsets(r) => handlers::list_offsets::handle(b, v, c, r).await,
             Request::CreateTopics(r) => handlers::create_topics::handle(b, v, c, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, v, c, r).await,
@@ -189,7 +192,6 @@ impl Broker {
             Request::CreatePartitions(r) => handlers::create_partitions::handle(b, v, c, r).await,
             Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, v, c, r),
             Request::JoinGroup(r) => {
-                let client_id = header.client_id.as_deref().unwrap_or("");
                 handlers::join_group::handle(b, v, c, client_id, &format!("/{}", peer.ip()), r).await
             }
             Request::SyncGroup(r) => handlers::sync_group::handle(b, v, c, r).await,
@@ -201,6 +203,8 @@ impl Broker {
             Request::DescribeGroups(r) => handlers::describe_groups::handle(b, v, c, r),
             Request::DeleteGroups(r) => handlers::delete_groups::handle(b, v, c, r).await,
             Request::OffsetDelete(r) => handlers::offset_delete::handle(b, v, c, r).await,
+            Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, v, c, r),
+            Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
         };
         encoded
             .map(|bytes| Some(ResponseFrame::from_bytes(bytes)))
@@ -246,7 +250,7 @@ impl RunningBroker {
         };
         let (advertised_host, advertised_port) = config.advertised(bound);
         let cfg = config.clone();
-        let (store, topics, producers, groups, group_store, was_empty) =
+        let (store, topics, producers, groups, group_store, quotas, was_empty) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
                 let mut storage: Arc<dyn Storage> = RealStorage::new();
                 if let Some(f) = &cfg.faults {
@@ -262,6 +266,7 @@ impl RunningBroker {
                     }
                 }
                 let topics = Topics::open(store.clone(), cfg.clone())?;
+                let quotas = Quotas::open(store.clone())?;
                 let producers = Producers::new();
                 for t in topics.list() {
                     for p in 0..t.partitions as i32 {
@@ -279,7 +284,15 @@ impl RunningBroker {
                 if replayed > 0 {
                     crate::info!("restored {replayed} group records");
                 }
-                Ok((store, Arc::new(topics), producers, groups, group_store, was_empty))
+                Ok((
+                    store,
+                    Arc::new(topics),
+                    producers,
+                    groups,
+                    group_store,
+                    quotas,
+                    was_empty,
+                ))
             })
             .await
             .expect("startup task")?;
@@ -309,6 +322,7 @@ impl RunningBroker {
             topics,
             config: config.clone(),
             metrics: BrokerMetrics::default(),
+            quotas,
         });
         let limits = ServerLimits {
             max_connections: config.max_connections,

@@ -17,6 +17,7 @@ pub mod logging;
 pub mod metrics;
 pub mod net;
 pub mod producers;
+pub mod quotas;
 pub mod storage_pool;
 pub mod topics;
 

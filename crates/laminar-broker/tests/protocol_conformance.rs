@@ -403,6 +403,54 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(resp.error_code, 0);
                     assert_eq!(resp.topics[0].partitions[0].error_code, 0, "OffsetDelete v{v}");
                 }
+                49 => {
+                    let mut entity = alter_client_quotas_request::EntityData::default();
+                    entity.entity_type = sb("client-id");
+                    entity.entity_name = Some(sb(&format!("conf-v{v}")));
+                    let mut op = alter_client_quotas_request::OpData::default();
+                    op.key = sb("consumer_byte_rate");
+                    op.value = 1024.0 * (v + 1) as f64;
+                    let mut e = alter_client_quotas_request::EntryData::default();
+                    e.entity = vec![entity];
+                    e.ops = vec![op];
+                    let mut r = AlterClientQuotasRequest::default();
+                    r.entries = vec![e];
+                    let resp: AlterClientQuotasResponse =
+                        call(&mut s, ApiKey::AlterClientQuotas, v, next(), &r);
+                    assert_eq!(resp.entries[0].error_code, 0, "AlterClientQuotas v{v}");
+                    assert_eq!(
+                        resp.entries[0].entity[0].entity_name.as_deref(),
+                        Some(format!("conf-v{v}").as_str())
+                    );
+                }
+                48 => {
+                    // A quota of its own to describe.
+                    let mut entity = alter_client_quotas_request::EntityData::default();
+                    entity.entity_type = sb("client-id");
+                    entity.entity_name = Some(sb("described"));
+                    let mut op = alter_client_quotas_request::OpData::default();
+                    op.key = sb("producer_byte_rate");
+                    op.value = 4096.0;
+                    let mut e = alter_client_quotas_request::EntryData::default();
+                    e.entity = vec![entity];
+                    e.ops = vec![op];
+                    let mut a = AlterClientQuotasRequest::default();
+                    a.entries = vec![e];
+                    let _: AlterClientQuotasResponse = call(&mut s, ApiKey::AlterClientQuotas, 1, next(), &a);
+                    let mut c = describe_client_quotas_request::ComponentData::default();
+                    c.entity_type = sb("client-id");
+                    c.match_type = 0;
+                    c._match = Some(sb("described"));
+                    let mut r = DescribeClientQuotasRequest::default();
+                    r.components = vec![c];
+                    let resp: DescribeClientQuotasResponse =
+                        call(&mut s, ApiKey::DescribeClientQuotas, v, next(), &r);
+                    assert_eq!(resp.error_code, 0);
+                    let entries = resp.entries.expect("entries");
+                    assert_eq!(entries.len(), 1, "DescribeClientQuotas v{v}");
+                    assert_eq!(entries[0].values[0].key.as_str(), "producer_byte_rate");
+                    assert_eq!(entries[0].values[0].value, 4096.0);
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

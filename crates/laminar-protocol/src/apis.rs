@@ -25,6 +25,8 @@ pub enum ApiKey {
     ListGroups = 16,
     DeleteGroups = 42,
     OffsetDelete = 47,
+    DescribeClientQuotas = 48,
+    AlterClientQuotas = 49,
 }
 
 pub struct ApiSpec {
@@ -163,6 +165,18 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 0,
         first_flexible: i16::MAX,
     },
+    ApiSpec {
+        key: ApiKey::DescribeClientQuotas,
+        min_version: 0,
+        max_version: 1,
+        first_flexible: 1,
+    },
+    ApiSpec {
+        key: ApiKey::AlterClientQuotas,
+        min_version: 0,
+        max_version: 1,
+        first_flexible: 1,
+    },
 ];
 
 impl ApiKey {
@@ -202,6 +216,8 @@ impl ApiKey {
             ApiKey::ListGroups => "ListGroups",
             ApiKey::DeleteGroups => "DeleteGroups",
             ApiKey::OffsetDelete => "OffsetDelete",
+            ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+            ApiKey::AlterClientQuotas => "AlterClientQuotas",
         }
     }
 
@@ -237,6 +253,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 21);
+        assert_eq!(API_TABLE.len(), 23);
     }
 }

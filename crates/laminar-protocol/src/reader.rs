@@ -66,6 +66,10 @@ impl Reader {
         self.need(8, "int64")?;
         Ok(self.buf.get_i64())
     }
+    pub fn f64(&mut self) -> Result<f64> {
+        self.need(8, "float64")?;
+        Ok(self.buf.get_f64())
+    }
     pub fn uuid(&mut self) -> Result<[u8; 16]> {
         self.need(16, "uuid")?;
         let mut out = [0u8; 16];

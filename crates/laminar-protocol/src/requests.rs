@@ -56,6 +56,8 @@ pub enum Request {
     DescribeGroups(DescribeGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
+    DescribeClientQuotas(DescribeClientQuotasRequest),
+    AlterClientQuotas(AlterClientQuotasRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -146,6 +148,36 @@ pub struct DescribeGroupsRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteGroupsRequest {
     pub groups: Vec<String>,
+}
+
+/// A quota entity: (entity type, entity name), where a `None` name is the type's default.
+pub type QuotaEntity = Vec<(String, Option<String>)>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaFilter {
+    pub entity_type: String,
+    /// 0: exactly `name`; 1: the default entity; 2: any named entity.
+    pub match_type: i8,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeClientQuotasRequest {
+    pub components: Vec<QuotaFilter>,
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaOp {
+    pub key: String,
+    pub value: f64,
+    pub remove: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterClientQuotasRequest {
+    pub entries: Vec<(QuotaEntity, Vec<QuotaOp>)>,
+    pub validate_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -338,6 +370,8 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
             groups: r.array(1, |r| r.string())?,
         }),
         ApiKey::OffsetDelete => Request::OffsetDelete(offset_delete(&mut r)?),
+        ApiKey::DescribeClientQuotas => Request::DescribeClientQuotas(describe_client_quotas(&mut r)?),
+        ApiKey::AlterClientQuotas => Request::AlterClientQuotas(alter_client_quotas(&mut r)?),
     };
     r.tagged_fields()?;
     Ok((header, request))
@@ -845,4 +879,44 @@ fn offset_delete(r: &mut Reader) -> Result<OffsetDeleteRequest> {
         Ok((name, partitions))
     })?;
     Ok(OffsetDeleteRequest { group_id, topics })
+}
+
+fn describe_client_quotas(r: &mut Reader) -> Result<DescribeClientQuotasRequest> {
+    let components = r.array(4, |r| {
+        let f = QuotaFilter {
+            entity_type: r.string()?,
+            match_type: r.i8()?,
+            name: r.nullable_string()?,
+        };
+        r.tagged_fields()?;
+        Ok(f)
+    })?;
+    let strict = r.bool()?;
+    Ok(DescribeClientQuotasRequest { components, strict })
+}
+
+fn alter_client_quotas(r: &mut Reader) -> Result<AlterClientQuotasRequest> {
+    let entries = r.array(2, |r| {
+        let entity = r.array(3, |r| {
+            let e = (r.string()?, r.nullable_string()?);
+            r.tagged_fields()?;
+            Ok(e)
+        })?;
+        let ops = r.array(10, |r| {
+            let op = QuotaOp {
+                key: r.string()?,
+                value: r.f64()?,
+                remove: r.bool()?,
+            };
+            r.tagged_fields()?;
+            Ok(op)
+        })?;
+        r.tagged_fields()?;
+        Ok((entity, ops))
+    })?;
+    let validate_only = r.bool()?;
+    Ok(AlterClientQuotasRequest {
+        entries,
+        validate_only,
+    })
 }

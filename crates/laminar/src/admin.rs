@@ -1,6 +1,7 @@
-//! `laminar topics`: a small blocking Kafka admin client. It speaks the Kafka protocol, so it
-//! works against Apache Kafka as well as Laminar. Versions are ones both support (Kafka 4.x
-//! and Laminar): Metadata v12, CreateTopics v7, DeleteTopics v6, DescribeConfigs v4.
+//! `laminar topics`, `groups` and `quotas`: a small blocking Kafka admin client. It speaks
+//! the Kafka protocol, so it works against Apache Kafka as well as Laminar. Versions are ones
+//! both support (Kafka 4.x and Laminar): Metadata v12, CreateTopics v7, DeleteTopics v6,
+//! DescribeConfigs v4, DescribeClientQuotas v1, AlterClientQuotas v1.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,6 +13,10 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    alter_client_quotas_request, describe_client_quotas_request, AlterClientQuotasRequest,
+    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+};
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, MetadataResponse, RequestHeader,
@@ -466,5 +471,78 @@ pub fn describe(bootstrap: &str, name: &str) -> anyhow::Result<()> {
             c.value.as_ref().map_or("", |v| v.as_str())
         );
     }
+    Ok(())
+}
+
+/// `laminar quotas describe`: DescribeClientQuotas v1 for every client-id entity.
+pub fn quotas_describe(bootstrap: &str) -> anyhow::Result<()> {
+    let mut admin = Admin::connect(bootstrap)?;
+    let mut any = describe_client_quotas_request::ComponentData::default();
+    any.entity_type = sb("client-id");
+    any.match_type = 2;
+    let mut default = describe_client_quotas_request::ComponentData::default();
+    default.entity_type = sb("client-id");
+    default.match_type = 1;
+    for component in [default, any] {
+        let mut req = DescribeClientQuotasRequest::default();
+        req.components = vec![component];
+        let resp: DescribeClientQuotasResponse = admin.call(ApiKey::DescribeClientQuotas, 1, &req)?;
+        check(resp.error_code, resp.error_message.as_ref(), "describe quotas")?;
+        for e in resp.entries.unwrap_or_default() {
+            let name = e
+                .entity
+                .first()
+                .and_then(|d| d.entity_name.as_ref())
+                .map_or("<default>".to_string(), |n| n.to_string());
+            let values: Vec<String> = e
+                .values
+                .iter()
+                .map(|v| format!("{}={}", v.key, v.value))
+                .collect();
+            println!("client-id {name}: {}", values.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// `laminar quotas alter`: AlterClientQuotas v1 for one client-id (or the default client).
+pub fn quotas_alter(
+    bootstrap: &str,
+    client_id: Option<&str>,
+    add: &[(String, String)],
+    delete: &[String],
+) -> anyhow::Result<()> {
+    if add.is_empty() && delete.is_empty() {
+        bail!("nothing to do: give --add-config name=value or --delete-config name");
+    }
+    let mut ops = Vec::new();
+    for (key, value) in add {
+        let mut op = alter_client_quotas_request::OpData::default();
+        op.key = sb(key);
+        op.value = value
+            .parse()
+            .with_context(|| format!("{key}={value}: not a number"))?;
+        ops.push(op);
+    }
+    for key in delete {
+        let mut op = alter_client_quotas_request::OpData::default();
+        op.key = sb(key);
+        op.remove = true;
+        ops.push(op);
+    }
+    let mut entity = alter_client_quotas_request::EntityData::default();
+    entity.entity_type = sb("client-id");
+    entity.entity_name = client_id.map(sb);
+    let mut entry = alter_client_quotas_request::EntryData::default();
+    entry.entity = vec![entity];
+    entry.ops = ops;
+    let mut req = AlterClientQuotasRequest::default();
+    req.entries = vec![entry];
+    let mut admin = Admin::connect(bootstrap)?;
+    let resp: AlterClientQuotasResponse = admin.call(ApiKey::AlterClientQuotas, 1, &req)?;
+    for e in &resp.entries {
+        check(e.error_code, e.error_message.as_ref(), "alter quotas")?;
+    }
+    println!("quotas of client-id {} altered", client_id.unwrap_or("<default>"));
     Ok(())
 }

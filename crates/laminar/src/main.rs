@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         command: GroupsCommand,
     },
+    /// Client byte-rate quotas (consumer_byte_rate, producer_byte_rate) per client-id.
+    Quotas {
+        #[command(subcommand)]
+        command: QuotasCommand,
+    },
     /// Performance suites that print latency percentiles and throughput.
     Perf {
         #[command(subcommand)]
@@ -69,6 +74,30 @@ enum TopicsCommand {
     /// Delete a topic and its data.
     Delete {
         topic: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum QuotasCommand {
+    /// Every client-id quota (and the default client's).
+    Describe {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Set or remove quotas of one client-id, or of the default client (--default).
+    Alter {
+        #[arg(long, required_unless_present = "default", conflicts_with = "default")]
+        client_id: Option<String>,
+        #[arg(long)]
+        default: bool,
+        /// A quota to set, as name=bytes_per_second; may be repeated.
+        #[arg(long = "add-config", value_parser = parse_key_value)]
+        add: Vec<(String, String)>,
+        /// A quota to remove; may be repeated.
+        #[arg(long = "delete-config")]
+        delete: Vec<String>,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
@@ -308,6 +337,16 @@ fn main() -> anyhow::Result<()> {
                 bootstrap,
             } => admin::create(&bootstrap, &topic, partitions, &configs),
             TopicsCommand::Delete { topic, bootstrap } => admin::delete(&bootstrap, &topic),
+        },
+        Command::Quotas { command } => match command {
+            QuotasCommand::Describe { bootstrap } => admin::quotas_describe(&bootstrap),
+            QuotasCommand::Alter {
+                client_id,
+                default: _,
+                add,
+                delete,
+                bootstrap,
+            } => admin::quotas_alter(&bootstrap, client_id.as_deref(), &add, &delete),
         },
         Command::Perf {
             suite: PerfSuite::Log(args),

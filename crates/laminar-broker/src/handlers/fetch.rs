@@ -16,6 +16,7 @@ use laminar_storage::{Offset, StorageError};
 
 use crate::broker::{Broker, RecordsFile};
 use crate::error_codes as ec;
+use crate::quotas::QuotaKind;
 
 /// The longest a fetch may wait for data, whatever it asks.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
@@ -104,6 +105,7 @@ pub async fn handle(
     b: &Arc<Broker>,
     version: i16,
     correlation_id: i32,
+    client_id: &str,
     r: FetchRequest,
 ) -> ResponseFrame<RecordsFile> {
     let wanted: Arc<Vec<Wanted>> = Arc::new(
@@ -148,12 +150,26 @@ pub async fn handle(
             .any(|p| p.error_code != ec::NONE);
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
-            let resp = FetchResponse {
-                throttle_time_ms: 0,
+            let throttle = b.quotas.record(
+                client_id,
+                QuotaKind::Fetch,
+                total,
+                laminar_storage::now_ms() as u64,
+            );
+            let mut resp = FetchResponse {
+                throttle_time_ms: throttle.as_millis() as i32,
                 error_code: ec::NONE,
                 session_id: 0,
                 topics,
             };
+            if !throttle.is_zero() {
+                // As Kafka does: over its quota, the client gets an empty response at once
+                // with the throttle time, and its connection is muted for that long.
+                for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                    p.records.clear();
+                }
+                crate::net::throttle(throttle);
+            }
             return encode_fetch(version, correlation_id, resp);
         }
         let _ = crate::net::waiting(tokio::time::timeout(deadline - now, notified)).await;

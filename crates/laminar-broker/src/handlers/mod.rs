@@ -1,11 +1,13 @@
 //! One module per Kafka API. Each `handle` takes the request version and correlation id and
 //! returns the encoded response. Version ranges are in `laminar_protocol::API_TABLE`.
 
+pub mod alter_client_quotas;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;

@@ -163,6 +163,7 @@ pub async fn handle(
     b: &Arc<Broker>,
     version: i16,
     correlation_id: i32,
+    client_id: &str,
     r: ProduceRequest,
 ) -> Result<Response, CloseConnection> {
     if r.transactional_id.is_some() {
@@ -171,6 +172,12 @@ pub async fn handle(
         ));
     }
     let acks = r.acks;
+    let request_bytes: u64 = r
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.records.as_ref().map_or(0, |b| b.len() as u64))
+        .sum();
     let mut resp = ProduceResponse::default();
     if ![0, 1, -1].contains(&acks) {
         for t in &r.topics {
@@ -218,6 +225,18 @@ pub async fn handle(
             }
             resp.responses.push(tr);
         }
+    }
+    // As Kafka does: the records are appended, then a client over its quota is told to
+    // wait and its connection is muted for that long (with acks=0, only muted).
+    let throttle = b.quotas.record(
+        client_id,
+        crate::quotas::QuotaKind::Produce,
+        request_bytes,
+        laminar_storage::now_ms() as u64,
+    );
+    if !throttle.is_zero() {
+        resp.throttle_time_ms = throttle.as_millis() as i32;
+        crate::net::throttle(throttle);
     }
     if acks == 0 {
         return Ok(None);

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use laminar_protocol::responses::{FileSlice, ResponseFrame};
 
 pub use io_pool::IoPool;
-pub use observe::{waiting, NetMetrics, RequestPhases};
+pub use observe::{throttle, waiting, NetMetrics, RequestPhases};
 pub use server::{serve, ServerHandle, ServerLimits};
 
 /// A file range that can be sent without copying when it is resident.

@@ -88,18 +88,38 @@ impl NetMetrics {
     }
 }
 
+/// What the handling of one request has noted, in its task.
+#[derive(Clone, Copy, Default)]
+struct Scope {
+    /// Nesting depth of `waiting` calls.
+    depth: u32,
+    waited_us: u64,
+    throttle_ms: u64,
+}
+
 tokio::task_local! {
-    /// (depth, waited µs) of the request being handled by this task.
-    static WAITED: Cell<(u32, u64)>;
+    static SCOPE: Cell<Scope>;
+}
+
+/// What a handler's task noted while handling one request.
+pub(crate) struct Noted {
+    pub waited: Duration,
+    /// Stop reading this connection's requests for this long (a quota's throttle).
+    pub throttle: Duration,
 }
 
 /// Runs `f` as part of handling a request, and returns what `f` returned with the time its
-/// handler spent in [`waiting`] calls.
-pub(crate) async fn measure_waits<T>(f: impl Future<Output = T>) -> (T, Duration) {
-    WAITED
-        .scope(Cell::new((0, 0)), async {
+/// handler spent in [`waiting`] calls and any [`throttle`] it asked for.
+pub(crate) async fn measure_waits<T>(f: impl Future<Output = T>) -> (T, Noted) {
+    SCOPE
+        .scope(Cell::new(Scope::default()), async {
             let out = f.await;
-            (out, Duration::from_micros(WAITED.with(|w| w.get().1)))
+            let s = SCOPE.with(|s| s.get());
+            let noted = Noted {
+                waited: Duration::from_micros(s.waited_us),
+                throttle: Duration::from_millis(s.throttle_ms),
+            };
+            (out, noted)
         })
         .await
 }
@@ -107,21 +127,33 @@ pub(crate) async fn measure_waits<T>(f: impl Future<Output = T>) -> (T, Duration
 /// Marks `f` as time the current request spends waiting for another thread or an event
 /// (the "wait" phase). Nested calls count once. Outside a request it just runs `f`.
 pub async fn waiting<T>(f: impl Future<Output = T>) -> T {
-    let outermost = WAITED
-        .try_with(|w| {
-            let (depth, us) = w.get();
-            w.set((depth + 1, us));
-            depth == 0
+    let outermost = SCOPE
+        .try_with(|c| {
+            let mut s = c.get();
+            s.depth += 1;
+            c.set(s);
+            s.depth == 1
         })
         .unwrap_or(false);
     let start = Instant::now();
     let out = f.await;
-    let _ = WAITED.try_with(|w| {
-        let (depth, mut us) = w.get();
+    let _ = SCOPE.try_with(|c| {
+        let mut s = c.get();
         if outermost {
-            us += start.elapsed().as_micros() as u64;
+            s.waited_us += start.elapsed().as_micros() as u64;
         }
-        w.set((depth.saturating_sub(1), us));
+        s.depth = s.depth.saturating_sub(1);
+        c.set(s);
     });
     out
+}
+
+/// Asks the network layer to stop reading the current connection's requests for `d` once
+/// this request is handled: how a client over its quota is throttled (KIP-219).
+pub fn throttle(d: Duration) {
+    let _ = SCOPE.try_with(|c| {
+        let mut s = c.get();
+        s.throttle_ms = s.throttle_ms.max(d.as_millis() as u64);
+        c.set(s);
+    });
 }

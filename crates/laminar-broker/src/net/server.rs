@@ -161,17 +161,26 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
         OwnedSemaphorePermit,
     )>(inflight / 2);
     let wd = watchdog.clone();
+    // Until when the reader must not read (a quota's throttle), in ms since `epoch`.
+    let epoch = Instant::now();
+    let muted_until_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mute = muted_until_ms.clone();
     let executor = tokio::spawn(async move {
         while let Some((frame, received, budget)) = frame_rx.recv().await {
             let started = Instant::now();
             let kind = service.kind(&frame);
             let call = doing(&wd, kind.name, Some(peer), service.clone().call(frame, peer));
-            let (result, waited) = measure_waits(call).await;
+            let (result, noted) = measure_waits(call).await;
+            let handled = Instant::now();
+            if !noted.throttle.is_zero() {
+                let until = (handled + noted.throttle).duration_since(epoch).as_millis() as u64;
+                mute.fetch_max(until, Ordering::Relaxed);
+            }
             let times = RequestTimes {
                 received,
                 started,
-                handled: Instant::now(),
-                waited,
+                handled,
+                waited: noted.waited,
             };
             let close = result.is_err();
             if resp_tx.send((result, kind, times, budget)).await.is_err() || close {
@@ -216,6 +225,15 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
         let mut budget: Option<OwnedSemaphorePermit> = None;
         'read: loop {
             loop {
+                let muted_ms = muted_until_ms.load(Ordering::Relaxed);
+                let now_ms = epoch.elapsed().as_millis() as u64;
+                if muted_ms > now_ms {
+                    // Throttled: the client is over its quota. Requests wait in the socket.
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(muted_ms - now_ms)) => continue,
+                        _ = shutdown.changed() => break 'read,
+                    }
+                }
                 if budget.is_none() {
                     if let Some(size) = valid_frame_size(&buf, limits.socket_request_max_bytes) {
                         let permit = tokio::select! {

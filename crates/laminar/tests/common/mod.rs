@@ -39,6 +39,16 @@ pub fn serve(dir: &Path) -> Serve {
     Serve { child, addr }
 }
 
+impl Drop for Serve {
+    /// A test that fails half-way must not leave its broker running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Serve {
     /// SIGKILL: no flush, no clean-shutdown marker.
     pub fn kill9(mut self) {

@@ -1,0 +1,55 @@
+//! DescribeClientQuotas v0-1: the client-id quotas that match the filter.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
+use kafka_protocol::messages::DescribeClientQuotasResponse;
+use laminar_protocol::requests::DescribeClientQuotasRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, Encoded};
+use crate::broker::Broker;
+use crate::quotas::CLIENT_ID;
+
+const MATCH_EXACT: i8 = 0;
+const MATCH_DEFAULT: i8 = 1;
+const MATCH_SPECIFIED: i8 = 2;
+
+pub fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DescribeClientQuotasRequest) -> Encoded {
+    let mut resp = DescribeClientQuotasResponse::default();
+    let mut entries = Vec::new();
+    for e in b.quotas.entries() {
+        // Every component must match the entity, which has only a client-id (so a filter on
+        // any other entity type matches nothing; `strict` changes nothing more).
+        let matches = r.components.iter().all(|c| {
+            c.entity_type == CLIENT_ID
+                && match c.match_type {
+                    MATCH_EXACT => c.name.is_some() && e.client_id == c.name,
+                    MATCH_DEFAULT => e.client_id.is_none(),
+                    MATCH_SPECIFIED => e.client_id.is_some(),
+                    _ => false,
+                }
+        });
+        if !matches {
+            continue;
+        }
+        let mut entry = EntryData::default();
+        let mut entity = EntityData::default();
+        entity.entity_type = sb(CLIENT_ID);
+        entity.entity_name = e.client_id.as_deref().map(sb);
+        entry.entity = vec![entity];
+        entry.values = e
+            .values
+            .iter()
+            .map(|(k, v)| {
+                let mut d = ValueData::default();
+                d.key = sb(k);
+                d.value = *v;
+                d
+            })
+            .collect();
+        entries.push(entry);
+    }
+    resp.entries = Some(entries);
+    responses::encode(ApiKey::DescribeClientQuotas, version, correlation_id, &resp)
+}

@@ -1,0 +1,284 @@
+//! Client byte-rate quotas, as Kafka has them: `consumer_byte_rate` and
+//! `producer_byte_rate` per `client-id`, with a default entity for clients without their
+//! own. Set and read with AlterClientQuotas and DescribeClientQuotas (so
+//! `kafka-configs.sh --entity-type clients` works), persisted in `DATA_DIR/quotas.json`.
+//!
+//! Rates are measured as Kafka measures them: bytes over `QUOTA_WINDOW_SAMPLES` samples of
+//! `QUOTA_SAMPLE_MS` each, with the window counted as at least all but one full sample, so
+//! a new client is not throttled for its first burst. A client over its quota gets a
+//! throttle time, `(rate - quota) / quota * window`, at most the whole window: the response
+//! carries it in `throttle_time_ms`, and the connection stops reading for that long (KIP-219).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use laminar_protocol::requests::{QuotaEntity, QuotaOp};
+use laminar_storage::backend::{read_whole, write_atomically};
+use laminar_storage::Store;
+use serde::{Deserialize, Serialize};
+
+pub const QUOTAS_FILE: &str = "quotas.json";
+/// Kafka's `quota.window.num` and `quota.window.size.seconds` defaults.
+pub const QUOTA_WINDOW_SAMPLES: u64 = 11;
+pub const QUOTA_SAMPLE_MS: u64 = 1000;
+/// Clients whose rates are tracked at once; the least recently seen is forgotten beyond.
+pub const QUOTA_CLIENTS_MAX: usize = 10_000;
+
+pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
+pub const CLIENT_ID: &str = "client-id";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaKind {
+    Fetch,
+    Produce,
+}
+
+impl QuotaKind {
+    fn key(self) -> &'static str {
+        match self {
+            QuotaKind::Fetch => CONSUMER_BYTE_RATE,
+            QuotaKind::Produce => PRODUCER_BYTE_RATE,
+        }
+    }
+}
+
+/// One client-id's quotas (`name: None` is the default entity).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct QuotaEntry {
+    pub client_id: Option<String>,
+    pub values: BTreeMap<String, f64>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct QuotasFile {
+    quotas: Vec<QuotaEntry>,
+}
+
+/// Bytes per sample over the window, for one client and kind.
+struct Window {
+    /// (sample start ms, bytes), oldest first.
+    samples: Vec<(u64, u64)>,
+    last_seen_ms: u64,
+}
+
+impl Window {
+    fn record(&mut self, now_ms: u64, bytes: u64) {
+        let start = now_ms - now_ms % QUOTA_SAMPLE_MS;
+        match self.samples.last_mut() {
+            Some((s, b)) if *s == start => *b += bytes,
+            _ => self.samples.push((start, bytes)),
+        }
+        let oldest = start.saturating_sub((QUOTA_WINDOW_SAMPLES - 1) * QUOTA_SAMPLE_MS);
+        self.samples.retain(|(s, _)| *s >= oldest);
+        self.last_seen_ms = now_ms;
+    }
+
+    /// The window's length in ms, padded as Kafka's `Rate` pads it.
+    fn window_ms(&self, now_ms: u64) -> u64 {
+        let oldest = self.samples.first().map_or(now_ms, |(s, _)| *s);
+        let mut elapsed = now_ms.saturating_sub(oldest).max(1);
+        let full = elapsed / QUOTA_SAMPLE_MS;
+        if full < QUOTA_WINDOW_SAMPLES - 1 {
+            elapsed += (QUOTA_WINDOW_SAMPLES - 1 - full) * QUOTA_SAMPLE_MS;
+        }
+        elapsed
+    }
+
+    fn throttle(&self, now_ms: u64, quota_bytes_per_s: f64) -> Duration {
+        let window_ms = self.window_ms(now_ms);
+        let bytes: u64 = self.samples.iter().map(|(_, b)| b).sum();
+        let rate = bytes as f64 * 1000.0 / window_ms as f64;
+        if rate <= quota_bytes_per_s {
+            return Duration::ZERO;
+        }
+        let ms = (rate - quota_bytes_per_s) / quota_bytes_per_s * window_ms as f64;
+        Duration::from_millis((ms.round() as u64).min(QUOTA_WINDOW_SAMPLES * QUOTA_SAMPLE_MS))
+    }
+}
+
+pub struct Quotas {
+    store: Arc<Store>,
+    entries: RwLock<Vec<QuotaEntry>>,
+    windows: Mutex<HashMap<(String, QuotaKind), Window>>,
+    write_lock: Mutex<()>,
+}
+
+/// Why an alteration was refused: a Kafka error code and message.
+pub type QuotaError = (i16, String);
+
+impl Quotas {
+    /// Reads `quotas.json`. Touches the disk: startup only.
+    pub fn open(store: Arc<Store>) -> std::io::Result<Quotas> {
+        let path = store.dir().join(QUOTAS_FILE);
+        let file: QuotasFile = match read_whole(store.storage().as_ref(), &path)? {
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
+            None => QuotasFile::default(),
+        };
+        Ok(Quotas {
+            store,
+            entries: RwLock::new(file.quotas),
+            windows: Mutex::new(HashMap::new()),
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn entries(&self) -> Vec<QuotaEntry> {
+        self.entries.read().unwrap().clone()
+    }
+
+    /// The quota that applies to `client_id`: its own, else the default entity's.
+    fn quota(&self, client_id: &str, kind: QuotaKind) -> Option<f64> {
+        let entries = self.entries.read().unwrap();
+        let value = |name: Option<&str>| {
+            entries
+                .iter()
+                .find(|e| e.client_id.as_deref() == name)
+                .and_then(|e| e.values.get(kind.key()).copied())
+        };
+        value(Some(client_id)).or_else(|| value(None))
+    }
+
+    /// Records `bytes` sent to (fetch) or received from (produce) `client_id` and returns
+    /// how long the client must be throttled, zero when it is within its quota or has none.
+    pub fn record(&self, client_id: &str, kind: QuotaKind, bytes: u64, now_ms: u64) -> Duration {
+        let Some(quota) = self.quota(client_id, kind) else {
+            return Duration::ZERO;
+        };
+        let mut windows = self.windows.lock().unwrap();
+        if windows.len() >= QUOTA_CLIENTS_MAX && !windows.contains_key(&(client_id.to_string(), kind)) {
+            // Bounded: forget the client seen least recently.
+            if let Some(k) = windows
+                .iter()
+                .min_by_key(|(_, w)| w.last_seen_ms)
+                .map(|(k, _)| k.clone())
+            {
+                windows.remove(&k);
+            }
+        }
+        let w = windows
+            .entry((client_id.to_string(), kind))
+            .or_insert_with(|| Window {
+                samples: Vec::new(),
+                last_seen_ms: now_ms,
+            });
+        w.record(now_ms, bytes);
+        w.throttle(now_ms, quota)
+    }
+
+    /// Applies AlterClientQuotas entries: each is all-or-nothing. `validate_only` checks
+    /// without changing anything. Writes `quotas.json`: runs on the I/O pool.
+    pub fn alter(
+        &self,
+        entries: &[(QuotaEntity, Vec<QuotaOp>)],
+        validate_only: bool,
+    ) -> Vec<Result<(), QuotaError>> {
+        let _w = self.write_lock.lock().unwrap();
+        let mut next = self.entries();
+        let results: Vec<_> = entries
+            .iter()
+            .map(|(entity, ops)| {
+                let client_id = single_client_entity(entity)?;
+                for op in ops {
+                    if op.key != CONSUMER_BYTE_RATE && op.key != PRODUCER_BYTE_RATE {
+                        return Err((
+                            crate::error_codes::INVALID_REQUEST,
+                            format!("quota {} is not supported; Laminar has {CONSUMER_BYTE_RATE} and {PRODUCER_BYTE_RATE}", op.key),
+                        ));
+                    }
+                    let positive = op.value.is_finite() && op.value > 0.0;
+                    if !op.remove && !positive {
+                        return Err((
+                            crate::error_codes::INVALID_REQUEST,
+                            format!("{} must be a positive number of bytes per second", op.key),
+                        ));
+                    }
+                }
+                if validate_only {
+                    return Ok(());
+                }
+                let pos = next.iter().position(|e| e.client_id == client_id).unwrap_or_else(|| {
+                    next.push(QuotaEntry {
+                        client_id: client_id.clone(),
+                        values: BTreeMap::new(),
+                    });
+                    next.len() - 1
+                });
+                for op in ops {
+                    if op.remove {
+                        next[pos].values.remove(&op.key);
+                    } else {
+                        next[pos].values.insert(op.key.clone(), op.value);
+                    }
+                }
+                if next[pos].values.is_empty() {
+                    next.remove(pos);
+                }
+                Ok(())
+            })
+            .collect();
+        if !validate_only && results.iter().any(|r| r.is_ok()) {
+            let bytes =
+                serde_json::to_vec_pretty(&QuotasFile { quotas: next.clone() }).expect("serializable");
+            if let Err(e) = write_atomically(
+                self.store.storage().as_ref(),
+                self.store.dir(),
+                QUOTAS_FILE,
+                &bytes,
+            ) {
+                crate::warn!("writing {QUOTAS_FILE}: {e}");
+                let err = (
+                    crate::error_codes::KAFKA_STORAGE_ERROR,
+                    format!("writing {QUOTAS_FILE}: {e}"),
+                );
+                return results.into_iter().map(|r| r.and(Err(err.clone()))).collect();
+            }
+            *self.entries.write().unwrap() = next;
+        }
+        results
+    }
+}
+
+/// The client-id of an entity that names only a client-id (the only entity type Laminar
+/// has: user quotas need authentication).
+fn single_client_entity(entity: &[(String, Option<String>)]) -> Result<Option<String>, QuotaError> {
+    match entity {
+        [(t, name)] if t == CLIENT_ID => Ok(name.clone()),
+        _ => Err((
+            crate::error_codes::INVALID_REQUEST,
+            "Laminar has quotas for a client-id entity alone (user quotas need authentication)".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_follows_kafkas_rate_arithmetic() {
+        let mut w = Window {
+            samples: Vec::new(),
+            last_seen_ms: 0,
+        };
+        // 3 MB in the first second of a window padded to 10 s: 300 KB/s against 100 KB/s is
+        // 2x over, so 2 x 10 s, capped at the 11 s window.
+        w.record(100_000, 3_000_000);
+        assert_eq!(w.throttle(100_500, 100_000.0), Duration::from_millis(11_000));
+        // 1.5 MB, 500 ms into a sample, so over a window of 10.5 s: (rate - quota) / quota *
+        // window is bytes / quota - window, 15 s - 10.5 s.
+        let mut w = Window {
+            samples: Vec::new(),
+            last_seen_ms: 0,
+        };
+        w.record(200_000, 1_500_000);
+        assert_eq!(w.throttle(200_500, 100_000.0), Duration::from_millis(4_500));
+        // Within the quota: no throttle.
+        assert_eq!(w.throttle(200_000, 200_000.0), Duration::ZERO);
+        // Samples older than the window are forgotten.
+        w.record(200_000 + 20_000, 10);
+        assert_eq!(w.samples.len(), 1);
+    }
+}
