@@ -2,25 +2,13 @@
 
 mod common;
 
-use std::process::Command;
+use common::laminar;
+
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-
-fn laminar(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "laminar {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn list_describe_and_reset_offsets() {

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::laminar;
+
 use std::process::Command;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -35,19 +37,6 @@ impl ClientContext for ThrottleSeen {
     }
 }
 impl ConsumerContext for ThrottleSeen {}
-
-fn laminar(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "laminar {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// Reads the topic from the start as `client_id` for at most `for_how_long`; returns the
 /// records read and the largest throttle time seen.

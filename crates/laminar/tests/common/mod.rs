@@ -64,3 +64,17 @@ impl Serve {
         assert!(status.success(), "clean shutdown exits 0: {status}");
     }
 }
+
+/// Runs the `laminar` CLI, which must succeed, and returns its stdout.
+pub fn laminar(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "laminar {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
