@@ -57,8 +57,8 @@ share.coordinator.state.topic.min.isr=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
-num.network.threads=2
-num.io.threads=4
+num.network.threads=${KAFKA_NETWORK_THREADS:-2}
+num.io.threads=${KAFKA_IO_THREADS:-4}
 PROPS
 
 cat > "$LOG4J" <<LOG4J

@@ -1,4 +1,5 @@
 //! Laminar's performance suites. Each is a program that prints histogram percentiles, the
 //! configuration and the versions; none of them is a test.
 
+pub mod client_perf;
 pub mod log_perf;

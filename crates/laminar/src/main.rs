@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 mod admin;
+use laminar_perf::client_perf;
 use laminar_perf::log_perf::{self, LogPerfConfig};
 use laminar_records::Compression;
 
@@ -172,6 +173,47 @@ enum PerfSuite {
     /// from when it was due.
     /// MB are 10^6 bytes of record batches as stored.
     Log(PerfLogArgs),
+    /// Produce as fast as possible into a topic of any Kafka-compatible broker (through
+    /// librdkafka, acks=1): the data a catching-up consumer reads in scenarios S1 and S2.
+    Fill {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        /// Bytes of record values to write in total.
+        #[arg(long)]
+        bytes: u64,
+        #[arg(long, default_value_t = 1024)]
+        record_bytes: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Produce at a fixed rate to any Kafka-compatible broker (through librdkafka) and report
+    /// each record's produce latency (send to delivery report), optionally while a consumer
+    /// reads another topic from its start (scenarios S1, S2, S3).
+    Latency {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, default_value_t = 5000)]
+        records_per_s: u64,
+        #[arg(long, default_value_t = 512)]
+        record_bytes: usize,
+        #[arg(long, default_value_t = 30)]
+        duration_s: u64,
+        /// 0, 1 or all.
+        #[arg(long, default_value = "1")]
+        acks: String,
+        /// A topic for a consumer to read from its start while the producer runs.
+        #[arg(long)]
+        catch_up_topic: Option<String>,
+        /// The consumer's fetch.max.bytes and max.partition.fetch.bytes.
+        #[arg(long, default_value_t = 1 << 20)]
+        fetch_max_bytes: u64,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]
@@ -348,8 +390,59 @@ fn main() -> anyhow::Result<()> {
                 bootstrap,
             } => admin::quotas_alter(&bootstrap, client_id.as_deref(), &add, &delete),
         },
-        Command::Perf {
-            suite: PerfSuite::Log(args),
-        } => perf_log(args),
+        Command::Perf { suite } => match suite {
+            PerfSuite::Log(args) => perf_log(args),
+            PerfSuite::Fill {
+                bootstrap,
+                topic,
+                bytes,
+                record_bytes,
+                json,
+            } => {
+                let report = client_perf::fill(&client_perf::FillConfig {
+                    bootstrap,
+                    topic,
+                    bytes,
+                    record_bytes,
+                })?;
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else {
+                    println!(
+                        "filled {} with {} records in {:.1} s: {:.1} MB/s",
+                        report.config.topic, report.records, report.seconds, report.mb_per_s
+                    );
+                }
+                Ok(())
+            }
+            PerfSuite::Latency {
+                bootstrap,
+                topic,
+                records_per_s,
+                record_bytes,
+                duration_s,
+                acks,
+                catch_up_topic,
+                fetch_max_bytes,
+                json,
+            } => {
+                let report = client_perf::latency(&client_perf::LatencyConfig {
+                    bootstrap,
+                    topic,
+                    records_per_s,
+                    record_bytes,
+                    duration_s,
+                    acks,
+                    catch_up_topic,
+                    fetch_max_bytes,
+                })?;
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else {
+                    report.print_table();
+                }
+                Ok(())
+            }
+        },
     }
 }

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Scenario S1 of shared/BRIEF.md (seed 000, KAFKA-7504): cold catch-up reads, Laminar and
+# Apache Kafka side by side, with the same client load from `laminar perf` (librdkafka).
+#
+# For each broker:
+#   1. start it on 127.0.0.1 with NETWORK_THREADS socket threads, data on this disk;
+#   2. fill topic `big` with FILL_BYTES of 1 KiB records;
+#   3. sync, and evict `big`'s files from the page cache (posix_fadvise DONTNEED), so that
+#      topic is cold while everything else (the broker's own code, `hot`) stays warm;
+#   4. put the broker's process in a blkio cgroup that throttles its disk reads to
+#      READ_BPS bytes/s and READ_IOPS reads/s (a hard disk);
+#   5. warm up: produce to `hot` for WARMUP_S (not recorded; a JVM needs it);
+#      (a) produce RATE records/s of 512 B to `hot`, acks=1, for DURATION_S, alone;
+#      (b) the same while a consumer reads `big` from its start;
+#   6. take the broker out of the cgroup, remove the cgroup, stop the broker.
+# Raw JSON lines and a summary go to OUT (default bench/results/<date>-<host>-s1).
+# Needs root (cgroups, drop_caches). Kafka comes from bench/kafka (Maven jars).
+#
+# Usage: bench/s1_cold_catchup.sh [OUT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-bench/results/$(date +%F)-$(hostname)-s1}
+FILL_BYTES=${FILL_BYTES:-3000000000}
+READ_BPS=${READ_BPS:-52428800}
+READ_IOPS=${READ_IOPS:-400}
+RATE=${RATE:-5000}
+DURATION_S=${DURATION_S:-30}
+WARMUP_S=${WARMUP_S:-10}
+NETWORK_THREADS=${NETWORK_THREADS:-1}
+BROKERS=${BROKERS:-"laminar kafka"}
+PORT=19092
+DEVICE=$(cat /sys/block/vda/dev)
+mkdir -p "$out"
+cargo build --release --quiet
+bin=$PWD/target/release/laminar
+work=$(mktemp -d "$PWD/.bench-s1.XXXXXX")
+cgroup=/sys/fs/cgroup/blkio/laminar-s1-$$
+broker_pid=""
+launcher_pid=""
+
+cleanup() {
+  if [[ -d $cgroup ]]; then
+    for p in $(cat "$cgroup/cgroup.procs" 2>/dev/null); do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done
+    rmdir "$cgroup" || true
+  fi
+  if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
+    kill -TERM "$launcher_pid" 2>/dev/null || true
+    wait "$launcher_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Evicts every file under $1 whose path contains /big- from the page cache.
+evict_big() {
+  python3 - "$1" <<'PY'
+import os, sys
+n = 0
+for root, _, files in os.walk(sys.argv[1]):
+    if "/big-" not in root + "/":
+        continue
+    for f in files:
+        fd = os.open(os.path.join(root, f), os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        n += 1
+print(f"evicted {n} files", file=sys.stderr)
+PY
+}
+
+wait_port() {
+  for _ in $(seq 1 120); do
+    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0
+    sleep 1
+  done
+  echo "broker did not start" >&2
+  return 1
+}
+
+{
+  echo "date: $(date -Is)"
+  echo "host: $(hostname)"
+  echo "kernel: $(uname -r)"
+  echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+  echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
+  echo "filesystem: $(df -T "$work" | awk 'NR==2 {print $1, $2}')"
+  echo "laminar: $($bin --version) at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "kafka: ${KAFKA_VERSION:-4.3.1} ($(java -version 2>&1 | head -1))"
+  echo "client: librdkafka through laminar perf"
+  echo "fill: $FILL_BYTES bytes of 1 KiB records; disk reads of the broker throttled to $READ_BPS B/s, $READ_IOPS IOPS ($DEVICE)"
+  echo "producer: $RATE records/s of 512 B, acks=1, linger.ms=0, $DURATION_S s per phase, after a $WARMUP_S s warm-up"
+  echo "network threads: $NETWORK_THREADS (Laminar num.network.threads, Kafka num.network.threads)"
+} > "$out/machine.txt"
+: > "$out/runs.jsonl"
+
+for broker in $BROKERS; do
+  data="$work/$broker"
+  case $broker in
+    laminar)
+      printf '"num.network.threads" = %s\n' "$NETWORK_THREADS" > "$work/laminar.toml"
+      "$bin" serve --listen 127.0.0.1:$PORT --metrics-listen none --data-dir "$data" \
+        --config "$work/laminar.toml" > "$work/laminar.log" 2>&1 &
+      launcher_pid=$!
+      broker_pid=$launcher_pid
+      ;;
+    kafka)
+      KAFKA_NETWORK_THREADS=$NETWORK_THREADS bench/kafka/run-kafka.sh $PORT "$data" > "$work/kafka.log" 2>&1 &
+      launcher_pid=$!
+      ;;
+  esac
+  wait_port
+  if [[ $broker == kafka ]]; then broker_pid=$(pgrep -P "$launcher_pid" java); fi
+  fill=$("$bin" perf fill --bootstrap 127.0.0.1:$PORT --topic big --bytes "$FILL_BYTES" --json)
+  echo "{\"broker\":\"$broker\",\"phase\":\"fill\",\"result\":$fill}" >> "$out/runs.jsonl"
+  "$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
+    --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null
+  sync
+  evict_big "$data"
+  # What is left of `big` in the page cache (RES column): the proof it is cold.
+  find "$data" -path '*big-*' -type f -exec fincore --bytes {} + > "$out/fincore-$broker.txt" || true
+  mkdir "$cgroup"
+  echo "$DEVICE $READ_BPS" > "$cgroup/blkio.throttle.read_bps_device"
+  echo "$DEVICE $READ_IOPS" > "$cgroup/blkio.throttle.read_iops_device"
+  echo "$broker_pid" > "$cgroup/cgroup.procs"
+  for phase in alone catch-up; do
+    extra=()
+    [[ $phase == catch-up ]] && extra=(--catch-up-topic big)
+    r=$("$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
+      --record-bytes 512 --duration-s "$DURATION_S" "${extra[@]}" --json)
+    echo "{\"broker\":\"$broker\",\"phase\":\"$phase\",\"result\":$r}" >> "$out/runs.jsonl"
+  done
+  echo "$broker_pid" > /sys/fs/cgroup/blkio/cgroup.procs
+  rmdir "$cgroup"
+  kill -TERM "$launcher_pid"
+  wait "$launcher_pid" || true
+  launcher_pid=""
+done
+
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
+lines = [f"# S1 cold catch-up ({out})", "", open(f"{out}/machine.txt").read(), "",
+         "| broker | phase | produce p50 ms | p99 ms | p99.9 ms | max ms | delivered | consumer MB/s |",
+         "|---|---|---|---|---|---|---|---|"]
+by = {}
+for r in runs:
+    if r["phase"] == "fill":
+        lines_fill = f"| {r['broker']} | fill | | | | | {r['result']['records']} | {r['result']['mb_per_s']:.0f} (produce) |"
+        lines.append(lines_fill)
+        continue
+    x = r["result"]; l = x["latency_us"]
+    by[(r["broker"], r["phase"])] = l
+    c = x.get("consumer")
+    lines.append(f"| {r['broker']} | {r['phase']} | {l['p50']/1000:.1f} | {l['p99']/1000:.1f} | {l['p999']/1000:.1f} | {l['max']/1000:.1f} | "
+                 f"{x['delivered']}/{x['sent']} | {c['mb_per_s']:.1f} |" if c else
+                 f"| {r['broker']} | {r['phase']} | {l['p50']/1000:.1f} | {l['p99']/1000:.1f} | {l['p999']/1000:.1f} | {l['max']/1000:.1f} | {x['delivered']}/{x['sent']} | |")
+lines.append("")
+for b in sorted({k[0] for k in by}):
+    a, c = by.get((b, "alone")), by.get((b, "catch-up"))
+    if a and c:
+        lines.append(f"- {b}: produce p99 with the catch-up consumer / alone = {c['p99']/max(a['p99'],1):.2f}, p99.9 {c['p999']/max(a['p999'],1):.2f}")
+if ("laminar", "catch-up") in by and ("kafka", "catch-up") in by:
+    k, m = by[("kafka", "catch-up")], by[("laminar", "catch-up")]
+    lines.append(f"- during catch-up, Kafka's produce p99 / Laminar's = {k['p99']/max(m['p99'],1):.1f}, p99.9 {k['p999']/max(m['p999'],1):.1f}")
+open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY

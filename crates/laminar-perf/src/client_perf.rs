@@ -1,0 +1,302 @@
+//! Client-side load for the brief's scenarios, through librdkafka, against any
+//! Kafka-compatible bootstrap address (Laminar or Apache Kafka), so one run can measure both:
+//!
+//! - `fill`: produce as fast as possible into a topic (the catch-up data of S1 and S2);
+//! - `latency`: produce at a fixed rate and measure each record's produce latency (send to
+//!   delivery report), optionally while a consumer reads another topic from its start (the
+//!   lagging or catching-up consumer), and report that consumer's MB/s.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use laminar_metrics::{new_histogram, Histogram, Percentiles};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::DeliveryResult;
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde::Serialize;
+
+/// How long the producer waits for outstanding deliveries at the end.
+const FLUSH_TIMEOUT_S: u64 = 60;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FillConfig {
+    pub bootstrap: String,
+    pub topic: String,
+    pub bytes: u64,
+    pub record_bytes: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FillReport {
+    pub config: FillConfig,
+    pub records: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+}
+
+/// Counts deliveries and failures; `fill` needs no latencies.
+#[derive(Default, Clone)]
+struct Counted {
+    delivered: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+}
+
+impl ClientContext for Counted {}
+impl ProducerContext for Counted {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => self.delivered.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.failed.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}
+
+fn send_retrying<C: ProducerContext>(
+    p: &ThreadedProducer<C>,
+    mut rec: BaseRecord<'_, (), [u8], C::DeliveryOpaque>,
+) {
+    loop {
+        match p.send(rec) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                // The local queue is full: let deliveries drain it.
+                rec = back;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+pub fn fill(cfg: &FillConfig) -> anyhow::Result<FillReport> {
+    if cfg.record_bytes == 0 {
+        bail!("--record-bytes must be positive");
+    }
+    let ctx = Counted::default();
+    let p: ThreadedProducer<Counted> = ClientConfig::new()
+        .set("bootstrap.servers", &cfg.bootstrap)
+        .set("linger.ms", "5")
+        .set("batch.size", "1000000")
+        .set("acks", "1")
+        .set("compression.type", "none")
+        .create_with_context(ctx.clone())
+        .context("create producer")?;
+    let value = payload(cfg.record_bytes);
+    let records = cfg.bytes.div_ceil(cfg.record_bytes as u64);
+    let started = Instant::now();
+    for _ in 0..records {
+        send_retrying(&p, BaseRecord::to(&cfg.topic).payload(&value[..]));
+    }
+    p.flush(Duration::from_secs(FLUSH_TIMEOUT_S)).context("flush")?;
+    let seconds = started.elapsed().as_secs_f64();
+    let failed = ctx.failed.load(Ordering::Relaxed);
+    if failed > 0 {
+        bail!("{failed} records were not delivered");
+    }
+    Ok(FillReport {
+        config: cfg.clone(),
+        records,
+        seconds,
+        mb_per_s: records as f64 * cfg.record_bytes as f64 / seconds / 1e6,
+    })
+}
+
+/// Incompressible enough not to flatter anyone: a repeating 251-byte pattern.
+fn payload(bytes: usize) -> Vec<u8> {
+    (0..bytes).map(|i| (i % 251) as u8).collect()
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyConfig {
+    pub bootstrap: String,
+    pub topic: String,
+    pub records_per_s: u64,
+    pub record_bytes: usize,
+    pub duration_s: u64,
+    pub acks: String,
+    /// A topic a consumer reads from its start while the producer runs.
+    pub catch_up_topic: Option<String>,
+    pub fetch_max_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConsumerReport {
+    pub topic: String,
+    pub records: u64,
+    pub bytes: u64,
+    pub mb_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LatencyReport {
+    pub config: LatencyConfig,
+    pub sent: u64,
+    pub delivered: u64,
+    pub failed: u64,
+    /// From the send call to the delivery report, in microseconds.
+    pub latency_us: Percentiles,
+    pub consumer: Option<ConsumerReport>,
+}
+
+/// Records each delivery's latency; the opaque is when the record was handed over.
+#[derive(Clone)]
+struct Timed {
+    latency: Arc<Mutex<Histogram<u64>>>,
+    delivered: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+}
+
+impl ClientContext for Timed {}
+impl ProducerContext for Timed {
+    type DeliveryOpaque = Box<Instant>;
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Instant>) {
+        let us = sent.elapsed().as_micros() as u64;
+        match result {
+            Ok(_) => {
+                self.latency.lock().unwrap().saturating_record(us.max(1));
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn catch_up(
+    bootstrap: &str,
+    topic: &str,
+    fetch_max_bytes: u64,
+    stop: &AtomicBool,
+) -> anyhow::Result<ConsumerReport> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "laminar-perf-catch-up")
+        .set("enable.auto.commit", "false")
+        .set("fetch.max.bytes", fetch_max_bytes.to_string())
+        .set("max.partition.fetch.bytes", fetch_max_bytes.to_string())
+        .create()
+        .context("create consumer")?;
+    let md = c
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .context("metadata of the catch-up topic")?;
+    let mut tpl = TopicPartitionList::new();
+    for t in md.topics() {
+        for p in t.partitions() {
+            tpl.add_partition_offset(topic, p.id(), Offset::Beginning)?;
+        }
+    }
+    if tpl.count() == 0 {
+        bail!("catch-up topic {topic} has no partitions");
+    }
+    c.assign(&tpl)?;
+    let started = Instant::now();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            let m = m.context("consume")?;
+            records += 1;
+            bytes += m.payload_len() as u64;
+        }
+    }
+    Ok(ConsumerReport {
+        topic: topic.to_string(),
+        records,
+        bytes,
+        mb_per_s: bytes as f64 / started.elapsed().as_secs_f64() / 1e6,
+    })
+}
+
+pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
+    if cfg.records_per_s == 0 || cfg.record_bytes == 0 || cfg.duration_s == 0 {
+        bail!("--records-per-s, --record-bytes and --duration-s must be positive");
+    }
+    let ctx = Timed {
+        latency: Arc::new(Mutex::new(new_histogram())),
+        delivered: Arc::new(AtomicU64::new(0)),
+        failed: Arc::new(AtomicU64::new(0)),
+    };
+    let p: ThreadedProducer<Timed> = ClientConfig::new()
+        .set("bootstrap.servers", &cfg.bootstrap)
+        .set("linger.ms", "0")
+        .set("acks", &cfg.acks)
+        .set("message.timeout.ms", "120000")
+        .create_with_context(ctx.clone())
+        .context("create producer")?;
+    let value = payload(cfg.record_bytes);
+    // Connect and learn metadata before the clock starts.
+    send_retrying(
+        &p,
+        BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]),
+    );
+    p.flush(Duration::from_secs(FLUSH_TIMEOUT_S))
+        .context("first record")?;
+    *ctx.latency.lock().unwrap() = new_histogram();
+
+    let stop = AtomicBool::new(false);
+    let (sent, consumer) = std::thread::scope(|s| -> anyhow::Result<_> {
+        let consumer = cfg.catch_up_topic.as_ref().map(|topic| {
+            let stop = &stop;
+            s.spawn(move || catch_up(&cfg.bootstrap, topic, cfg.fetch_max_bytes, stop))
+        });
+        if consumer.is_some() {
+            // Let the consumer's first fetches start.
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let interval = Duration::from_secs_f64(1.0 / cfg.records_per_s as f64);
+        let total = cfg.records_per_s * cfg.duration_s;
+        let start = Instant::now();
+        for i in 0..total {
+            let due = start + interval.mul_f64(i as f64);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            send_retrying(
+                &p,
+                BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]),
+            );
+        }
+        p.flush(Duration::from_secs(FLUSH_TIMEOUT_S)).context("flush")?;
+        stop.store(true, Ordering::Relaxed);
+        let consumer = match consumer {
+            Some(h) => Some(h.join().expect("consumer thread")?),
+            None => None,
+        };
+        Ok((total, consumer))
+    })?;
+    let latency = ctx.latency.lock().unwrap().clone();
+    Ok(LatencyReport {
+        config: cfg.clone(),
+        sent,
+        delivered: ctx.delivered.load(Ordering::Relaxed).saturating_sub(1),
+        failed: ctx.failed.load(Ordering::Relaxed),
+        latency_us: Percentiles::of(&latency),
+        consumer,
+    })
+}
+
+impl LatencyReport {
+    pub fn print_table(&self) {
+        let c = &self.config;
+        println!(
+            "produce {} records/s of {} B to {} (acks={}) for {} s against {}",
+            c.records_per_s, c.record_bytes, c.topic, c.acks, c.duration_s, c.bootstrap
+        );
+        let l = &self.latency_us;
+        println!(
+            "  delivered {} of {} ({} failed); latency us p50 {} p99 {} p99.9 {} max {}",
+            self.delivered, self.sent, self.failed, l.p50, l.p99, l.p999, l.max
+        );
+        if let Some(r) = &self.consumer {
+            println!(
+                "  consumer of {} from the start: {} records, {:.1} MB/s",
+                r.topic, r.records, r.mb_per_s
+            );
+        }
+    }
+}
