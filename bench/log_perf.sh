@@ -11,6 +11,7 @@
 # Usage: bench/log_perf.sh [OUT]    (REPEAT=3 MESSAGES=2000000 by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 repeat=${REPEAT:-3}
 rate=${RATE:-1000000}
 messages=${MESSAGES:-2000000}
@@ -22,14 +23,7 @@ work=$(mktemp -d "$PWD/.bench-log-perf.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 {
-  echo "date: $(date -Is)"
-  echo "host: $(hostname)"
-  echo "kernel: $(uname -r)"
-  echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
-  echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "filesystem: $(df -T "$work" | awk 'NR==2 {print $1, $2}')"
-  echo "laminar: $($bin --version) at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "rustc: $(rustc --version)"
+  machine_info "$work"
 } > "$out/machine.txt"
 
 common=(--partitions 4 --message-size 1024 --set-size 100 --messages "$messages" --readers 1 --json)

@@ -19,6 +19,7 @@
 # Usage: bench/s1_cold_catchup.sh [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 out=${1:-bench/results/$(date +%F)-$(hostname)-s1}
 FILL_BYTES=${FILL_BYTES:-3000000000}
 READ_BPS=${READ_BPS:-52428800}
@@ -78,13 +79,7 @@ wait_port() {
 }
 
 {
-  echo "date: $(date -Is)"
-  echo "host: $(hostname)"
-  echo "kernel: $(uname -r)"
-  echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
-  echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "filesystem: $(df -T "$work" | awk 'NR==2 {print $1, $2}')"
-  echo "laminar: $($bin --version) at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  machine_info "$work"
   echo "kafka: ${KAFKA_VERSION:-4.3.1} ($(java -version 2>&1 | head -1))"
   echo "client: librdkafka through laminar perf"
   echo "fill: $FILL_BYTES bytes of 1 KiB records; disk reads of the broker throttled to $READ_BPS B/s, $READ_IOPS IOPS ($DEVICE)"
