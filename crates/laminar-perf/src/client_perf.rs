@@ -137,6 +137,9 @@ pub struct LatencyReport {
     pub sent: u64,
     pub delivered: u64,
     pub failed: u64,
+    /// Delivered records over the time from the first send to the last delivery.
+    pub records_per_s: f64,
+    pub mb_per_s: f64,
     /// From the send call to the delivery report, in microseconds.
     pub latency_us: Percentiles,
     pub consumer: Option<ConsumerReport>,
@@ -212,8 +215,8 @@ fn catch_up(
 }
 
 pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
-    if cfg.records_per_s == 0 || cfg.record_bytes == 0 || cfg.duration_s == 0 {
-        bail!("--records-per-s, --record-bytes and --duration-s must be positive");
+    if cfg.record_bytes == 0 || cfg.duration_s == 0 {
+        bail!("--record-bytes and --duration-s must be positive");
     }
     let ctx = Timed {
         latency: Arc::new(Mutex::new(new_histogram())),
@@ -238,7 +241,7 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     *ctx.latency.lock().unwrap() = new_histogram();
 
     let stop = AtomicBool::new(false);
-    let (sent, consumer) = std::thread::scope(|s| -> anyhow::Result<_> {
+    let (sent, consumer, seconds) = std::thread::scope(|s| -> anyhow::Result<_> {
         let consumer = cfg.catch_up_topic.as_ref().map(|topic| {
             let stop = &stop;
             s.spawn(move || catch_up(&cfg.bootstrap, topic, cfg.fetch_max_bytes, stop))
@@ -247,33 +250,51 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
             // Let the consumer's first fetches start.
             std::thread::sleep(Duration::from_secs(1));
         }
-        let interval = Duration::from_secs_f64(1.0 / cfg.records_per_s as f64);
-        let total = cfg.records_per_s * cfg.duration_s;
+        // A fixed rate, or with 0 as fast as the producer's queue accepts for the duration.
+        let interval =
+            (cfg.records_per_s > 0).then(|| Duration::from_secs_f64(1.0 / cfg.records_per_s as f64));
+        let duration = Duration::from_secs(cfg.duration_s);
         let start = Instant::now();
-        for i in 0..total {
-            let due = start + interval.mul_f64(i as f64);
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
+        let mut total = 0u64;
+        loop {
+            match interval {
+                Some(interval) => {
+                    if total == cfg.records_per_s * cfg.duration_s {
+                        break;
+                    }
+                    let due = start + interval.mul_f64(total as f64);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                }
+                None if start.elapsed() >= duration => break,
+                None => {}
             }
+            total += 1;
             send_retrying(
                 &p,
                 BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]),
             );
         }
+        let sending = start.elapsed();
         p.flush(Duration::from_secs(FLUSH_TIMEOUT_S)).context("flush")?;
+        let seconds = start.elapsed().max(sending).as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         let consumer = match consumer {
             Some(h) => Some(h.join().expect("consumer thread")?),
             None => None,
         };
-        Ok((total, consumer))
+        Ok((total, consumer, seconds))
     })?;
     let latency = ctx.latency.lock().unwrap().clone();
+    let delivered = ctx.delivered.load(Ordering::Relaxed).saturating_sub(1);
     Ok(LatencyReport {
         config: cfg.clone(),
         sent,
-        delivered: ctx.delivered.load(Ordering::Relaxed).saturating_sub(1),
+        delivered,
+        records_per_s: delivered as f64 / seconds,
+        mb_per_s: delivered as f64 * cfg.record_bytes as f64 / seconds / 1e6,
         failed: ctx.failed.load(Ordering::Relaxed),
         latency_us: Percentiles::of(&latency),
         consumer,
@@ -289,8 +310,8 @@ impl LatencyReport {
         );
         let l = &self.latency_us;
         println!(
-            "  delivered {} of {} ({} failed); latency us p50 {} p99 {} p99.9 {} max {}",
-            self.delivered, self.sent, self.failed, l.p50, l.p99, l.p999, l.max
+            "  delivered {} of {} ({} failed), {:.0} records/s, {:.1} MB/s; latency us p50 {} p99 {} p99.9 {} max {}",
+            self.delivered, self.sent, self.failed, self.records_per_s, self.mb_per_s, l.p50, l.p99, l.p999, l.max
         );
         if let Some(r) = &self.consumer {
             println!(

@@ -196,6 +196,7 @@ enum PerfSuite {
         bootstrap: String,
         #[arg(long)]
         topic: String,
+        /// 0: as fast as the producer's queue accepts.
         #[arg(long, default_value_t = 5000)]
         records_per_s: u64,
         #[arg(long, default_value_t = 512)]

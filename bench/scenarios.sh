@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Scenario S1 of shared/BRIEF.md (seed 000, KAFKA-7504): cold catch-up reads, Laminar and
-# Apache Kafka side by side, with the same client load from `laminar perf` (librdkafka).
+# Scenarios S1 and S2 of shared/BRIEF.md, Laminar and Apache Kafka side by side, with the
+# same client load from `laminar perf` (librdkafka):
 #
-# For each broker:
+#   s1, cold catch-up (seed 000, KAFKA-7504): the consumer reads data that has left the page
+#       cache, from a disk throttled like a hard disk; the producer runs at a fixed rate.
+#   s2, lagging consumer (seed 003): the data is in the page cache, the consumer fetches 1 MB
+#       responses, and the producer runs as fast as it can (RATE=0).
+#
+# For each broker (s2 skips steps 3 and 4):
 #   1. start it on 127.0.0.1 with NETWORK_THREADS socket threads, data on this disk;
 #   2. fill topic `big` with FILL_BYTES of 1 KiB records;
 #   3. sync, and evict `big`'s files from the page cache (posix_fadvise DONTNEED), so that
@@ -13,18 +18,24 @@
 #      (a) produce RATE records/s of 512 B to `hot`, acks=1, for DURATION_S, alone;
 #      (b) the same while a consumer reads `big` from its start;
 #   6. take the broker out of the cgroup, remove the cgroup, stop the broker.
-# Raw JSON lines and a summary go to OUT (default bench/results/<date>-<host>-s1).
-# Needs root (cgroups, drop_caches). Kafka comes from bench/kafka (Maven jars).
+# Raw JSON lines and a summary go to OUT (default bench/results/<date>-<host>-SCENARIO).
+# s1 needs root (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
 #
-# Usage: bench/s1_cold_catchup.sh [OUT]
+# Usage: bench/scenarios.sh s1|s2 [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
-out=${1:-bench/results/$(date +%F)-$(hostname)-s1}
+scenario=${1:?usage: bench/scenarios.sh s1|s2 [OUT]}
+case $scenario in
+  s1) default_rate=5000 ;;
+  s2) default_rate=0 ;;
+  *) echo "unknown scenario $scenario: s1 or s2" >&2; exit 2 ;;
+esac
+out=${2:-bench/results/$(date +%F)-$(hostname)-$scenario}
 FILL_BYTES=${FILL_BYTES:-3000000000}
 READ_BPS=${READ_BPS:-52428800}
 READ_IOPS=${READ_IOPS:-400}
-RATE=${RATE:-5000}
+RATE=${RATE:-$default_rate}
 DURATION_S=${DURATION_S:-30}
 WARMUP_S=${WARMUP_S:-10}
 NETWORK_THREADS=${NETWORK_THREADS:-1}
@@ -82,8 +93,13 @@ wait_port() {
   machine_info "$work"
   echo "kafka: ${KAFKA_VERSION:-4.3.1} ($(java -version 2>&1 | head -1))"
   echo "client: librdkafka through laminar perf"
-  echo "fill: $FILL_BYTES bytes of 1 KiB records; disk reads of the broker throttled to $READ_BPS B/s, $READ_IOPS IOPS ($DEVICE)"
-  echo "producer: $RATE records/s of 512 B, acks=1, linger.ms=0, $DURATION_S s per phase, after a $WARMUP_S s warm-up"
+  echo "scenario: $scenario"
+  if [[ $scenario == s1 ]]; then
+    echo "fill: $FILL_BYTES bytes of 1 KiB records, evicted; disk reads of the broker throttled to $READ_BPS B/s, $READ_IOPS IOPS ($DEVICE)"
+  else
+    echo "fill: $FILL_BYTES bytes of 1 KiB records, left in the page cache; the consumer fetches 1 MiB responses"
+  fi
+  echo "producer: $RATE records/s (0: as fast as it can) of 512 B, acks=1, linger.ms=0, $DURATION_S s per phase, after a $WARMUP_S s warm-up"
   echo "network threads: $NETWORK_THREADS (Laminar num.network.threads, Kafka num.network.threads)"
 } > "$out/machine.txt"
 : > "$out/runs.jsonl"
@@ -110,13 +126,15 @@ for broker in $BROKERS; do
   "$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null
   sync
-  evict_big "$data"
-  # What is left of `big` in the page cache (RES column): the proof it is cold.
-  find "$data" -path '*big-*' -type f -exec fincore --bytes {} + > "$out/fincore-$broker.txt" || true
-  mkdir "$cgroup"
-  echo "$DEVICE $READ_BPS" > "$cgroup/blkio.throttle.read_bps_device"
-  echo "$DEVICE $READ_IOPS" > "$cgroup/blkio.throttle.read_iops_device"
-  echo "$broker_pid" > "$cgroup/cgroup.procs"
+  if [[ $scenario == s1 ]]; then
+    evict_big "$data"
+    # What is left of `big` in the page cache (RES column): the proof it is cold.
+    find "$data" -path '*big-*' -type f -exec fincore --bytes {} + > "$out/fincore-$broker.txt" || true
+    mkdir "$cgroup"
+    echo "$DEVICE $READ_BPS" > "$cgroup/blkio.throttle.read_bps_device"
+    echo "$DEVICE $READ_IOPS" > "$cgroup/blkio.throttle.read_iops_device"
+    echo "$broker_pid" > "$cgroup/cgroup.procs"
+  fi
   for phase in alone catch-up; do
     extra=()
     [[ $phase == catch-up ]] && extra=(--catch-up-topic big)
@@ -124,8 +142,10 @@ for broker in $BROKERS; do
       --record-bytes 512 --duration-s "$DURATION_S" "${extra[@]}" --json)
     echo "{\"broker\":\"$broker\",\"phase\":\"$phase\",\"result\":$r}" >> "$out/runs.jsonl"
   done
-  echo "$broker_pid" > /sys/fs/cgroup/blkio/cgroup.procs
-  rmdir "$cgroup"
+  if [[ -d $cgroup ]]; then
+    echo "$broker_pid" > /sys/fs/cgroup/blkio/cgroup.procs
+    rmdir "$cgroup"
+  fi
   kill -TERM "$launcher_pid"
   wait "$launcher_pid" || true
   launcher_pid=""
@@ -135,29 +155,34 @@ python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
-lines = [f"# S1 cold catch-up ({out})", "", open(f"{out}/machine.txt").read(), "",
-         "| broker | phase | produce p50 ms | p99 ms | p99.9 ms | max ms | delivered | consumer MB/s |",
-         "|---|---|---|---|---|---|---|---|"]
+lines = [f"# Scenario ({out})", "", open(f"{out}/machine.txt").read(), "",
+         "| broker | phase | produce p50 ms | p99 ms | p99.9 ms | max ms | delivered | produce MB/s | consumer MB/s |",
+         "|---|---|---|---|---|---|---|---|---|"]
 by = {}
 for r in runs:
     if r["phase"] == "fill":
-        lines_fill = f"| {r['broker']} | fill | | | | | {r['result']['records']} | {r['result']['mb_per_s']:.0f} (produce) |"
+        lines_fill = f"| {r['broker']} | fill | | | | | {r['result']['records']} | {r['result']['mb_per_s']:.0f} | |"
         lines.append(lines_fill)
         continue
     x = r["result"]; l = x["latency_us"]
     by[(r["broker"], r["phase"])] = l
     c = x.get("consumer")
+    consumer = f"{c['mb_per_s']:.1f}" if c else ""
     lines.append(f"| {r['broker']} | {r['phase']} | {l['p50']/1000:.1f} | {l['p99']/1000:.1f} | {l['p999']/1000:.1f} | {l['max']/1000:.1f} | "
-                 f"{x['delivered']}/{x['sent']} | {c['mb_per_s']:.1f} |" if c else
-                 f"| {r['broker']} | {r['phase']} | {l['p50']/1000:.1f} | {l['p99']/1000:.1f} | {l['p999']/1000:.1f} | {l['max']/1000:.1f} | {x['delivered']}/{x['sent']} | |")
+                 f"{x['delivered']}/{x['sent']} | {x.get('mb_per_s', 0):.1f} | {consumer} |")
 lines.append("")
 for b in sorted({k[0] for k in by}):
     a, c = by.get((b, "alone")), by.get((b, "catch-up"))
     if a and c:
-        lines.append(f"- {b}: produce p99 with the catch-up consumer / alone = {c['p99']/max(a['p99'],1):.2f}, p99.9 {c['p999']/max(a['p999'],1):.2f}")
+        lines.append(f"- {b}: produce p99 with the consumer / alone = {c['p99']/max(a['p99'],1):.2f}, p99.9 {c['p999']/max(a['p999'],1):.2f}")
 if ("laminar", "catch-up") in by and ("kafka", "catch-up") in by:
     k, m = by[("kafka", "catch-up")], by[("laminar", "catch-up")]
-    lines.append(f"- during catch-up, Kafka's produce p99 / Laminar's = {k['p99']/max(m['p99'],1):.1f}, p99.9 {k['p999']/max(m['p999'],1):.1f}")
+    lines.append(f"- with the consumer, Kafka's produce p99 / Laminar's = {k['p99']/max(m['p99'],1):.1f}, p99.9 {k['p999']/max(m['p999'],1):.1f}")
+tput = {(r["broker"], r["phase"]): r["result"].get("mb_per_s") for r in runs if r["phase"] != "fill"}
+for b in sorted({k[0] for k in tput}):
+    a, c = tput.get((b, "alone")), tput.get((b, "catch-up"))
+    if a and c:
+        lines.append(f"- {b}: produce MB/s with the consumer / alone = {c/a:.2f}")
 open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
