@@ -6,8 +6,11 @@
 #       cache, from a disk throttled like a hard disk; the producer runs at a fixed rate.
 #   s2, lagging consumer (seed 003): the data is in the page cache, the consumer fetches 1 MB
 #       responses, and the producer runs as fast as it can (RATE=0).
+#   s3, flush interference (seed 001): no consumer; the producer runs at a fixed rate against
+#       a broker without background flushes, then against a fresh one that flushes every
+#       FLUSH_MS (Laminar and Kafka: log.flush.interval.ms).
 #
-# For each broker (s2 skips steps 3 and 4):
+# For each broker (s2 skips steps 3 and 4; s3 runs steps 1, 5a and 6 once per flush setting):
 #   1. start it on 127.0.0.1 with NETWORK_THREADS socket threads, data on this disk;
 #   2. fill topic `big` with FILL_BYTES of 1 KiB records;
 #   3. sync, and evict `big`'s files from the page cache (posix_fadvise DONTNEED), so that
@@ -29,8 +32,10 @@ scenario=${1:?usage: bench/scenarios.sh s1|s2 [OUT]}
 case $scenario in
   s1) default_rate=5000 ;;
   s2) default_rate=0 ;;
-  *) echo "unknown scenario $scenario: s1 or s2" >&2; exit 2 ;;
+  s3) default_rate=50000 ;;
+  *) echo "unknown scenario $scenario: s1, s2 or s3" >&2; exit 2 ;;
 esac
+FLUSH_MS=${FLUSH_MS:-100}
 out=${2:-bench/results/$(date +%F)-$(hostname)-$scenario}
 FILL_BYTES=${FILL_BYTES:-3000000000}
 READ_BPS=${READ_BPS:-52428800}
@@ -96,6 +101,8 @@ wait_port() {
   echo "scenario: $scenario"
   if [[ $scenario == s1 ]]; then
     echo "fill: $FILL_BYTES bytes of 1 KiB records, evicted; disk reads of the broker throttled to $READ_BPS B/s, $READ_IOPS IOPS ($DEVICE)"
+  elif [[ $scenario == s3 ]]; then
+    echo "no fill, no consumer; a fresh broker per phase: no background flush, then log.flush.interval.ms=$FLUSH_MS"
   else
     echo "fill: $FILL_BYTES bytes of 1 KiB records, left in the page cache; the consumer fetches 1 MiB responses"
   fi
@@ -104,27 +111,69 @@ wait_port() {
 } > "$out/machine.txt"
 : > "$out/runs.jsonl"
 
-for broker in $BROKERS; do
-  data="$work/$broker"
+# start_broker BROKER DATA_DIR [FLUSH_MS]: starts it in the background, waits for its port,
+# sets launcher_pid (what to stop) and broker_pid (the process that does the I/O).
+start_broker() {
+  local broker=$1 data=$2 flush_ms=${3:-}
   case $broker in
     laminar)
       printf '"num.network.threads" = %s\n' "$NETWORK_THREADS" > "$work/laminar.toml"
+      [[ -n $flush_ms ]] && printf '"log.flush.interval.ms" = %s\n' "$flush_ms" >> "$work/laminar.toml"
       "$bin" serve --listen 127.0.0.1:$PORT --metrics-listen none --data-dir "$data" \
         --config "$work/laminar.toml" > "$work/laminar.log" 2>&1 &
       launcher_pid=$!
       broker_pid=$launcher_pid
       ;;
     kafka)
-      KAFKA_NETWORK_THREADS=$NETWORK_THREADS bench/kafka/run-kafka.sh $PORT "$data" > "$work/kafka.log" 2>&1 &
+      local extra=""
+      # Kafka checks log.flush.interval.ms only every log.flush.scheduler.interval.ms.
+      [[ -n $flush_ms ]] && extra=$(printf 'log.flush.interval.ms=%s\nlog.flush.scheduler.interval.ms=%s' "$flush_ms" "$flush_ms")
+      KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_EXTRA_PROPS=$extra \
+        bench/kafka/run-kafka.sh $PORT "$data" > "$work/kafka.log" 2>&1 &
       launcher_pid=$!
       ;;
   esac
   wait_port
   if [[ $broker == kafka ]]; then broker_pid=$(pgrep -P "$launcher_pid" java); fi
-  fill=$("$bin" perf fill --bootstrap 127.0.0.1:$PORT --topic big --bytes "$FILL_BYTES" --json)
-  echo "{\"broker\":\"$broker\",\"phase\":\"fill\",\"result\":$fill}" >> "$out/runs.jsonl"
+}
+
+stop_broker() {
+  kill -TERM "$launcher_pid"
+  wait "$launcher_pid" || true
+  launcher_pid=""
+}
+
+measure() { # BROKER PHASE [perf latency options...]
+  local broker=$1 phase=$2
+  shift 2
+  local r
+  r=$("$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
+    --record-bytes 512 --duration-s "$DURATION_S" "$@" --json)
+  echo "{\"broker\":\"$broker\",\"phase\":\"$phase\",\"result\":$r}" >> "$out/runs.jsonl"
+}
+
+warm_up() {
   "$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null
+}
+
+for broker in $BROKERS; do
+  if [[ $scenario == s3 ]]; then
+    for phase in no-flush flush; do
+      flush_ms=""
+      [[ $phase == flush ]] && flush_ms=$FLUSH_MS
+      start_broker "$broker" "$work/$broker-$phase" $flush_ms
+      warm_up
+      measure "$broker" "$phase"
+      stop_broker
+    done
+    continue
+  fi
+  data="$work/$broker"
+  start_broker "$broker" "$data"
+  fill=$("$bin" perf fill --bootstrap 127.0.0.1:$PORT --topic big --bytes "$FILL_BYTES" --json)
+  echo "{\"broker\":\"$broker\",\"phase\":\"fill\",\"result\":$fill}" >> "$out/runs.jsonl"
+  warm_up
   sync
   if [[ $scenario == s1 ]]; then
     evict_big "$data"
@@ -135,20 +184,13 @@ for broker in $BROKERS; do
     echo "$DEVICE $READ_IOPS" > "$cgroup/blkio.throttle.read_iops_device"
     echo "$broker_pid" > "$cgroup/cgroup.procs"
   fi
-  for phase in alone catch-up; do
-    extra=()
-    [[ $phase == catch-up ]] && extra=(--catch-up-topic big)
-    r=$("$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
-      --record-bytes 512 --duration-s "$DURATION_S" "${extra[@]}" --json)
-    echo "{\"broker\":\"$broker\",\"phase\":\"$phase\",\"result\":$r}" >> "$out/runs.jsonl"
-  done
+  measure "$broker" alone
+  measure "$broker" catch-up --catch-up-topic big
   if [[ -d $cgroup ]]; then
     echo "$broker_pid" > /sys/fs/cgroup/blkio/cgroup.procs
     rmdir "$cgroup"
   fi
-  kill -TERM "$launcher_pid"
-  wait "$launcher_pid" || true
-  launcher_pid=""
+  stop_broker
 done
 
 python3 - "$out" <<'PY'
@@ -175,6 +217,9 @@ for b in sorted({k[0] for k in by}):
     a, c = by.get((b, "alone")), by.get((b, "catch-up"))
     if a and c:
         lines.append(f"- {b}: produce p99 with the consumer / alone = {c['p99']/max(a['p99'],1):.2f}, p99.9 {c['p999']/max(a['p999'],1):.2f}")
+    a, c = by.get((b, "no-flush")), by.get((b, "flush"))
+    if a and c:
+        lines.append(f"- {b}: produce p99 with background flushes / without = {c['p99']/max(a['p99'],1):.2f}, p99.9 {c['p999']/max(a['p999'],1):.2f}")
 if ("laminar", "catch-up") in by and ("kafka", "catch-up") in by:
     k, m = by[("kafka", "catch-up")], by[("laminar", "catch-up")]
     lines.append(f"- with the consumer, Kafka's produce p99 / Laminar's = {k['p99']/max(m['p99'],1):.1f}, p99.9 {k['p999']/max(m['p999'],1):.1f}")

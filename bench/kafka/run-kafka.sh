@@ -59,6 +59,7 @@ transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 num.network.threads=${KAFKA_NETWORK_THREADS:-2}
 num.io.threads=${KAFKA_IO_THREADS:-4}
+${KAFKA_EXTRA_PROPS:-}
 PROPS
 
 cat > "$LOG4J" <<LOG4J
