@@ -9,9 +9,11 @@
 //! throttle time, `(rate - quota) / quota * window`, at most the whole window: the response
 //! carries it in `throttle_time_ms`, and the connection stops reading for that long (KIP-219).
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use laminar_protocol::requests::{QuotaEntity, QuotaOp};
 use laminar_storage::backend::{read_whole, write_atomically};
@@ -86,6 +88,13 @@ impl Window {
         elapsed
     }
 
+    /// Takes back bytes recorded in the current sample (a response that was not sent).
+    fn unrecord(&mut self, bytes: u64) {
+        if let Some((_, b)) = self.samples.last_mut() {
+            *b = b.saturating_sub(bytes);
+        }
+    }
+
     fn throttle(&self, now_ms: u64, quota_bytes_per_s: f64) -> Duration {
         let window_ms = self.window_ms(now_ms);
         let bytes: u64 = self.samples.iter().map(|(_, b)| b).sum();
@@ -101,7 +110,12 @@ impl Window {
 pub struct Quotas {
     store: Arc<Store>,
     entries: RwLock<Vec<QuotaEntry>>,
-    windows: Mutex<HashMap<(String, QuotaKind), Window>>,
+    /// Keyed by a keyed hash of the client-id: a client-id can be 32 KiB long, and the
+    /// random key keeps clients from choosing collisions.
+    windows: Mutex<HashMap<(u64, QuotaKind), Window>>,
+    hasher: RandomState,
+    /// Rates use a monotonic clock, so a wall-clock step cannot skew a window.
+    epoch: Instant,
     write_lock: Mutex<()>,
 }
 
@@ -121,6 +135,8 @@ impl Quotas {
             store,
             entries: RwLock::new(file.quotas),
             windows: Mutex::new(HashMap::new()),
+            hasher: RandomState::new(),
+            epoch: Instant::now(),
             write_lock: Mutex::new(()),
         })
     }
@@ -141,29 +157,50 @@ impl Quotas {
         value(Some(client_id)).or_else(|| value(None))
     }
 
+    fn now_ms(&self) -> u64 {
+        // Offset by a window, so the first samples start after zero.
+        self.epoch.elapsed().as_millis() as u64 + QUOTA_WINDOW_SAMPLES * QUOTA_SAMPLE_MS
+    }
+
+    /// The most a fetch may return to `client_id` at once: what its quota allows over the
+    /// window (Kafka's `getMaxValueInQuotaWindow`), so that one response can always pass.
+    pub fn fetch_bytes_cap(&self, client_id: &str) -> Option<u64> {
+        self.quota(client_id, QuotaKind::Fetch)
+            .map(|q| (q * ((QUOTA_WINDOW_SAMPLES - 1) * QUOTA_SAMPLE_MS) as f64 / 1000.0) as u64)
+    }
+
+    /// Takes back bytes recorded for a response that was not sent (a throttled fetch is
+    /// answered empty), as Kafka does.
+    pub fn unrecord(&self, client_id: &str, kind: QuotaKind, bytes: u64) {
+        let key = (self.hasher.hash_one(client_id), kind);
+        if let Some(w) = self.windows.lock().unwrap().get_mut(&key) {
+            w.unrecord(bytes);
+        }
+    }
+
     /// Records `bytes` sent to (fetch) or received from (produce) `client_id` and returns
     /// how long the client must be throttled, zero when it is within its quota or has none.
-    pub fn record(&self, client_id: &str, kind: QuotaKind, bytes: u64, now_ms: u64) -> Duration {
+    pub fn record(&self, client_id: &str, kind: QuotaKind, bytes: u64) -> Duration {
         let Some(quota) = self.quota(client_id, kind) else {
             return Duration::ZERO;
         };
+        let now_ms = self.now_ms();
+        let key = (self.hasher.hash_one(client_id), kind);
         let mut windows = self.windows.lock().unwrap();
-        if windows.len() >= QUOTA_CLIENTS_MAX && !windows.contains_key(&(client_id.to_string(), kind)) {
+        if windows.len() >= QUOTA_CLIENTS_MAX && !windows.contains_key(&key) {
             // Bounded: forget the client seen least recently.
             if let Some(k) = windows
                 .iter()
                 .min_by_key(|(_, w)| w.last_seen_ms)
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| *k)
             {
                 windows.remove(&k);
             }
         }
-        let w = windows
-            .entry((client_id.to_string(), kind))
-            .or_insert_with(|| Window {
-                samples: Vec::new(),
-                last_seen_ms: now_ms,
-            });
+        let w = windows.entry(key).or_insert_with(|| Window {
+            samples: Vec::new(),
+            last_seen_ms: now_ms,
+        });
         w.record(now_ms, bytes);
         w.throttle(now_ms, quota)
     }

@@ -125,3 +125,57 @@ fn a_budget_smaller_than_the_largest_frame_is_refused_at_startup() {
         .expect("refused");
     assert!(err.to_string().contains("queued.max.request.bytes"), "{err}");
 }
+
+/// Size prefixes alone must not stall everyone: a connection that announces a frame the
+/// budget cannot hold yet waits on its own, and smaller requests of other connections that
+/// fit are read meanwhile (the budget is not a FIFO queue).
+#[test]
+fn a_large_frame_waiting_for_room_does_not_hold_back_small_ones() {
+    use std::io::Write;
+    let b = TestBroker::start_with(|c| {
+        c.socket_request_max_bytes = BUDGET_BYTES;
+        c.queued_max_request_bytes = BUDGET_BYTES;
+    });
+    // One connection holds most of the budget with a frame it never finishes; a second
+    // waits for room for a whole budget's worth.
+    let mut holder = std::net::TcpStream::connect(&b.addr).unwrap();
+    holder
+        .write_all(&(BUDGET_BYTES as i32 - 100_000).to_be_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = http_get(&b.metrics_addr, "/metrics");
+        if metric(&body, "laminar_inflight_request_bytes") >= 900_000.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the announced frame never took its budget"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut waiter = std::net::TcpStream::connect(&b.addr).unwrap();
+    waiter.write_all(&(BUDGET_BYTES as i32).to_be_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // Small requests from a real client still get through the 100 KB that are left.
+    let p = future_producer(&b.addr);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    rt.block_on(async {
+        for i in 0..20 {
+            p.send(
+                FutureRecord::<(), _>::to("small")
+                    .partition(0)
+                    .payload(&format!("r{i}")),
+                Duration::from_secs(20),
+            )
+            .await
+            .expect("a small record is delivered while large frames wait");
+        }
+    });
+    assert!(started.elapsed() < Duration::from_secs(20));
+    drop((holder, waiter));
+}

@@ -17,19 +17,39 @@ const MATCH_SPECIFIED: i8 = 2;
 
 pub fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DescribeClientQuotasRequest) -> Encoded {
     let mut resp = DescribeClientQuotasResponse::default();
+    let invalid = r.components.iter().enumerate().find_map(|(i, c)| {
+        if !(MATCH_EXACT..=MATCH_SPECIFIED).contains(&c.match_type) {
+            Some(format!("unknown match type {}", c.match_type))
+        } else if c.match_type == MATCH_EXACT && c.name.is_none() {
+            Some("an exact match needs a name".to_string())
+        } else if r.components[..i].iter().any(|o| o.entity_type == c.entity_type) {
+            Some(format!("entity type {} is given twice", c.entity_type))
+        } else {
+            None
+        }
+    });
+    if let Some(message) = invalid {
+        resp.error_code = crate::error_codes::INVALID_REQUEST;
+        resp.error_message = Some(sb(&message));
+        return responses::encode(ApiKey::DescribeClientQuotas, version, correlation_id, &resp);
+    }
+    // With `strict`, an entity matches only if the filter names each of its entity types:
+    // Laminar's entities have exactly one, a client-id.
+    let names_client = r.components.iter().any(|c| c.entity_type == CLIENT_ID);
     let mut entries = Vec::new();
     for e in b.quotas.entries() {
         // Every component must match the entity, which has only a client-id (so a filter on
-        // any other entity type matches nothing; `strict` changes nothing more).
-        let matches = r.components.iter().all(|c| {
-            c.entity_type == CLIENT_ID
-                && match c.match_type {
-                    MATCH_EXACT => c.name.is_some() && e.client_id == c.name,
-                    MATCH_DEFAULT => e.client_id.is_none(),
-                    MATCH_SPECIFIED => e.client_id.is_some(),
-                    _ => false,
-                }
-        });
+        // any other entity type matches nothing).
+        let matches = (!r.strict || names_client)
+            && r.components.iter().all(|c| {
+                c.entity_type == CLIENT_ID
+                    && match c.match_type {
+                        MATCH_EXACT => c.name.is_some() && e.client_id == c.name,
+                        MATCH_DEFAULT => e.client_id.is_none(),
+                        MATCH_SPECIFIED => e.client_id.is_some(),
+                        _ => false,
+                    }
+            });
         if !matches {
             continue;
         }

@@ -142,7 +142,13 @@ pub async fn handle(
         let notified = b.data_arrived.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (b2, w2, max_bytes) = (b.clone(), wanted.clone(), r.max_bytes);
+        // A client with a consumer quota gets at most what its quota allows over the window
+        // in one response, so that a response can always pass.
+        let max_bytes = match b.quotas.fetch_bytes_cap(client_id) {
+            Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
+            None => r.max_bytes,
+        };
+        let (b2, w2) = (b.clone(), wanted.clone());
         let (topics, total) = b.io.run(move || read_once(&b2, &w2, max_bytes)).await;
         let any_error = topics
             .iter()
@@ -150,12 +156,7 @@ pub async fn handle(
             .any(|p| p.error_code != ec::NONE);
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
-            let throttle = b.quotas.record(
-                client_id,
-                QuotaKind::Fetch,
-                total,
-                laminar_storage::now_ms() as u64,
-            );
+            let throttle = b.quotas.record(client_id, QuotaKind::Fetch, total);
             let mut resp = FetchResponse {
                 throttle_time_ms: throttle.as_millis() as i32,
                 error_code: ec::NONE,
@@ -164,7 +165,9 @@ pub async fn handle(
             };
             if !throttle.is_zero() {
                 // As Kafka does: over its quota, the client gets an empty response at once
-                // with the throttle time, and its connection is muted for that long.
+                // with the throttle time, and its connection is muted for that long. The
+                // bytes it was not sent do not count against it.
+                b.quotas.unrecord(client_id, QuotaKind::Fetch, total);
                 for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                     p.records.clear();
                 }

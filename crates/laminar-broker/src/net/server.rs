@@ -9,7 +9,7 @@ use bytes::BytesMut;
 use laminar_protocol::frame::split_frame;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio::task::JoinSet;
 
 use super::observe::{measure_waits, NetMetrics, RequestTimes};
@@ -32,6 +32,15 @@ pub struct ServerLimits {
     /// Tests only: see `BrokerConfig::cold_reads_inline`.
     pub cold_reads_inline: bool,
 }
+
+/// A frame whose size prefix has been read must arrive whole within this long, or the
+/// connection is closed: its share of `queued_max_request_bytes` is held meanwhile.
+pub const FRAME_READ_TIMEOUT_MS: u64 = 60_000;
+/// A response must be written within this long, or the connection is closed: a client that
+/// stops reading must not keep its tasks (and a clean shutdown) waiting forever.
+pub const RESPONSE_SEND_TIMEOUT_MS: u64 = 60_000;
+/// How often a connection whose next frame does not fit the budget tries again.
+const BUDGET_RETRY_MS: u64 = 5;
 
 /// Stops a running server: no more accepts, in-flight requests finish, then connections
 /// close.
@@ -150,16 +159,13 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     // requests are handled and responses are sent, up to the in-flight limit: the two
     // channels' capacities, which make it wait when full.
     let inflight = limits.max_inflight_requests_per_connection.max(2);
-    // Each request carries its share of `queued_max_request_bytes` until its response is
-    // written.
+    // Each request carries its share of `queued_max_request_bytes` until its handler is done
+    // with it (as Kafka releases a request's buffer), so a client that stops reading its
+    // responses does not pin the budget.
     let (frame_tx, mut frame_rx) =
         mpsc::channel::<(bytes::Bytes, Instant, OwnedSemaphorePermit)>(inflight / 2);
-    let (resp_tx, mut resp_rx) = mpsc::channel::<(
-        ResponseOrClose<S::File>,
-        RequestKind,
-        RequestTimes,
-        OwnedSemaphorePermit,
-    )>(inflight / 2);
+    let (resp_tx, mut resp_rx) =
+        mpsc::channel::<(ResponseOrClose<S::File>, RequestKind, RequestTimes)>(inflight / 2);
     let wd = watchdog.clone();
     // Until when the reader must not read (a quota's throttle), in ms since `epoch`.
     let epoch = Instant::now();
@@ -167,10 +173,17 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     let mute = muted_until_ms.clone();
     let executor = tokio::spawn(async move {
         while let Some((frame, received, budget)) = frame_rx.recv().await {
+            // A throttled client's requests already read wait out the throttle too.
+            let muted_ms = mute.load(Ordering::Relaxed);
+            let now_ms = epoch.elapsed().as_millis() as u64;
+            if muted_ms > now_ms {
+                tokio::time::sleep(Duration::from_millis(muted_ms - now_ms)).await;
+            }
             let started = Instant::now();
             let kind = service.kind(&frame);
             let call = doing(&wd, kind.name, Some(peer), service.clone().call(frame, peer));
             let (result, noted) = measure_waits(call).await;
+            drop(budget);
             let handled = Instant::now();
             if !noted.throttle.is_zero() {
                 let until = (handled + noted.throttle).duration_since(epoch).as_millis() as u64;
@@ -183,7 +196,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                 waited: noted.waited,
             };
             let close = result.is_err();
-            if resp_tx.send((result, kind, times, budget)).await.is_err() || close {
+            if resp_tx.send((result, kind, times)).await.is_err() || close {
                 return;
             }
         }
@@ -192,15 +205,27 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     let inline = limits.cold_reads_inline;
     let writer_metrics = metrics.clone();
     let writer = tokio::spawn(doing(&watchdog, "sending a response", Some(peer), async move {
-        while let Some((result, kind, times, budget)) = resp_rx.recv().await {
+        while let Some((result, kind, times)) = resp_rx.recv().await {
             let send_started = Instant::now();
             match result {
                 Ok(Some(frame)) => {
-                    let sent =
-                        send_response(&mut wr, frame, chunk_bytes, &io_pool, inline, &writer_metrics).await;
-                    if let Err(e) = sent {
-                        crate::info!("connection from {peer} closed while sending: {e}");
-                        return;
+                    let sent = tokio::time::timeout(
+                        Duration::from_millis(RESPONSE_SEND_TIMEOUT_MS),
+                        send_response(&mut wr, frame, chunk_bytes, &io_pool, inline, &writer_metrics),
+                    )
+                    .await;
+                    match sent {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            crate::info!("connection from {peer} closed while sending: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            crate::warn!(
+                                "closing connection from {peer}: a response was not taken within {RESPONSE_SEND_TIMEOUT_MS} ms"
+                            );
+                            return;
+                        }
                     }
                 }
                 Ok(None) => {}
@@ -212,7 +237,6 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                     return;
                 }
             }
-            drop(budget);
             if let Some(phases) = &kind.phases {
                 phases.record(&times, send_started, Instant::now());
             }
@@ -223,6 +247,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
         // The budget of the frame being read, taken as soon as its size is known and before
         // its body is buffered.
         let mut budget: Option<OwnedSemaphorePermit> = None;
+        let mut frame_deadline = tokio::time::Instant::now();
         'read: loop {
             loop {
                 let muted_ms = muted_until_ms.load(Ordering::Relaxed);
@@ -236,12 +261,23 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                 }
                 if budget.is_none() {
                     if let Some(size) = valid_frame_size(&buf, limits.socket_request_max_bytes) {
-                        let permit = tokio::select! {
-                            p = request_bytes.clone().acquire_many_owned(size) => p.expect("never closed"),
-                            _ = shutdown.changed() => break 'read,
+                        // Not a FIFO wait: a large frame waiting for room must not hold back
+                        // the smaller frames of other connections that fit now.
+                        let permit = loop {
+                            match request_bytes.clone().try_acquire_many_owned(size) {
+                                Ok(p) => break p,
+                                Err(TryAcquireError::NoPermits) => tokio::select! {
+                                    _ = tokio::time::sleep(Duration::from_millis(BUDGET_RETRY_MS)) => {}
+                                    _ = shutdown.changed() => break 'read,
+                                    _ = frame_tx.closed() => break 'read,
+                                },
+                                Err(TryAcquireError::Closed) => unreachable!("the budget is never closed"),
+                            }
                         };
                         metrics.note_request_bytes();
                         budget = Some(permit);
+                        frame_deadline =
+                            tokio::time::Instant::now() + Duration::from_millis(FRAME_READ_TIMEOUT_MS);
                     }
                 }
                 match split_frame(&mut buf, limits.socket_request_max_bytes) {
@@ -266,6 +302,13 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 },
+                _ = tokio::time::sleep_until(frame_deadline), if budget.is_some() => {
+                    metrics.connections_closed_for_errors_total.fetch_add(1, Ordering::Relaxed);
+                    crate::warn!(
+                        "closing connection from {peer}: a frame was not received whole within {FRAME_READ_TIMEOUT_MS} ms"
+                    );
+                    break;
+                }
                 _ = frame_tx.closed() => break,
                 _ = shutdown.changed() => break,
             }

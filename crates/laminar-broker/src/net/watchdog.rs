@@ -45,6 +45,8 @@ struct Slot {
 
 /// The slots of one server's socket threads.
 pub struct Registry {
+    /// Unique in the process, unlike an address that a later registry could reuse.
+    id: u64,
     epoch: Instant,
     slots: Mutex<Vec<Arc<Slot>>>,
     threshold_us: u64,
@@ -52,15 +54,18 @@ pub struct Registry {
     stop: AtomicBool,
 }
 
+static NEXT_REGISTRY_ID: AtomicU64 = AtomicU64::new(1);
+
 thread_local! {
-    /// This thread's slot, with the registry it belongs to (a process can run several
+    /// This thread's slot in each registry that has polled on it (a process can run several
     /// servers, as the tests do).
-    static SLOT: RefCell<Option<(usize, Arc<Slot>)>> = const { RefCell::new(None) };
+    static SLOTS: RefCell<Vec<(u64, Arc<Slot>)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Registry {
     pub fn new(threshold: Duration, metrics: Arc<NetMetrics>) -> Arc<Registry> {
         Arc::new(Registry {
+            id: NEXT_REGISTRY_ID.fetch_add(1, Ordering::Relaxed),
             epoch: Instant::now(),
             slots: Mutex::new(Vec::new()),
             threshold_us: threshold.as_micros().max(1) as u64,
@@ -74,23 +79,20 @@ impl Registry {
     }
 
     fn slot(self: &Arc<Self>) -> Arc<Slot> {
-        let id = Arc::as_ptr(self) as usize;
-        SLOT.with(|s| {
+        SLOTS.with(|s| {
             let mut s = s.borrow_mut();
-            match &*s {
-                Some((owner, slot)) if *owner == id => slot.clone(),
-                _ => {
-                    let slot = Arc::new(Slot {
-                        thread: std::thread::current().name().unwrap_or("unnamed").to_string(),
-                        poll_started_us: AtomicU64::new(0),
-                        activity: Mutex::new(Activity { what: "", peer: None }),
-                        reported_us: AtomicU64::new(0),
-                    });
-                    self.slots.lock().unwrap().push(slot.clone());
-                    *s = Some((id, slot.clone()));
-                    slot
-                }
+            if let Some((_, slot)) = s.iter().find(|(id, _)| *id == self.id) {
+                return slot.clone();
             }
+            let slot = Arc::new(Slot {
+                thread: std::thread::current().name().unwrap_or("unnamed").to_string(),
+                poll_started_us: AtomicU64::new(0),
+                activity: Mutex::new(Activity { what: "", peer: None }),
+                reported_us: AtomicU64::new(0),
+            });
+            self.slots.lock().unwrap().push(slot.clone());
+            s.push((self.id, slot.clone()));
+            slot
         })
     }
 
@@ -179,15 +181,37 @@ impl<F: Future> Future for Doing<F> {
             slot.poll_started_us
                 .store(self.registry.now_us(), Ordering::Release);
         }
-        let out = self.inner.as_mut().poll(cx);
-        *slot.activity.lock().unwrap() = outer;
-        if outermost {
-            let started = slot.poll_started_us.swap(0, Ordering::AcqRel);
+        // Restores the slot even if the inner poll panics, or the thread would look busy
+        // (and every later poll nested) for the rest of its life.
+        let registry = self.registry.clone();
+        let _restore = Restore {
+            slot: &slot,
+            registry: &registry,
+            outer,
+            outermost,
+        };
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+struct Restore<'a> {
+    slot: &'a Slot,
+    registry: &'a Registry,
+    outer: Activity,
+    outermost: bool,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.slot.activity.lock() {
+            *a = self.outer;
+        }
+        if self.outermost {
+            let started = self.slot.poll_started_us.swap(0, Ordering::AcqRel);
             let ran_us = self.registry.now_us().saturating_sub(started);
             if ran_us >= self.registry.threshold_us {
                 self.registry.metrics.stalled_poll_us.record_us(ran_us);
             }
         }
-        out
     }
 }
