@@ -79,6 +79,20 @@ fn metrics_show_request_phases_and_disk_calls() {
         "the metrics scrape is not a client"
     );
     assert_eq!(metric(&body, "laminar_logs_offline"), 0.0);
+    let observed = "{topic=\"observed\",partition=\"0\"}";
+    assert_eq!(
+        metric(&body, &format!("laminar_partition_log_end_offset{observed}")),
+        500.0
+    );
+    assert_eq!(
+        metric(&body, &format!("laminar_partition_log_start_offset{observed}")),
+        0.0
+    );
+    assert_eq!(
+        metric(&body, &format!("laminar_partition_unflushed_offsets{observed}")),
+        0.0,
+        "acks=all: everything acknowledged is flushed"
+    );
 
     assert_eq!(http_get(&b.metrics_addr, "/other").0, "HTTP/1.1 404 Not Found");
 }

@@ -151,6 +151,35 @@ impl BrokerMetrics {
             [(&[][..], crate::logging::DROPPED_LINES.load(Ordering::Relaxed))],
         );
         let logs = store.logs();
+        let labels: Vec<(String, String)> = logs
+            .iter()
+            .map(|(id, _)| (id.topic.clone(), id.partition.to_string()))
+            .collect();
+        let per_log = |f: &dyn Fn(&laminar_storage::Log) -> i64| -> Vec<([(&str, &str); 2], i64)> {
+            labels
+                .iter()
+                .zip(&logs)
+                .map(|((t, p), (_, log))| ([("topic", t.as_str()), ("partition", p.as_str())], f(log)))
+                .collect()
+        };
+        let ends = per_log(&|l| l.log_end().0);
+        e.gauges(
+            "laminar_partition_log_end_offset",
+            "The next offset each partition's log will assign.",
+            ends.iter().map(|(l, v)| (&l[..], *v)),
+        );
+        let starts = per_log(&|l| l.log_start().0);
+        e.gauges(
+            "laminar_partition_log_start_offset",
+            "The first offset each partition's log still holds.",
+            starts.iter().map(|(l, v)| (&l[..], *v)),
+        );
+        let unflushed = per_log(&|l| l.log_end().0 - l.flushed_end().0);
+        e.gauges(
+            "laminar_partition_unflushed_offsets",
+            "Offsets appended to each partition's log and not yet covered by an fsync.",
+            unflushed.iter().map(|(l, v)| (&l[..], *v)),
+        );
         e.gauges(
             "laminar_logs_offline",
             "Logs taken offline by a failed fsync or write.",
