@@ -101,7 +101,7 @@ pub const SETTINGS: &[SettingDoc] = &[
     SettingDoc {
         name: "queued.max.request.bytes",
         default: "268435456",
-        doc: "Bytes of requests read and not yet answered, over all connections; a connection whose next frame does not fit stops reading until it does. At least socket.request.max.bytes.",
+        doc: "Bytes of requests read and not yet handled, over all connections; a connection whose next frame does not fit stops reading until it does. At least socket.request.max.bytes.",
     },
     SettingDoc {
         name: "max.connections",

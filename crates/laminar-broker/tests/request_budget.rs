@@ -97,7 +97,7 @@ fn a_full_request_budget_pauses_reading_until_answers_free_it() {
     assert_eq!(
         metric(&body, "laminar_inflight_request_bytes"),
         0.0,
-        "all answered"
+        "all handled"
     );
     let got = consume(&b.addr, "fast", 0, 2, Duration::from_secs(20));
     assert_eq!(got.len(), 2);

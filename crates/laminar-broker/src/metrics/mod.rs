@@ -134,7 +134,7 @@ impl BrokerMetrics {
         );
         e.gauges(
             "laminar_inflight_request_bytes",
-            "Bytes of requests read and not yet answered (bounded by queued.max.request.bytes).",
+            "Bytes of requests read and not yet handled (bounded by queued.max.request.bytes).",
             [(&[][..], n.inflight_request_bytes() as i64)],
         );
         e.gauges(

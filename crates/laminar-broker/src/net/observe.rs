@@ -66,14 +66,14 @@ pub struct NetMetrics {
     pub connections_open: AtomicI64,
     /// The server's budget of request bytes, and its size.
     pub(crate) request_budget: std::sync::OnceLock<(std::sync::Arc<tokio::sync::Semaphore>, usize)>,
-    /// The most request bytes read and not yet answered at once, since startup.
+    /// The most request bytes read and not yet handled at once, since startup.
     pub inflight_request_bytes_max: AtomicU64,
     pub connections_refused_total: AtomicU64,
     pub connections_closed_for_errors_total: AtomicU64,
 }
 
 impl NetMetrics {
-    /// Bytes of requests read and not yet answered, over all connections.
+    /// Bytes of requests read and not yet handled, over all connections.
     pub fn inflight_request_bytes(&self) -> u64 {
         self.request_budget
             .get()

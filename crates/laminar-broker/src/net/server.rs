@@ -22,7 +22,7 @@ pub struct ServerLimits {
     pub max_connections: usize,
     pub max_inflight_requests_per_connection: usize,
     pub socket_request_max_bytes: usize,
-    /// Bytes of requests, over all connections, read and not yet answered. A connection
+    /// Bytes of requests, over all connections, read and not yet handled. A connection
     /// whose next frame does not fit stops reading until earlier requests are answered.
     /// At least `socket_request_max_bytes`, so that any valid frame fits eventually.
     pub queued_max_request_bytes: usize,
