@@ -22,11 +22,17 @@ use serde::Serialize;
 /// How long the producer waits for outstanding deliveries at the end.
 const FLUSH_TIMEOUT_S: u64 = 60;
 
-#[derive(Debug, Clone, Serialize)]
+/// `laminar perf fill`'s options (flattened into the command line).
+#[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct FillConfig {
+    #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
+    #[arg(long)]
     pub topic: String,
+    /// Bytes of record values to write in total.
+    #[arg(long)]
     pub bytes: u64,
+    #[arg(long, default_value_t = 1024)]
     pub record_bytes: usize,
 }
 
@@ -110,16 +116,28 @@ fn payload(bytes: usize) -> Vec<u8> {
     (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// `laminar perf latency`'s options (flattened into the command line).
+#[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct LatencyConfig {
+    #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
+    #[arg(long)]
     pub topic: String,
+    /// 0: as fast as the producer's queue accepts.
+    #[arg(long, default_value_t = 5000)]
     pub records_per_s: u64,
+    #[arg(long, default_value_t = 512)]
     pub record_bytes: usize,
+    #[arg(long, default_value_t = 30)]
     pub duration_s: u64,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "1")]
     pub acks: String,
-    /// A topic a consumer reads from its start while the producer runs.
+    /// A topic for a consumer to read from its start while the producer runs.
+    #[arg(long)]
     pub catch_up_topic: Option<String>,
+    /// The consumer's fetch.max.bytes and max.partition.fetch.bytes.
+    #[arg(long, default_value_t = 1 << 20)]
     pub fetch_max_bytes: u64,
 }
 

@@ -176,15 +176,8 @@ enum PerfSuite {
     /// Produce as fast as possible into a topic of any Kafka-compatible broker (through
     /// librdkafka, acks=1): the data a catching-up consumer reads in scenarios S1 and S2.
     Fill {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
-        /// Bytes of record values to write in total.
-        #[arg(long)]
-        bytes: u64,
-        #[arg(long, default_value_t = 1024)]
-        record_bytes: usize,
+        #[command(flatten)]
+        config: client_perf::FillConfig,
         #[arg(long)]
         json: bool,
     },
@@ -192,26 +185,8 @@ enum PerfSuite {
     /// each record's produce latency (send to delivery report), optionally while a consumer
     /// reads another topic from its start (scenarios S1, S2, S3).
     Latency {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
-        /// 0: as fast as the producer's queue accepts.
-        #[arg(long, default_value_t = 5000)]
-        records_per_s: u64,
-        #[arg(long, default_value_t = 512)]
-        record_bytes: usize,
-        #[arg(long, default_value_t = 30)]
-        duration_s: u64,
-        /// 0, 1 or all.
-        #[arg(long, default_value = "1")]
-        acks: String,
-        /// A topic for a consumer to read from its start while the producer runs.
-        #[arg(long)]
-        catch_up_topic: Option<String>,
-        /// The consumer's fetch.max.bytes and max.partition.fetch.bytes.
-        #[arg(long, default_value_t = 1 << 20)]
-        fetch_max_bytes: u64,
+        #[command(flatten)]
+        config: client_perf::LatencyConfig,
         #[arg(long)]
         json: bool,
     },
@@ -393,19 +368,8 @@ fn main() -> anyhow::Result<()> {
         },
         Command::Perf { suite } => match suite {
             PerfSuite::Log(args) => perf_log(args),
-            PerfSuite::Fill {
-                bootstrap,
-                topic,
-                bytes,
-                record_bytes,
-                json,
-            } => {
-                let report = client_perf::fill(&client_perf::FillConfig {
-                    bootstrap,
-                    topic,
-                    bytes,
-                    record_bytes,
-                })?;
+            PerfSuite::Fill { config, json } => {
+                let report = client_perf::fill(&config)?;
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
@@ -416,27 +380,8 @@ fn main() -> anyhow::Result<()> {
                 }
                 Ok(())
             }
-            PerfSuite::Latency {
-                bootstrap,
-                topic,
-                records_per_s,
-                record_bytes,
-                duration_s,
-                acks,
-                catch_up_topic,
-                fetch_max_bytes,
-                json,
-            } => {
-                let report = client_perf::latency(&client_perf::LatencyConfig {
-                    bootstrap,
-                    topic,
-                    records_per_s,
-                    record_bytes,
-                    duration_s,
-                    acks,
-                    catch_up_topic,
-                    fetch_max_bytes,
-                })?;
+            PerfSuite::Latency { config, json } => {
+                let report = client_perf::latency(&config)?;
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {

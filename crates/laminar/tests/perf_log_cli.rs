@@ -1,38 +1,39 @@
 //! `laminar perf log --json` prints exactly one JSON object of the documented shape, with
 //! every appended record read back by every reader.
 
+mod common;
+
 use std::process::Command;
+
+use common::laminar;
 
 #[test]
 fn perf_log_json_reports_every_phase() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args([
-            "perf",
-            "log",
-            "--partitions",
-            "3",
-            "--message-size",
-            "200",
-            "--set-size",
-            "10",
-        ])
-        .args([
-            "--messages",
-            "5000",
-            "--readers",
-            "2",
-            "--compression",
-            "lz4",
-            "--flush-messages",
-            "500",
-        ])
-        .args(["--segment-bytes", "65536", "--json", "--dir"])
-        .arg(dir.path().join("logs"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let logs = dir.path().join("logs");
+    let stdout = laminar(&[
+        "perf",
+        "log",
+        "--partitions",
+        "3",
+        "--message-size",
+        "200",
+        "--set-size",
+        "10",
+        "--messages",
+        "5000",
+        "--readers",
+        "2",
+        "--compression",
+        "lz4",
+        "--flush-messages",
+        "500",
+        "--segment-bytes",
+        "65536",
+        "--json",
+        "--dir",
+        logs.to_str().unwrap(),
+    ]);
     assert_eq!(stdout.trim().lines().count(), 1, "exactly one line: {stdout}");
     let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(r["config"]["compression"], "lz4");
@@ -62,30 +63,25 @@ fn perf_log_json_reports_every_phase() {
 #[test]
 fn perf_log_keeps_a_fixed_rate() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args([
-            "perf",
-            "log",
-            "--partitions",
-            "2",
-            "--message-size",
-            "100",
-            "--set-size",
-            "10",
-        ])
-        .args([
-            "--messages",
-            "2000",
-            "--records-per-s",
-            "10000",
-            "--json",
-            "--dir",
-        ])
-        .arg(dir.path().join("logs"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    let logs = dir.path().join("logs");
+    let stdout = laminar(&[
+        "perf",
+        "log",
+        "--partitions",
+        "2",
+        "--message-size",
+        "100",
+        "--set-size",
+        "10",
+        "--messages",
+        "2000",
+        "--records-per-s",
+        "10000",
+        "--json",
+        "--dir",
+        logs.to_str().unwrap(),
+    ]);
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(r["config"]["records_per_s"], 10000);
     assert_eq!(r["append"]["records"], 2000);
     let seconds = r["append"]["seconds"].as_f64().unwrap();
