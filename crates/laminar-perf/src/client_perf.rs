@@ -4,8 +4,11 @@
 //! - `fill`: produce as fast as possible into a topic (the catch-up data of S1 and S2);
 //! - `latency`: produce at a fixed rate and measure each record's produce latency (send to
 //!   delivery report), optionally while a consumer reads another topic from its start (the
-//!   lagging or catching-up consumer), and report that consumer's MB/s.
+//!   lagging or catching-up consumer), and report that consumer's MB/s. With `--series-out`
+//!   it also saves the run's latency over time and by percentile for `laminar perf plot`.
 
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,6 +21,8 @@ use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
+
+use crate::plot::{Series, TimeSeries, OVER_TIME_BUCKET};
 
 /// How long the producer waits for outstanding deliveries at the end.
 const FLUSH_TIMEOUT_S: u64 = 60;
@@ -139,6 +144,16 @@ pub struct LatencyConfig {
     /// The consumer's fetch.max.bytes and max.partition.fetch.bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub fetch_max_bytes: u64,
+    /// Also write the run's latency over time (max per 100 ms, by send time) and by
+    /// percentile to this file, as a series (JSON) for `laminar perf plot`.
+    // Not in the report: scripts parse its config, which stays as it was.
+    #[arg(long)]
+    #[serde(skip)]
+    pub series_out: Option<PathBuf>,
+    /// The series' legend in the charts. Default: "BOOTSTRAP acks=ACKS".
+    #[arg(long)]
+    #[serde(skip)]
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,10 +178,29 @@ pub struct LatencyReport {
     pub consumer: Option<ConsumerReport>,
 }
 
+/// What each delivery records, under one lock: one lock per delivery either way, and the
+/// time series adds only a division and a max to it.
+struct Recorded {
+    latency_us: Histogram<u64>,
+    /// By send time since `start`.
+    over_time: TimeSeries,
+    start: Instant,
+}
+
+impl Recorded {
+    fn new(start: Instant, expected: Duration) -> Recorded {
+        Recorded {
+            latency_us: new_histogram(),
+            over_time: TimeSeries::with_expected(OVER_TIME_BUCKET, expected),
+            start,
+        }
+    }
+}
+
 /// Records each delivery's latency; the opaque is when the record was handed over.
 #[derive(Clone)]
 struct Timed {
-    latency: Arc<Mutex<Histogram<u64>>>,
+    recorded: Arc<Mutex<Recorded>>,
     delivered: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
 }
@@ -178,7 +212,11 @@ impl ProducerContext for Timed {
         let us = sent.elapsed().as_micros() as u64;
         match result {
             Ok(_) => {
-                self.latency.lock().unwrap().saturating_record(us.max(1));
+                let mut r = self.recorded.lock().unwrap();
+                r.latency_us.saturating_record(us.max(1));
+                let since_start = sent.saturating_duration_since(r.start);
+                r.over_time.record(since_start, us);
+                drop(r);
                 self.delivered.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
@@ -236,8 +274,14 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     if cfg.record_bytes == 0 || cfg.duration_s == 0 {
         bail!("--record-bytes and --duration-s must be positive");
     }
+    // Open it now: a bad path should fail before the run, not after it.
+    let series_file = match &cfg.series_out {
+        Some(path) => Some(File::create(path).with_context(|| format!("create {}", path.display()))?),
+        None => None,
+    };
+    let duration = Duration::from_secs(cfg.duration_s);
     let ctx = Timed {
-        latency: Arc::new(Mutex::new(new_histogram())),
+        recorded: Arc::new(Mutex::new(Recorded::new(Instant::now(), duration))),
         delivered: Arc::new(AtomicU64::new(0)),
         failed: Arc::new(AtomicU64::new(0)),
     };
@@ -256,7 +300,6 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     );
     p.flush(Duration::from_secs(FLUSH_TIMEOUT_S))
         .context("first record")?;
-    *ctx.latency.lock().unwrap() = new_histogram();
 
     let stop = AtomicBool::new(false);
     let (sent, consumer, seconds) = std::thread::scope(|s| -> anyhow::Result<_> {
@@ -271,8 +314,9 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
         // A fixed rate, or with 0 as fast as the producer's queue accepts for the duration.
         let interval =
             (cfg.records_per_s > 0).then(|| Duration::from_secs_f64(1.0 / cfg.records_per_s as f64));
-        let duration = Duration::from_secs(cfg.duration_s);
         let start = Instant::now();
+        // Forget the first record; the time series counts from here.
+        *ctx.recorded.lock().unwrap() = Recorded::new(start, duration);
         let mut total = 0u64;
         loop {
             match interval {
@@ -305,7 +349,29 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
         };
         Ok((total, consumer, seconds))
     })?;
-    let latency = ctx.latency.lock().unwrap().clone();
+    let recorded = ctx.recorded.lock().unwrap();
+    let latency = recorded.latency_us.clone();
+    if let Some(file) = series_file {
+        let label = cfg
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("{} acks={}", cfg.bootstrap, cfg.acks));
+        let path = cfg.series_out.as_ref().expect("opened from series_out");
+        Series::from_histogram(label, &latency)
+            .with_over_time(&recorded.over_time)
+            .with_unit_note(format!(
+                "produce latency, send to delivery report, {} of {} B records; over time: max per {} ms by send time",
+                match cfg.records_per_s {
+                    0 => "as many as the producer takes".to_string(),
+                    rate => format!("{rate}/s"),
+                },
+                cfg.record_bytes,
+                OVER_TIME_BUCKET.as_millis()
+            ))
+            .write_json_to(file)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    drop(recorded);
     let delivered = ctx.delivered.load(Ordering::Relaxed).saturating_sub(1);
     Ok(LatencyReport {
         config: cfg.clone(),

@@ -3,3 +3,4 @@
 
 pub mod client_perf;
 pub mod log_perf;
+pub mod plot;
