@@ -20,7 +20,8 @@ use crate::groups::Coordinator;
 use crate::handlers;
 use crate::metrics::BrokerMetrics;
 use crate::net::{
-    self, CloseConnection, HandlerFuture, IoPool, RequestKind, SendFile, ServerHandle, ServerLimits, Service,
+    self, CloseConnection, Handled, HandlerFuture, IoPool, RequestKind, SendFile, ServerHandle, ServerLimits,
+    Service,
 };
 use crate::producers::Producers;
 use crate::quotas::Quotas;
@@ -62,6 +63,13 @@ impl SendFile for RecordsFile {
 
 pub type Response = Option<ResponseFrame<RecordsFile>>;
 
+/// A handled request: its response, or (an `acks=all` produce whose appends are done) the
+/// rest of it, which only waits for fsyncs and may overlap the connection's next requests.
+pub enum Dispatched {
+    Now(Response),
+    Later(net::LaterFuture<RecordsFile>),
+}
+
 pub struct Broker {
     pub config: BrokerConfig,
     pub store: Arc<Store>,
@@ -97,7 +105,13 @@ impl Service for Broker {
     }
 
     fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<RecordsFile> {
-        Box::pin(async move { self.dispatch(frame, peer).await })
+        Box::pin(async move {
+            match self.dispatch(frame, peer).await {
+                Ok(Dispatched::Now(response)) => Handled::Now(Ok(response)),
+                Ok(Dispatched::Later(rest)) => Handled::Later(rest),
+                Err(close) => Handled::Now(Err(close)),
+            }
+        })
     }
 }
 
@@ -144,7 +158,7 @@ impl Broker {
         self: Arc<Self>,
         frame: Bytes,
         peer: std::net::SocketAddr,
-    ) -> Result<Response, CloseConnection> {
+    ) -> Result<Dispatched, CloseConnection> {
         let (key, version, correlation_id) =
             peek_header(&frame).ok_or_else(|| CloseConnection("request shorter than its header".into()))?;
         let Some(api) = ApiKey::from_i16(key) else {
@@ -153,9 +167,9 @@ impl Broker {
         };
         if !api.supports(version) {
             if api == ApiKey::ApiVersions {
-                return Ok(Some(ResponseFrame::from_bytes(
+                return Ok(Dispatched::Now(Some(ResponseFrame::from_bytes(
                     responses::api_versions_unsupported(correlation_id),
-                )));
+                ))));
             }
             return Err(CloseConnection(format!("{api:?} v{version} is not supported")));
         }
@@ -183,7 +197,11 @@ impl Broker {
             Request::ApiVersions(r) => handlers::api_versions::handle(b, v, c, r),
             Request::Metadata(r) => handlers::metadata::handle(b, v, c, r).await,
             Request::Produce(r) => return handlers::produce::handle(b, v, c, client_id, r).await,
-            Request::Fetch(r) => return Ok(Some(handlers::fetch::handle(b, v, c, client_id, r).await)),
+            Request::Fetch(r) => {
+                return Ok(Dispatched::Now(Some(
+                    handlers::fetch::handle(b, v, c, client_id, r).await,
+                )))
+            }
             Request::ListOffsets(r) => handlers::list_offsets::handle(b, v, c, r).await,
             Request::CreateTopics(r) => handlers::create_topics::handle(b, v, c, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, v, c, r).await,
@@ -207,7 +225,7 @@ impl Broker {
             Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
         };
         encoded
-            .map(|bytes| Some(ResponseFrame::from_bytes(bytes)))
+            .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
             .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")))
     }
 }

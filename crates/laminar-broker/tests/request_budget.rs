@@ -14,9 +14,13 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 const BUDGET_BYTES: usize = 1 << 20;
 const WRITE_STALL_MS: u64 = 1500;
 
+/// acks=1: a request is answered when its append is done, which is also when its share of
+/// the budget comes back. (With acks=all the budget comes back at the same point, but the
+/// answer waits for an fsync too, which this test is not about.)
 fn future_producer(addr: &str) -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", addr)
+        .set("acks", "1")
         .set("linger.ms", "0")
         .set("message.timeout.ms", "30000")
         .create()

@@ -5,6 +5,7 @@
 //! from its start and verify each batch's CRC. Flushing runs on the store's own flusher
 //! threads, exactly as in the broker, so its interference with appends is what is measured.
 
+use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use laminar_records::{validate_batches, BatchBuilder, Compression, RecordSpec};
 use laminar_storage::backend::{read_exact_at, RealStorage};
-use laminar_storage::{Log, LogConfig, LogId, Offset, Store, StoreConfig};
+use laminar_storage::{FlushWait, Log, LogConfig, LogId, Offset, Store, StoreConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -45,6 +46,10 @@ pub struct LogPerfConfig {
     pub flush_messages: Option<u64>,
     pub segment_bytes: u64,
     pub preallocate_bytes: u64,
+    /// Durable mode: every append waits for the fsync that covers it, as `acks=all` does,
+    /// with at most this many appends per writer waiting at once (a producer's
+    /// `max.in.flight.requests.per.connection`). `None`: appends wait for nothing.
+    pub durable_inflight: Option<usize>,
     pub keep: bool,
 }
 
@@ -83,7 +88,12 @@ pub struct DiskReport {
 #[derive(Debug, Serialize)]
 pub struct LogPerfReport {
     pub config: serde_json::Value,
+    /// The append calls: latency from the call (or, at a fixed rate, from when it was due)
+    /// to its return. In durable mode the rate counts until the last append was durable.
     pub append: PhaseReport,
+    /// Durable mode only: latency from the append call (or when it was due) to the end of
+    /// the fsync that covered it, which is what an `acks=all` producer waits for.
+    pub durable: Option<PhaseReport>,
     pub read: PhaseReport,
     pub flush: FlushReport,
     pub disk: DiskReport,
@@ -122,6 +132,7 @@ fn build_batches(cfg: &LogPerfConfig, seed: u64) -> Vec<Vec<u8>> {
 
 struct WriterResult {
     latency: Histogram<u64>,
+    durable_latency: Histogram<u64>,
     records: u64,
     bytes: u64,
     finished: Instant,
@@ -143,6 +154,10 @@ fn run_writer(
 ) -> anyhow::Result<WriterResult> {
     let mut batches = build_batches(cfg, writer as u64);
     let mut latency = new_histogram();
+    let mut durable_latency = new_histogram();
+    // Appends whose fsync has not been seen yet, oldest first (their offsets, and so their
+    // fsyncs, complete in this order).
+    let mut waiting: VecDeque<(Instant, FlushWait)> = VecDeque::new();
     let (mut records, mut bytes) = (0u64, 0u64);
     // With a target rate each writer appends on its own fixed schedule (open loop). An
     // append that starts late counts its latency from when it was due, so a writer that
@@ -182,13 +197,38 @@ fn run_writer(
         records += info.records;
         bytes += batch.len() as u64;
         progress.fetch_add(info.records, Ordering::Relaxed);
+        if let Some(inflight) = cfg.durable_inflight {
+            waiting.push_back((t, log.wait_flushed(info.last_offset)));
+            while waiting.len() >= inflight.max(1) {
+                let (t, wait) = waiting.pop_front().expect("not empty");
+                record_durable(&mut durable_latency, t, wait, log.name())?;
+            }
+        }
+    }
+    while let Some((t, wait)) = waiting.pop_front() {
+        record_durable(&mut durable_latency, t, wait, "perf")?;
     }
     Ok(WriterResult {
         latency,
+        durable_latency,
         records,
         bytes,
         finished: Instant::now(),
     })
+}
+
+/// Waits for one append's fsync and records its latency up to when the fsync completed.
+fn record_durable(
+    hist: &mut Histogram<u64>,
+    started: Instant,
+    wait: FlushWait,
+    log: &str,
+) -> anyhow::Result<()> {
+    let (result, done) = wait.wait_completed_at();
+    result.with_context(|| format!("fsync of {log}"))?;
+    let us = done.saturating_duration_since(started).as_micros() as u64;
+    hist.saturating_record(us.max(1));
+    Ok(())
 }
 
 /// Follows every partition from its start until `expected_records` have been read.
@@ -388,9 +428,11 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
     }
 
     let mut append_latency = new_histogram();
+    let mut durable_latency = new_histogram();
     let (mut append_records, mut append_bytes) = (0, 0);
     for w in &writer_results {
         append_latency.add(&w.latency).expect("same bounds");
+        durable_latency.add(&w.durable_latency).expect("same bounds");
         append_records += w.records;
         append_bytes += w.bytes;
     }
@@ -409,6 +451,9 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
     Ok(LogPerfReport {
         config,
         append: phase(append_records, append_bytes, append_elapsed, &append_latency),
+        durable: cfg
+            .durable_inflight
+            .map(|_| phase(append_records, append_bytes, append_elapsed, &durable_latency)),
         // With several readers, each reads everything: the rate is their sum.
         read: phase(read_records, read_bytes, read_elapsed, &read_latency),
         flush: FlushReport {
@@ -449,13 +494,21 @@ impl LogPerfReport {
             "  flush_interval_ms {}  flush_messages {}  segment_bytes {}  preallocate_bytes {}  read_bytes {}",
             c["flush_interval_ms"], c["flush_messages"], c["segment_bytes"], c["preallocate_bytes"], c["read_bytes"]
         );
-        println!("  records_per_s {}", c["records_per_s"]);
+        println!(
+            "  records_per_s {}  durable_inflight {}",
+            c["records_per_s"], c["durable_inflight"]
+        );
         println!();
         println!(
             "{:<8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "", "records/s", "MB/s", "p50 us", "p99 us", "p99.9 us", "max us"
         );
-        for (name, p) in [("append", &self.append), ("read", &self.read)] {
+        let durable = self.durable.as_ref().map(|d| ("durable", d));
+        for (name, p) in [("append", &self.append)]
+            .into_iter()
+            .chain(durable)
+            .chain([("read", &self.read)])
+        {
             let l = &p.latency_us;
             println!(
                 "{name:<8} {:>12.0} {:>10.1} {:>10} {:>10} {:>10} {:>10}",

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::log::Log;
+use crate::log::{Flushed, Log};
 use crate::types::now_ms;
 
 /// The longest a flusher thread sleeps without looking at its logs.
@@ -83,6 +83,11 @@ impl Drop for Flusher {
 
 /// Is `log` due for a flush now? If not, when (ms since epoch) will it be?
 fn due(log: &Log, now: i64) -> Result<(), Option<i64>> {
+    // An offline log never flushes again (its waiters were failed); a closed one was
+    // flushed by `close`. Either way, looking at it again would only spin.
+    if log.is_offline_or_closed() {
+        return Err(None);
+    }
     if log.flush_requested.load(Ordering::Acquire) {
         return Ok(());
     }
@@ -93,16 +98,19 @@ fn due(log: &Log, now: i64) -> Result<(), Option<i64>> {
     {
         return Ok(());
     }
-    match config.flush_interval_ms {
-        Some(ms) if log.records_unflushed() > 0 => {
-            let at = log.last_flush_ms() + ms as i64;
-            if now >= at {
-                Ok(())
-            } else {
-                Err(Some(at))
-            }
-        }
-        _ => Err(None),
+    let flush_at = match config.flush_interval_ms {
+        Some(ms) if log.records_unflushed() > 0 => Some(log.last_flush_ms() + ms as i64),
+        _ => None,
+    };
+    // A checkpoint left behind by fsyncs that were not due to write it is written later, so
+    // that recovery after a crash never scans more than an interval's appends.
+    let at = match (flush_at, log.checkpoint_due_ms()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    match at {
+        Some(at) if now >= at => Ok(()),
+        at => Err(at),
     }
 }
 
@@ -121,14 +129,18 @@ fn run(shared: &FlusherShared) {
         let mut next_deadline: Option<i64> = None;
         for log in &logs {
             match due(log, now_ms()) {
-                Ok(()) => {
-                    // An error takes the log offline and fails its waiters; the broker reports
-                    // it from `offline_reason`. Nothing to retry here.
-                    let _ = log.try_flush();
-                    if log.flush_requested.load(Ordering::Acquire) {
-                        next_deadline = Some(now_ms());
+                // An error takes the log offline and fails its waiters; the broker reports it
+                // from `offline_reason`. Nothing to retry here.
+                Ok(()) => match log.try_flush() {
+                    // Waiters that queued during this fsync want the next one at once: that
+                    // is group commit, one fsync after another while appends go on.
+                    Ok(Flushed::Synced) if log.flush_requested.load(Ordering::Acquire) => {
+                        next_deadline = Some(now_ms())
                     }
-                }
+                    // The thread that is flushing it looks again when its fsync is done (see
+                    // above), so this one does not spin on it meanwhile.
+                    Ok(Flushed::Busy | Flushed::Synced | Flushed::Nothing) | Err(_) => {}
+                },
                 Err(Some(at)) => next_deadline = Some(next_deadline.map_or(at, |d| d.min(at))),
                 Err(None) => {}
             }

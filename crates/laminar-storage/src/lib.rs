@@ -24,7 +24,7 @@ mod wait;
 
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
-pub use log::{AppendInfo, FileRange, Log, LogRead, RecoveryReport};
+pub use log::{AppendInfo, FileRange, Flushed, Log, LogRead, RecoveryReport};
 pub use metrics::{LatencyHistogram, StorageMetrics};
 pub use store::{LogId, Store, StoreConfig};
 pub use types::{now_ms, FilePos, Offset, RecoveryPoint};

@@ -53,6 +53,17 @@ pub struct FileRange {
     pub next_offset: Offset,
 }
 
+/// What [`Log::try_flush`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flushed {
+    /// Another thread is flushing this log; it will look again when it is done.
+    Busy,
+    /// Everything was already durable.
+    Nothing,
+    /// It fsynced (and completed the waiters the fsync covered).
+    Synced,
+}
+
 #[derive(Debug, Clone)]
 pub struct LogRead {
     /// `None` when the requested offset is the log end, or the first batch exceeds the
@@ -112,6 +123,9 @@ pub struct Log {
     view: RwLock<View>,
     flush_state: Mutex<FlushState>,
     flush_lock: Mutex<()>,
+    /// The recovery point the checkpoint file holds, and when it was written.
+    checkpointed: Mutex<RecoveryPoint>,
+    last_checkpoint_ms: AtomicI64,
     offline: Mutex<Option<String>>,
     closed: AtomicBool,
     records_unflushed: AtomicU64,
@@ -179,6 +193,8 @@ impl Log {
                 waiters: Vec::new(),
             }),
             flush_lock: Mutex::new(()),
+            checkpointed: Mutex::new(flushed),
+            last_checkpoint_ms: AtomicI64::new(now_ms()),
             offline: Mutex::new(None),
             closed: AtomicBool::new(false),
             records_unflushed: AtomicU64::new(0),
@@ -457,23 +473,43 @@ impl Log {
         }
     }
 
-    /// Fsyncs everything appended so far, then completes the waiters it covers, then writes
-    /// the recovery-point checkpoint. Runs on the flusher thread (or at close). Returns
-    /// whether there was anything to flush.
+    /// Fsyncs everything appended so far, then completes the waiters it covers, then (at
+    /// most every `checkpoint_interval_ms`) writes the recovery-point checkpoint. Runs on a
+    /// flusher thread (or at close). Returns whether there was anything to flush.
     pub fn flush(&self) -> Result<bool> {
         let guard = self.flush_lock.lock().unwrap();
-        self.flush_locked(guard)
+        self.flush_locked(guard, true).map(|f| f == Flushed::Synced)
     }
 
-    /// Like [`Log::flush`], but returns `Ok(false)` at once if another thread is flushing.
-    pub fn try_flush(&self) -> Result<bool> {
+    /// Like [`Log::flush`], but returns [`Flushed::Busy`] at once if another thread is
+    /// flushing this log, and leaves the checkpoint until it is due.
+    pub fn try_flush(&self) -> Result<Flushed> {
         match self.flush_lock.try_lock() {
-            Ok(guard) => self.flush_locked(guard),
-            Err(_) => Ok(false),
+            Ok(guard) => self.flush_locked(guard, false),
+            Err(_) => Ok(Flushed::Busy),
         }
     }
 
-    fn flush_locked(&self, _only_one: std::sync::MutexGuard<'_, ()>) -> Result<bool> {
+    /// When (ms since the epoch) the checkpoint file, older than the recovery point in memory,
+    /// is due to be rewritten; `None` if it is current.
+    pub fn checkpoint_due_ms(&self) -> Option<i64> {
+        let flushed = self.flush_state.lock().unwrap().flushed;
+        (*self.checkpointed.lock().unwrap() != flushed).then(|| {
+            self.last_checkpoint_ms.load(Ordering::Relaxed)
+                + self.config.read().unwrap().checkpoint_interval_ms as i64
+        })
+    }
+
+    /// Is this log offline (a failed fsync) or closed? The flusher leaves it alone then.
+    pub fn is_offline_or_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.offline.lock().unwrap().is_some()
+    }
+
+    fn flush_locked(
+        &self,
+        _only_one: std::sync::MutexGuard<'_, ()>,
+        checkpoint_now: bool,
+    ) -> Result<Flushed> {
         if let Some(reason) = self.offline.lock().unwrap().clone() {
             return Err(StorageError::Offline {
                 log: self.name.clone(),
@@ -500,10 +536,18 @@ impl Log {
             (segments, target)
         };
         let pending_indexes = segments.iter().any(|s| s.is_sealed() && !s.indexes_durable());
-        if target == flushed && !pending_indexes {
-            return Ok(false);
+        let checkpointed = *self.checkpointed.lock().unwrap();
+        let checkpoint_due = checkpointed != target
+            && (checkpoint_now
+                || now_ms() - self.last_checkpoint_ms.load(Ordering::Relaxed)
+                    >= self.config.read().unwrap().checkpoint_interval_ms as i64);
+        if target == flushed && !pending_indexes && !checkpoint_due {
+            return Ok(Flushed::Nothing);
         }
         let started = Instant::now();
+        // Every segment from the recovery point's on, even one whose bytes were all synced
+        // before it rolled: the roll trimmed it, and recovery must not find the old
+        // preallocated zeros past its end (it would truncate the log there).
         for seg in &segments {
             let t = Instant::now();
             FSYNCS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
@@ -521,15 +565,14 @@ impl Log {
             }
             self.metrics.metadata_fsync_us.record_since(t);
         }
-        // The active segment's new index entries are written but not synced: recovery
-        // validates them and rebuilds whatever is missing.
-        if let Some(active) = segments.last().filter(|s| !s.is_sealed()) {
-            if let Err(e) = active.persist_indexes(self.storage.as_ref(), false) {
-                return Err(self.go_offline(&e));
-            }
-        }
+        // Group commit: everything appended before the fsync started is durable, so every
+        // waiter for an offset below `target` completes now, together.
         let done: Vec<Arc<Completion>> = {
             let mut st = self.flush_state.lock().unwrap();
+            debug_assert!(
+                target.next_offset >= st.flushed.next_offset,
+                "the recovery point only moves on"
+            );
             st.flushed = target;
             let (done, waiting): (Vec<_>, Vec<_>) =
                 st.waiters.drain(..).partition(|(o, _)| *o < target.next_offset);
@@ -542,17 +585,32 @@ impl Log {
         self.records_unflushed
             .fetch_sub(unflushed_before, Ordering::Relaxed);
         self.last_flush_ms.store(now_ms(), Ordering::Relaxed);
-        let t = Instant::now();
-        if let Err(e) = checkpoint::write(self.storage.as_ref(), &self.dir, &target) {
-            return Err(self.go_offline(&e));
-        }
-        self.metrics.metadata_fsync_us.record_since(t);
-        self.metrics.log_flush_us.record_since(started);
-        // Waiters that arrived during this flush for offsets it did not cover need another.
+        // Waiters that arrived during this flush for offsets it did not cover need another,
+        // and must not wait behind the checkpoint below.
         if !self.flush_state.lock().unwrap().waiters.is_empty() {
             self.flush_requested.store(true, Ordering::Release);
         }
-        Ok(true)
+        let checkpoint_due = checkpoint_now
+            || now_ms() - self.last_checkpoint_ms.load(Ordering::Relaxed)
+                >= self.config.read().unwrap().checkpoint_interval_ms as i64;
+        if checkpoint_due && *self.checkpointed.lock().unwrap() != target {
+            // The active segment's new index entries are written but not synced: recovery
+            // validates them and rebuilds whatever is missing.
+            if let Some(active) = segments.last().filter(|s| !s.is_sealed()) {
+                if let Err(e) = active.persist_indexes(self.storage.as_ref(), false) {
+                    return Err(self.go_offline(&e));
+                }
+            }
+            let t = Instant::now();
+            if let Err(e) = checkpoint::write(self.storage.as_ref(), &self.dir, &target) {
+                return Err(self.go_offline(&e));
+            }
+            *self.checkpointed.lock().unwrap() = target;
+            self.last_checkpoint_ms.store(now_ms(), Ordering::Relaxed);
+            self.metrics.metadata_fsync_us.record_since(t);
+        }
+        self.metrics.log_flush_us.record_since(started);
+        Ok(Flushed::Synced)
     }
 
     /// Finds the batches to send for a read from `start`: whole batches of one segment,

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Result, StorageError};
 use crate::types::Offset;
@@ -13,6 +13,8 @@ use crate::types::Offset;
 #[derive(Default)]
 struct State {
     result: Option<Result<Offset>>,
+    /// When `result` was set.
+    completed_at: Option<Instant>,
     waker: Option<Waker>,
 }
 
@@ -29,6 +31,7 @@ impl Completion {
             return;
         }
         st.result = Some(result);
+        st.completed_at = Some(Instant::now());
         if let Some(w) = st.waker.take() {
             w.wake();
         }
@@ -59,6 +62,18 @@ impl FlushWait {
         loop {
             if let Some(r) = st.result.take() {
                 return r;
+            }
+            st = self.inner.cv.wait(st).unwrap();
+        }
+    }
+
+    /// Like [`FlushWait::wait`], with the instant the flush completed it (a benchmark's
+    /// latency then does not include how late the waiting thread looked).
+    pub fn wait_completed_at(self) -> (Result<Offset>, Instant) {
+        let mut st = self.inner.state.lock().unwrap();
+        loop {
+            if let Some(r) = st.result.take() {
+                return (r, st.completed_at.expect("set with the result"));
             }
             st = self.inner.cv.wait(st).unwrap();
         }

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 mod admin;
 use laminar_perf::client_perf;
 use laminar_perf::log_perf::{self, LogPerfConfig};
+use laminar_perf::plot;
 use laminar_records::Compression;
 
 #[derive(Parser)]
@@ -190,6 +191,19 @@ enum PerfSuite {
         #[arg(long)]
         json: bool,
     },
+    /// Draw the series that runs saved (perf latency --series-out) on one pair of charts:
+    /// PREFIX-over-time.svg (latency against time) and PREFIX-percentiles.svg (latency by
+    /// percentile, HdrHistogram's scale). Each file holds one series or an array of them.
+    Plot {
+        /// The charts' title, e.g. the scenario.
+        #[arg(long, default_value = "latency")]
+        title: String,
+        /// Path prefix of the two SVG files.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(required = true, value_name = "FILE.json")]
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -236,6 +250,14 @@ struct PerfLogArgs {
     /// fallocate step for data files; 0 disables preallocation.
     #[arg(long, default_value_t = 32 << 20)]
     preallocate_bytes: u64,
+    /// Durable mode: every append waits for the fsync that covers it, as acks=all does
+    /// (group commit on the store's flusher threads).
+    #[arg(long)]
+    durable: bool,
+    /// In durable mode, how many appends of one writer may wait for their fsync at once (a
+    /// producer's max.in.flight.requests.per.connection).
+    #[arg(long, default_value_t = 5)]
+    durable_inflight: usize,
     /// Keep the data directory afterwards.
     #[arg(long)]
     keep: bool,
@@ -269,6 +291,7 @@ fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
         flush_messages: args.flush_messages,
         segment_bytes: args.segment_bytes,
         preallocate_bytes: args.preallocate_bytes,
+        durable_inflight: args.durable.then_some(args.durable_inflight),
         keep: args.keep,
     };
     let report = log_perf::run(&cfg).context("perf log")?;
@@ -386,6 +409,16 @@ fn main() -> anyhow::Result<()> {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
                     report.print_table();
+                }
+                Ok(())
+            }
+            PerfSuite::Plot { title, out, files } => {
+                let mut series = Vec::new();
+                for f in &files {
+                    series.extend(plot::read_series(f)?);
+                }
+                for path in plot::write_charts(&out, &title, &series)? {
+                    println!("{}", path.display());
                 }
                 Ok(())
             }

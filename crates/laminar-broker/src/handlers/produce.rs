@@ -2,7 +2,8 @@
 //!
 //! The append runs on the partition's storage thread, never here. `acks=1` answers once the
 //! batches are in the page cache; `acks=all` answers once the fsync that covers them has
-//! finished (group commit on the flusher threads). Nothing else waits for an fsync.
+//! finished (group commit on the flusher threads). Nothing else waits for an fsync, not
+//! even the same connection's next request: it is appended while this one's fsync runs.
 
 use std::sync::Arc;
 
@@ -13,12 +14,12 @@ use laminar_protocol::requests::ProduceRequest;
 use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey};
 use laminar_records::{decompress, validate_batches, Compression, RecordIter, BATCH_HEADER_BYTES};
-use laminar_storage::{Offset, StorageError};
+use laminar_storage::{FlushWait, Offset, StorageError};
 
 use super::topic_name;
-use crate::broker::{Broker, Response};
+use crate::broker::{Broker, Dispatched, RecordsFile};
 use crate::error_codes as ec;
-use crate::net::CloseConnection;
+use crate::net::{CloseConnection, ResponseOrClose};
 use crate::producers::{ProducerBatch, SeqCheck};
 use crate::storage_pool::partition_key;
 
@@ -104,6 +105,8 @@ fn append(
     })
 }
 
+/// Appends one partition's batches. With `acks=all`, also returns the wait for the fsync
+/// that will cover them: the caller awaits it after the request's ordered part is done.
 async fn produce_partition(
     b: Arc<Broker>,
     version: i16,
@@ -111,22 +114,22 @@ async fn produce_partition(
     partition: i32,
     records: Option<Bytes>,
     acks: i16,
-) -> PartitionProduceResponse {
+) -> (PartitionProduceResponse, Option<FlushWait>) {
     let mut out = PartitionProduceResponse::default();
     out.index = partition;
     out.base_offset = -1;
     out.log_append_time_ms = -1;
     let Some(meta) = b.topics.get(&topic) else {
         out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
-        return out;
+        return (out, None);
     };
     if partition < 0 || partition as u32 >= meta.partitions {
         out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
-        return out;
+        return (out, None);
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         out.error_code = ec::CORRUPT_MESSAGE;
-        return out;
+        return (out, None);
     };
     let max_message_bytes = b.topics.max_message_bytes(&meta);
     let b2 = b.clone();
@@ -138,34 +141,67 @@ async fn produce_partition(
         })
         .await;
     match result {
-        Err(code) => out.error_code = code,
+        Err(code) => {
+            out.error_code = code;
+            (out, None)
+        }
         Ok(a) => {
             b.data_arrived.notify_waiters();
-            if acks == -1 {
-                if let Some(log) = b.topics.log(&topic, partition) {
-                    if let Err(e) = log.wait_flushed(Offset(a.last_offset)).await {
-                        crate::warn!("acks=all on {topic}-{partition}: {e}");
-                        out.error_code = ec::KAFKA_STORAGE_ERROR;
-                        return out;
-                    }
-                }
-            }
             out.base_offset = a.base_offset;
             if version >= 5 {
                 out.log_start_offset = a.log_start;
             }
+            let durable = (acks == -1)
+                .then(|| b.topics.log(&topic, partition))
+                .flatten()
+                .map(|log| log.wait_flushed(Offset(a.last_offset)));
+            (out, durable)
         }
     }
-    out
 }
 
+/// Waits for the fsyncs that cover the appended partitions, then encodes the response.
+/// A partition whose fsync failed (its log went offline) answers KAFKA_STORAGE_ERROR.
+async fn answer_when_durable(
+    mut resp: ProduceResponse,
+    waits: Vec<(usize, usize, FlushWait)>,
+    version: i16,
+    correlation_id: i32,
+) -> ResponseOrClose<RecordsFile> {
+    for (t, p, wait) in waits {
+        if let Err(e) = crate::net::waiting(wait).await {
+            let tr = &mut resp.responses[t];
+            let pr = &mut tr.partition_responses[p];
+            crate::warn!("acks=all on {}-{}: {e}", tr.name.as_str(), pr.index);
+            pr.error_code = ec::KAFKA_STORAGE_ERROR;
+            pr.base_offset = -1;
+            pr.log_start_offset = -1;
+        }
+    }
+    encode(resp, version, correlation_id).map(Some)
+}
+
+fn encode(
+    resp: ProduceResponse,
+    version: i16,
+    correlation_id: i32,
+) -> Result<ResponseFrame<RecordsFile>, CloseConnection> {
+    responses::encode(ApiKey::Produce, version, correlation_id, &resp)
+        .map(ResponseFrame::from_bytes)
+        .map_err(|e| CloseConnection(format!("encoding Produce v{version} response: {e}")))
+}
+
+/// Appends every partition's batches (each on its partition's storage thread, in parallel),
+/// in this connection's request order. `acks=1` answers now; `acks=all` hands back the rest
+/// of the request, which waits for the fsyncs while the connection's next requests go on:
+/// one fsync can then cover several requests of one producer (group commit).
 pub async fn handle(
     b: &Arc<Broker>,
     version: i16,
     correlation_id: i32,
     client_id: &str,
     r: ProduceRequest,
-) -> Result<Response, CloseConnection> {
+) -> Result<Dispatched, CloseConnection> {
     if r.transactional_id.is_some() {
         return Err(CloseConnection(
             "transactional produce is not supported yet".into(),
@@ -179,6 +215,7 @@ pub async fn handle(
         .map(|p| p.records.as_ref().map_or(0, |b| b.len() as u64))
         .sum();
     let mut resp = ProduceResponse::default();
+    let mut waits = Vec::new();
     if ![0, 1, -1].contains(&acks) {
         for t in &r.topics {
             let mut tr = TopicProduceResponse::default();
@@ -215,13 +252,14 @@ pub async fn handle(
             let mut tr = TopicProduceResponse::default();
             tr.name = topic_name(&name);
             for h in handles {
-                // The partitions' appends and fsyncs run in their own tasks; this
-                // request waits for them.
-                tr.partition_responses.push(
-                    crate::net::waiting(h)
-                        .await
-                        .map_err(|e| CloseConnection(format!("produce task failed: {e}")))?,
-                );
+                // The partitions' appends run in their own tasks; this request waits for them.
+                let (pr, durable) = crate::net::waiting(h)
+                    .await
+                    .map_err(|e| CloseConnection(format!("produce task failed: {e}")))?;
+                if let Some(wait) = durable {
+                    waits.push((resp.responses.len(), tr.partition_responses.len(), wait));
+                }
+                tr.partition_responses.push(pr);
             }
             resp.responses.push(tr);
         }
@@ -236,9 +274,15 @@ pub async fn handle(
         crate::net::throttle(throttle);
     }
     if acks == 0 {
-        return Ok(None);
+        return Ok(Dispatched::Now(None));
     }
-    responses::encode(ApiKey::Produce, version, correlation_id, &resp)
-        .map(|bytes| Some(ResponseFrame::from_bytes(bytes)))
-        .map_err(|e| CloseConnection(format!("encoding Produce v{version} response: {e}")))
+    if waits.is_empty() {
+        return encode(resp, version, correlation_id).map(|f| Dispatched::Now(Some(f)));
+    }
+    Ok(Dispatched::Later(Box::pin(answer_when_durable(
+        resp,
+        waits,
+        version,
+        correlation_id,
+    ))))
 }

@@ -51,7 +51,25 @@ pub trait SendFile: FileSlice {
 pub struct CloseConnection(pub String);
 
 pub type ResponseOrClose<F> = Result<Option<ResponseFrame<F>>, CloseConnection>;
-pub type HandlerFuture<F> = Pin<Box<dyn Future<Output = ResponseOrClose<F>> + Send>>;
+pub type HandlerFuture<F> = Pin<Box<dyn Future<Output = Handled<F>> + Send>>;
+pub type LaterFuture<F> = Pin<Box<dyn Future<Output = ResponseOrClose<F>> + Send>>;
+
+/// What a handler gives back.
+pub enum Handled<F> {
+    /// The response, or why the connection closes.
+    Now(ResponseOrClose<F>),
+    /// The request's ordered part is done (a produce's appends are in the log, in arrival
+    /// order) and what is left only waits (for the fsync that covers them). The connection
+    /// goes on to its next request meanwhile, so one fsync can cover several of its requests
+    /// (group commit within a connection); the response is still sent in request order.
+    Later(LaterFuture<F>),
+}
+
+impl<F> From<ResponseOrClose<F>> for Handled<F> {
+    fn from(r: ResponseOrClose<F>) -> Self {
+        Handled::Now(r)
+    }
+}
 
 /// What the service says a frame is, before handling it: a name for the stall detector's
 /// reports and the histograms its phases go into.

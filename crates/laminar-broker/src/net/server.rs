@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use super::observe::{measure_waits, NetMetrics, RequestTimes};
 use super::send::send_response;
 use super::watchdog::{doing, Registry};
-use super::{CloseConnection, IoPool, RequestKind, ResponseOrClose, Service};
+use super::{CloseConnection, Handled, IoPool, RequestKind, ResponseOrClose, Service};
 
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
@@ -41,6 +41,13 @@ pub const FRAME_READ_TIMEOUT_MS: u64 = 60_000;
 pub const RESPONSE_SEND_TIMEOUT_MS: u64 = 60_000;
 /// How often a connection whose next frame does not fit the budget tries again.
 const BUDGET_RETRY_MS: u64 = 5;
+
+/// A response in a connection's writer queue: ready, or still completing in its own task
+/// (a [`Handled::Later`]), which resolves with the instant it finished.
+enum Pending<F> {
+    Ready(ResponseOrClose<F>),
+    Later(tokio::task::JoinHandle<(ResponseOrClose<F>, Instant)>),
+}
 
 /// Stops a running server: no more accepts, in-flight requests finish, then connections
 /// close.
@@ -164,8 +171,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     // responses does not pin the budget.
     let (frame_tx, mut frame_rx) =
         mpsc::channel::<(bytes::Bytes, Instant, OwnedSemaphorePermit)>(inflight / 2);
-    let (resp_tx, mut resp_rx) =
-        mpsc::channel::<(ResponseOrClose<S::File>, RequestKind, RequestTimes)>(inflight / 2);
+    let (resp_tx, mut resp_rx) = mpsc::channel::<(Pending<S::File>, RequestKind, RequestTimes)>(inflight / 2);
     let wd = watchdog.clone();
     // Until when the reader must not read (a quota's throttle), in ms since `epoch`.
     let epoch = Instant::now();
@@ -195,8 +201,23 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                 handled,
                 waited: noted.waited,
             };
-            let close = result.is_err();
-            if resp_tx.send((result, kind, times)).await.is_err() || close {
+            let (pending, close) = match result {
+                Handled::Now(r) => {
+                    let close = r.is_err();
+                    (Pending::Ready(r), close)
+                }
+                // The rest only waits (an fsync): the next request starts now, and this one's
+                // response keeps its place in the writer's queue.
+                Handled::Later(rest) => {
+                    let rest = doing(&wd, kind.name, Some(peer), rest);
+                    let task = tokio::spawn(async move {
+                        let r = rest.await;
+                        (r, Instant::now())
+                    });
+                    (Pending::Later(task), false)
+                }
+            };
+            if resp_tx.send((pending, kind, times)).await.is_err() || close {
                 return;
             }
         }
@@ -205,7 +226,19 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     let inline = limits.cold_reads_inline;
     let writer_metrics = metrics.clone();
     let writer = tokio::spawn(doing(&watchdog, "sending a response", Some(peer), async move {
-        while let Some((result, kind, times)) = resp_rx.recv().await {
+        while let Some((pending, kind, mut times)) = resp_rx.recv().await {
+            let result = match pending {
+                Pending::Ready(r) => r,
+                Pending::Later(task) => match task.await {
+                    // Its time in the task was a wait (for an fsync), part of its handling.
+                    Ok((r, done)) => {
+                        times.waited += done.saturating_duration_since(times.handled);
+                        times.handled = done.max(times.handled);
+                        r
+                    }
+                    Err(e) => Err(CloseConnection(format!("request task failed: {e}"))),
+                },
+            };
             let send_started = Instant::now();
             match result {
                 Ok(Some(frame)) => {

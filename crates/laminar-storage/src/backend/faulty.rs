@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::{Storage, StorageFile};
@@ -30,6 +30,16 @@ pub enum Fault {
     FailReads,
     /// The next write stores only its first `keep_bytes` bytes, then fails with EIO.
     TearNextWrite { keep_bytes: usize },
+    /// Every `sync_data` waits until the test lets it through with
+    /// [`FaultyStorage::release_syncs`]: a test can then act while an fsync is in flight.
+    GatedSyncs,
+}
+
+/// Counts gated syncs that started and those let through.
+#[derive(Debug, Default)]
+struct SyncGate {
+    counts: Mutex<(u64, u64)>,
+    cv: Condvar,
 }
 
 /// Reads at most this long are not slowed by [`Fault::ColdReads`].
@@ -44,6 +54,7 @@ struct Rules {
 pub struct FaultyStorage {
     inner: Arc<dyn Storage>,
     rules: Arc<Mutex<Rules>>,
+    gate: Arc<SyncGate>,
 }
 
 #[derive(Debug)]
@@ -51,6 +62,7 @@ struct FaultyFile {
     inner: Arc<dyn StorageFile>,
     path: PathBuf,
     rules: Arc<Mutex<Rules>>,
+    gate: Arc<SyncGate>,
 }
 
 fn eio(what: &str) -> io::Error {
@@ -62,7 +74,26 @@ impl FaultyStorage {
         Arc::new(FaultyStorage {
             inner,
             rules: Arc::default(),
+            gate: Arc::default(),
         })
+    }
+
+    /// Waits until `n` syncs held by [`Fault::GatedSyncs`] have started (in total); false if
+    /// that has not happened within `timeout`.
+    pub fn wait_syncs_started(&self, n: u64, timeout: Duration) -> bool {
+        let counts = self.gate.counts.lock().unwrap();
+        let (counts, _) = self
+            .gate
+            .cv
+            .wait_timeout_while(counts, timeout, |c| c.0 < n)
+            .unwrap();
+        counts.0 >= n
+    }
+
+    /// Lets `n` more gated syncs through, in the order they started.
+    pub fn release_syncs(&self, n: u64) {
+        self.gate.counts.lock().unwrap().1 += n;
+        self.gate.cv.notify_all();
     }
 
     /// Applies `fault` to every file whose path starts with `prefix`.
@@ -116,6 +147,7 @@ impl Storage for FaultyStorage {
             inner,
             path: path.to_path_buf(),
             rules: self.rules.clone(),
+            gate: self.gate.clone(),
         }))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -169,6 +201,15 @@ impl StorageFile for FaultyFile {
             match fault {
                 Fault::SyncLatency(d) => std::thread::sleep(d),
                 Fault::FailSyncs => return Err(eio("fdatasync")),
+                Fault::GatedSyncs => {
+                    let mut counts = self.gate.counts.lock().unwrap();
+                    counts.0 += 1;
+                    let ticket = counts.0;
+                    self.gate.cv.notify_all();
+                    while counts.1 < ticket {
+                        counts = self.gate.cv.wait(counts).unwrap();
+                    }
+                }
                 _ => {}
             }
         }

@@ -101,6 +101,13 @@ impl SimStorage {
         ns.live.get(path).map(|i| i.lock().unwrap().data.clone())
     }
 
+    /// The bytes of a file that would survive a crash now (as of its last `sync_data`), if
+    /// its directory entry is durable.
+    pub fn read_durable_file(&self, path: &Path) -> Option<Vec<u8>> {
+        let ns = self.ns.lock().unwrap();
+        ns.durable.get(path).map(|i| i.lock().unwrap().durable.clone())
+    }
+
     /// Replaces a file's bytes, durably, as a disk that returned garbage would.
     pub fn write_file_durably(&self, path: &Path, bytes: &[u8]) {
         let mut ns = self.ns.lock().unwrap();

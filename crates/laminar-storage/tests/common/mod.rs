@@ -61,6 +61,7 @@ pub fn small_config() -> LogConfig {
         retention_bytes: None,
         flush_interval_ms: None,
         flush_messages: None,
+        checkpoint_interval_ms: 1000,
     }
 }
 

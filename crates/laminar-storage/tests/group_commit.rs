@@ -1,0 +1,145 @@
+//! Group commit: a durability waiter completes only when an fsync that started after its
+//! append has finished, and by then its bytes are durable. Appends go on while an fsync
+//! runs, and the next fsync covers them.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use laminar_storage::backend::{Fault, FaultyStorage, SimStorage};
+use laminar_storage::{LogConfig, LogId, Store, StoreConfig};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Opens every gate when the test ends, passing or failing, so that the store's flusher
+/// threads (joined when it drops) are never left waiting at one.
+struct OpenGatesAtEnd(Arc<FaultyStorage>);
+
+impl Drop for OpenGatesAtEnd {
+    fn drop(&mut self) {
+        self.0.clear();
+        self.0.release_syncs(u64::MAX / 2);
+    }
+}
+
+#[test]
+fn waiters_complete_only_after_an_fsync_that_covers_them() {
+    let sim = SimStorage::new();
+    let faulty = FaultyStorage::new(sim.clone());
+    let config = StoreConfig {
+        flush_threads: 2,
+        // No checkpoint during the test: its writes would be fsyncs the test did not expect.
+        default_log: LogConfig {
+            checkpoint_interval_ms: 3_600_000,
+            ..small_config()
+        },
+    };
+    let store = Store::open(Path::new("/data"), faulty.clone(), config.clone()).unwrap();
+    let gates = OpenGatesAtEnd(faulty.clone());
+    let log = store.create_log(&LogId::new("t", 0), config.default_log).unwrap();
+    let data_file = Path::new("/data/t-0/00000000000000000000.log");
+    faulty.inject(data_file, Fault::GatedSyncs);
+
+    let mut a = batch(3, 100, 1_000, 1);
+    let a_info = log.append(&mut a).unwrap();
+    let wait_a = log.wait_flushed(a_info.last_offset);
+    // The fsync that covers A is now in flight, held at the gate.
+    assert!(
+        faulty.wait_syncs_started(1, TIMEOUT),
+        "a durability waiter starts an fsync"
+    );
+
+    // B is appended while that fsync runs: appends never wait for a flush.
+    let mut b = batch(2, 100, 2_000, 2);
+    let b_info = log.append(&mut b).unwrap();
+    let wait_b = log.wait_flushed(b_info.last_offset);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        wait_a.wait_timeout(Duration::ZERO).is_none(),
+        "A completed before its fsync returned"
+    );
+    assert!(
+        wait_b.wait_timeout(Duration::ZERO).is_none(),
+        "B completed with no fsync at all"
+    );
+
+    faulty.release_syncs(1);
+    wait_a.wait_timeout(TIMEOUT).expect("A completes").unwrap();
+    let durable = sim.read_durable_file(data_file).unwrap();
+    assert!(
+        durable.len() >= a.len() && durable[..a.len()] == a[..],
+        "A is durable when it completes"
+    );
+    // The fsync that just returned started before B was appended, so it cannot cover B.
+    assert!(
+        wait_b.wait_timeout(Duration::from_millis(100)).is_none(),
+        "B completed by an fsync that started before its append"
+    );
+
+    // The waiter that arrived during the first fsync gets the next one at once.
+    assert!(
+        faulty.wait_syncs_started(2, TIMEOUT),
+        "a second fsync starts for B"
+    );
+    faulty.release_syncs(1);
+    wait_b.wait_timeout(TIMEOUT).expect("B completes").unwrap();
+    let durable = sim.read_durable_file(data_file).unwrap();
+    let both = [&a[..], &b[..]].concat();
+    assert!(
+        durable.len() >= both.len() && durable[..both.len()] == both[..],
+        "B is durable when it completes"
+    );
+
+    drop(gates);
+    store.close().unwrap();
+}
+
+#[test]
+fn one_fsync_completes_every_waiter_it_covers() {
+    let sim = SimStorage::new();
+    let faulty = FaultyStorage::new(sim.clone());
+    let config = StoreConfig {
+        flush_threads: 1,
+        // No checkpoint during the test: its writes would be fsyncs the test did not expect.
+        default_log: LogConfig {
+            checkpoint_interval_ms: 3_600_000,
+            ..small_config()
+        },
+    };
+    let store = Store::open(Path::new("/data"), faulty.clone(), config.clone()).unwrap();
+    let gates = OpenGatesAtEnd(faulty.clone());
+    let log = store.create_log(&LogId::new("t", 0), config.default_log).unwrap();
+    faulty.inject("/data/t-0/00000000000000000000.log", Fault::GatedSyncs);
+
+    let mut first = batch(1, 10, 1, 0);
+    let first_wait = log.wait_flushed(log.append(&mut first).unwrap().last_offset);
+    assert!(faulty.wait_syncs_started(1, TIMEOUT));
+    // Ten appends while the first fsync is held: the next single fsync covers all of them.
+    let waits: Vec<_> = (0..10)
+        .map(|i| {
+            let mut b = batch(2, 50, 10 + i, 10 + i as u64);
+            let info = log.append(&mut b).unwrap();
+            log.wait_flushed(info.last_offset)
+        })
+        .collect();
+    faulty.release_syncs(1);
+    first_wait
+        .wait_timeout(TIMEOUT)
+        .expect("first completes")
+        .unwrap();
+    assert!(faulty.wait_syncs_started(2, TIMEOUT));
+    faulty.release_syncs(1);
+    for w in &waits {
+        w.wait_timeout(TIMEOUT).expect("completes").unwrap();
+    }
+    // Two data fsyncs in all: group commit, not one per append.
+    assert!(
+        !faulty.wait_syncs_started(3, Duration::from_millis(200)),
+        "the ten waiters took more than one fsync"
+    );
+    drop(gates);
+    store.close().unwrap();
+}
