@@ -79,6 +79,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Fsync once this many records are unflushed.",
     },
     SettingDoc {
+        name: "log.flush.offset.checkpoint.interval.ms",
+        default: "1000",
+        doc: "Write each log's recovery-point checkpoint at most this often (fsyncs advance it in memory); recovery validates what was appended since.",
+    },
+    SettingDoc {
         name: "log.preallocate.bytes",
         default: "33554432",
         doc: "fallocate step for segment files; 0 disables.",
@@ -170,6 +175,7 @@ pub struct BrokerConfig {
     pub log_roll_ms: Option<u64>,
     pub log_flush_interval_ms: Option<u64>,
     pub log_flush_interval_messages: Option<u64>,
+    pub log_flush_offset_checkpoint_interval_ms: u64,
     pub log_preallocate_bytes: u64,
     pub log_retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
@@ -208,6 +214,7 @@ impl Default for BrokerConfig {
             log_roll_ms: Some(7 * 24 * 3600 * 1000),
             log_flush_interval_ms: None,
             log_flush_interval_messages: None,
+            log_flush_offset_checkpoint_interval_ms: 1000,
             log_preallocate_bytes: 32 << 20,
             log_retention_check_interval_ms: 300_000,
             message_max_bytes: 1_048_588,
@@ -285,6 +292,9 @@ impl BrokerConfig {
             "log.roll.ms" => self.log_roll_ms = Some(positive(int()?)?),
             "log.flush.interval.ms" => self.log_flush_interval_ms = Some(positive(int()?)?),
             "log.flush.interval.messages" => self.log_flush_interval_messages = Some(positive(int()?)?),
+            "log.flush.offset.checkpoint.interval.ms" => {
+                self.log_flush_offset_checkpoint_interval_ms = positive(int()?)?
+            }
             "log.preallocate.bytes" => self.log_preallocate_bytes = int()?.max(0) as u64,
             "log.retention.check.interval.ms" => self.log_retention_check_interval_ms = positive(int()?)?,
             "message.max.bytes" => self.message_max_bytes = positive(int()?)? as usize,
@@ -348,6 +358,10 @@ impl BrokerConfig {
             format!(
                 "log.flush.interval.messages = {}",
                 u(self.log_flush_interval_messages)
+            ),
+            format!(
+                "log.flush.offset.checkpoint.interval.ms = {}",
+                self.log_flush_offset_checkpoint_interval_ms
             ),
             format!("message.max.bytes = {}", self.message_max_bytes),
             format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),

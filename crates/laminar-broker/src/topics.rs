@@ -138,6 +138,7 @@ impl Topics {
             retention_bytes: c.log_retention_bytes,
             flush_interval_ms: c.log_flush_interval_ms,
             flush_messages: c.log_flush_interval_messages,
+            checkpoint_interval_ms: c.log_flush_offset_checkpoint_interval_ms,
             ..LogConfig::default()
         };
         for (k, v) in configs {
