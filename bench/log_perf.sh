@@ -6,17 +6,23 @@
 #   - the same with and without flushing at a fixed rate below what the disk absorbs
 #     (RATE records/s, default 1,000,000: about 1.03 GB/s of 1 KiB records).
 # Raw JSON lines and a summary of medians and ratios go to OUT (default
-# bench/results/<date>-<host>-log-perf).
+# bench/results/<date>-<host>-log-perf); each run's append latency series (perf log
+# --series-out) to OUT/series/VARIANT-rRUN.json, and one chart per comparison (`laminar perf
+# plot`, every run of both variants) to OUT/chart-*.svg:
+#   chart-max-flush-*        no-flush vs flush-100ms, as fast as possible;
+#   chart-rate-flush-*       rate-no-flush vs rate-flush-100ms, at RATE records/s;
+#   chart-max-prealloc-*     no-flush vs no-prealloc, as fast as possible.
 #
 # Usage: bench/log_perf.sh [OUT]    (REPEAT=3 MESSAGES=2000000 by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/machine.sh disable=SC1091
 source bench/machine.sh
 repeat=${REPEAT:-3}
 rate=${RATE:-1000000}
 messages=${MESSAGES:-2000000}
 out=${1:-bench/results/$(date +%F)-$(hostname)-log-perf}
-mkdir -p "$out"
+mkdir -p "$out/series"
 cargo build --release --quiet
 bin=target/release/laminar
 work=$(mktemp -d "$PWD/.bench-log-perf.XXXXXX")
@@ -42,13 +48,27 @@ for i in $(seq 1 "$repeat"); do
       rate-flush-100ms) extra=(--records-per-s "$rate" --flush-interval-ms 100) ;;
     esac
     sync
-    result=$("$bin" perf log --dir "$work/logs" "${common[@]}" "${extra[@]}")
+    result=$("$bin" perf log --dir "$work/logs" "${common[@]}" "${extra[@]}" \
+      --series-out "$out/series/$variant-r$i.json" --label "$variant r$i")
     echo "{\"variant\":\"$variant\",\"run\":$i,\"result\":$result}" >> "$out/runs.jsonl"
   done
 done
 
+# chart NAME TITLE VARIANT...: every run of the variants on one pair of charts.
+chart() {
+  local name=$1 title=$2 files=() variant
+  shift 2
+  for variant in "$@"; do
+    for i in $(seq 1 "$repeat"); do files+=("$out/series/$variant-r$i.json"); done
+  done
+  "$bin" perf plot --title "$title" --out "$out/chart-$name" "${files[@]}" > /dev/null
+}
+chart max-flush "perf log, as fast as possible: no flush vs flush every 100 ms" no-flush flush-100ms
+chart rate-flush "perf log, $rate records/s: no flush vs flush every 100 ms" rate-no-flush rate-flush-100ms
+chart max-prealloc "perf log, as fast as possible: 32 MiB preallocation vs none" no-flush no-prealloc
+
 python3 - "$out" <<'PY'
-import json, statistics, sys
+import glob, json, os, statistics, sys
 out = sys.argv[1]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
 def dd_mb_s(s):
@@ -83,6 +103,11 @@ if "rate-flush-100ms" in by:
     ratio_rate_p999 = [f["append"]["latency_us"]["p999"] / n["append"]["latency_us"]["p999"] for f, n in zip(rf, rn)]
     lines.append(f"- at a fixed {rn[0]['config']['records_per_s']} records/s, append p99.9 with --flush-interval-ms 100 / without, per run: "
                  f"{', '.join(f'{x:.2f}' for x in ratio_rate_p999)} (median {med(ratio_rate_p999):.2f})")
+charts = sorted(glob.glob(f"{out}/chart-*.svg"))
+if charts:
+    lines += ["", "Append latency of every run (over time: max per 100 ms; by percentile):"]
+    for c in charts:
+        lines += ["", f"![{os.path.basename(c)[:-4]}]({os.path.basename(c)})"]
 open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

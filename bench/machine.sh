@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench scripts: `machine_info DIR` prints the machine, the disk under DIR and
 # the laminar build, the header of every results/*/machine.txt.
 machine_info() {

@@ -21,18 +21,24 @@
 #      (a) produce RATE records/s of 512 B to `hot`, acks=1, for DURATION_S, alone;
 #      (b) the same while a consumer reads `big` from its start;
 #   6. take the broker out of the cgroup, remove the cgroup, stop the broker.
-# Raw JSON lines and a summary go to OUT (default bench/results/<date>-<host>-SCENARIO).
+# Raw JSON lines and a summary go to OUT (default bench/results/<date>-<host>-SCENARIO); each
+# measured phase's produce latency series (perf latency --series-out, labelled "<Laminar|Kafka>
+# <phase>") to OUT/series/BROKER-PHASE.json, and all of them (both brokers, every phase) on
+# one pair of charts (`laminar perf plot`): OUT/chart-SCENARIO-over-time.svg and
+# OUT/chart-SCENARIO-percentiles.svg.
 # s1 needs root (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
+# The brokers listen on 127.0.0.1:PORT (default 19092; Kafka's controller takes PORT+1).
 #
-# Usage: bench/scenarios.sh s1|s2 [OUT]
+# Usage: bench/scenarios.sh s1|s2|s3 [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/machine.sh disable=SC1091
 source bench/machine.sh
-scenario=${1:?usage: bench/scenarios.sh s1|s2 [OUT]}
+scenario=${1:?usage: bench/scenarios.sh s1|s2|s3 [OUT]}
 case $scenario in
-  s1) default_rate=5000 ;;
-  s2) default_rate=0 ;;
-  s3) default_rate=50000 ;;
+  s1) default_rate=5000 title="S1 cold catch-up" ;;
+  s2) default_rate=0 title="S2 lagging consumer" ;;
+  s3) default_rate=50000 title="S3 flush interference" ;;
   *) echo "unknown scenario $scenario: s1, s2 or s3" >&2; exit 2 ;;
 esac
 FLUSH_MS=${FLUSH_MS:-100}
@@ -45,9 +51,14 @@ DURATION_S=${DURATION_S:-30}
 WARMUP_S=${WARMUP_S:-10}
 NETWORK_THREADS=${NETWORK_THREADS:-1}
 BROKERS=${BROKERS:-"laminar kafka"}
-PORT=19092
+PORT=${PORT:-19092}
 DEVICE=$(cat /sys/block/vda/dev)
-mkdir -p "$out"
+# A listener already on PORT would make wait_port succeed against the wrong broker.
+if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
+  echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
+  exit 1
+fi
+mkdir -p "$out/series"
 cargo build --release --quiet
 bin=$PWD/target/release/laminar
 work=$(mktemp -d "$PWD/.bench-s1.XXXXXX")
@@ -57,7 +68,9 @@ launcher_pid=""
 
 cleanup() {
   if [[ -d $cgroup ]]; then
-    for p in $(cat "$cgroup/cgroup.procs" 2>/dev/null); do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done
+    if [[ -r $cgroup/cgroup.procs ]]; then
+      while read -r p; do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done < "$cgroup/cgroup.procs"
+    fi
     rmdir "$cgroup" || true
   fi
   if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
@@ -110,6 +123,7 @@ wait_port() {
   echo "network threads: $NETWORK_THREADS (Laminar num.network.threads, Kafka num.network.threads)"
 } > "$out/machine.txt"
 : > "$out/runs.jsonl"
+series_files=() # every measured phase's series, in the order they ran
 
 # start_broker BROKER DATA_DIR [FLUSH_MS]: starts it in the background, waits for its port,
 # sets launcher_pid (what to stop) and broker_pid (the process that does the I/O).
@@ -119,7 +133,7 @@ start_broker() {
     laminar)
       printf '"num.network.threads" = %s\n' "$NETWORK_THREADS" > "$work/laminar.toml"
       [[ -n $flush_ms ]] && printf '"log.flush.interval.ms" = %s\n' "$flush_ms" >> "$work/laminar.toml"
-      "$bin" serve --listen 127.0.0.1:$PORT --metrics-listen none --data-dir "$data" \
+      "$bin" serve --listen "127.0.0.1:$PORT" --metrics-listen none --data-dir "$data" \
         --config "$work/laminar.toml" > "$work/laminar.log" 2>&1 &
       launcher_pid=$!
       broker_pid=$launcher_pid
@@ -129,7 +143,7 @@ start_broker() {
       # Kafka checks log.flush.interval.ms only every log.flush.scheduler.interval.ms.
       [[ -n $flush_ms ]] && extra=$(printf 'log.flush.interval.ms=%s\nlog.flush.scheduler.interval.ms=%s' "$flush_ms" "$flush_ms")
       KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_EXTRA_PROPS=$extra \
-        bench/kafka/run-kafka.sh $PORT "$data" > "$work/kafka.log" 2>&1 &
+        bench/kafka/run-kafka.sh "$PORT" "$data" > "$work/kafka.log" 2>&1 &
       launcher_pid=$!
       ;;
   esac
@@ -146,14 +160,17 @@ stop_broker() {
 measure() { # BROKER PHASE [perf latency options...]
   local broker=$1 phase=$2
   shift 2
-  local r
-  r=$("$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
-    --record-bytes 512 --duration-s "$DURATION_S" "$@" --json)
+  local r name series=$out/series/$broker-$phase.json
+  case $broker in laminar) name=Laminar ;; kafka) name=Kafka ;; *) name=$broker ;; esac
+  r=$("$bin" perf latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
+    --record-bytes 512 --duration-s "$DURATION_S" "$@" --json \
+    --series-out "$series" --label "$name $phase")
+  series_files+=("$series")
   echo "{\"broker\":\"$broker\",\"phase\":\"$phase\",\"result\":$r}" >> "$out/runs.jsonl"
 }
 
 warm_up() {
-  "$bin" perf latency --bootstrap 127.0.0.1:$PORT --topic hot --records-per-s "$RATE" \
+  "$bin" perf latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null
 }
 
@@ -162,7 +179,7 @@ for broker in $BROKERS; do
     for phase in no-flush flush; do
       flush_ms=""
       [[ $phase == flush ]] && flush_ms=$FLUSH_MS
-      start_broker "$broker" "$work/$broker-$phase" $flush_ms
+      start_broker "$broker" "$work/$broker-$phase" "$flush_ms"
       warm_up
       measure "$broker" "$phase"
       stop_broker
@@ -171,7 +188,7 @@ for broker in $BROKERS; do
   fi
   data="$work/$broker"
   start_broker "$broker" "$data"
-  fill=$("$bin" perf fill --bootstrap 127.0.0.1:$PORT --topic big --bytes "$FILL_BYTES" --json)
+  fill=$("$bin" perf fill --bootstrap "127.0.0.1:$PORT" --topic big --bytes "$FILL_BYTES" --json)
   echo "{\"broker\":\"$broker\",\"phase\":\"fill\",\"result\":$fill}" >> "$out/runs.jsonl"
   warm_up
   sync
@@ -193,8 +210,12 @@ for broker in $BROKERS; do
   stop_broker
 done
 
+if ((${#series_files[@]} > 0)); then
+  "$bin" perf plot --title "$title" --out "$out/chart-$scenario" "${series_files[@]}" > /dev/null
+fi
+
 python3 - "$out" <<'PY'
-import json, sys
+import glob, json, os, sys
 out = sys.argv[1]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
 lines = [f"# Scenario ({out})", "", open(f"{out}/machine.txt").read(), "",
@@ -228,6 +249,11 @@ for b in sorted({k[0] for k in tput}):
     a, c = tput.get((b, "alone")), tput.get((b, "catch-up"))
     if a and c:
         lines.append(f"- {b}: produce MB/s with the consumer / alone = {c/a:.2f}")
+charts = sorted(glob.glob(f"{out}/chart-*.svg"))
+if charts:
+    lines += ["", "Produce latency of every phase (over time: max per 100 ms by send time; by percentile):"]
+    for c in charts:
+        lines += ["", f"![{os.path.basename(c)[:-4]}]({os.path.basename(c)})"]
 open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

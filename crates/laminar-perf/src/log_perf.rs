@@ -4,8 +4,11 @@
 //! batches round-robin over the partitions while reader threads follow every partition
 //! from its start and verify each batch's CRC. Flushing runs on the store's own flusher
 //! threads, exactly as in the broker, so its interference with appends is what is measured.
+//! With `series_out` it also saves the append (and durable) latency over time and by
+//! percentile, for `laminar perf plot`.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,6 +24,8 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use laminar_metrics::{new_histogram, Histogram, Percentiles};
+
+use crate::plot::{self, Series, TimeSeries, OVER_TIME_BUCKET};
 
 /// Distinct pre-built batches per writer; appends cycle through them.
 const BATCHES_PER_WRITER: usize = 8;
@@ -51,6 +56,39 @@ pub struct LogPerfConfig {
     /// `max.in.flight.requests.per.connection`). `None`: appends wait for nothing.
     pub durable_inflight: Option<usize>,
     pub keep: bool,
+    /// Also write the append latency (and in durable mode the durable latency) over time
+    /// (max per 100 ms, by start or due time) and by percentile to this file, as series
+    /// (JSON) for `laminar perf plot`.
+    // Not in the report: scripts parse its config, which stays as it was.
+    #[serde(skip)]
+    pub series_out: Option<PathBuf>,
+    /// The append series' legend; the durable one is "LABEL durable". Default:
+    /// [`LogPerfConfig::default_label`].
+    #[serde(skip)]
+    pub label: Option<String>,
+}
+
+impl LogPerfConfig {
+    /// "perf log 4p 1000000/s flush 100ms": partitions, rate (or "max") and flushing
+    /// (interval, record count or "off"); in durable mode also "inflight N" (not "durable",
+    /// which the durable series adds: "perf log 4p max flush off inflight 5 durable").
+    pub fn default_label(&self) -> String {
+        let rate = match self.records_per_s {
+            Some(r) => format!("{r}/s"),
+            None => "max".to_string(),
+        };
+        let flush = match (self.flush_interval_ms, self.flush_messages) {
+            (None, None) => "off".to_string(),
+            (Some(ms), None) => format!("{ms}ms"),
+            (None, Some(n)) => format!("every {n} records"),
+            (Some(ms), Some(n)) => format!("{ms}ms or {n} records"),
+        };
+        let durable = match self.durable_inflight {
+            Some(n) => format!(" inflight {n}"),
+            None => String::new(),
+        };
+        format!("perf log {}p {rate} flush {flush}{durable}", self.partitions)
+    }
 }
 
 fn ser_compression<S: serde::Serializer>(c: &Compression, s: S) -> Result<S::Ok, S::Error> {
@@ -133,6 +171,10 @@ fn build_batches(cfg: &LogPerfConfig, seed: u64) -> Vec<Vec<u8>> {
 struct WriterResult {
     latency: Histogram<u64>,
     durable_latency: Histogram<u64>,
+    /// Append latency by start (or due) time since the run started.
+    over_time: TimeSeries,
+    /// Durable latency by the same time.
+    durable_over_time: TimeSeries,
     records: u64,
     bytes: u64,
     finished: Instant,
@@ -145,16 +187,51 @@ struct ReaderResult {
     elapsed: Duration,
 }
 
+/// One writer's latencies of one kind: a histogram, and a time series by start time since
+/// `run_start`. Recording is a clock subtraction, a histogram record and a bucket max.
+struct Recorder {
+    latency: Histogram<u64>,
+    over_time: TimeSeries,
+    run_start: Instant,
+}
+
+impl Recorder {
+    fn new(run_start: Instant, expected: Option<Duration>) -> Recorder {
+        Recorder {
+            latency: new_histogram(),
+            over_time: match expected {
+                Some(e) => TimeSeries::with_expected(OVER_TIME_BUCKET, e),
+                None => TimeSeries::new(OVER_TIME_BUCKET),
+            },
+            run_start,
+        }
+    }
+
+    /// An operation that started (or was due) at `started` took until `done`.
+    #[inline]
+    fn record(&mut self, started: Instant, done: Instant) {
+        let us = (done.saturating_duration_since(started).as_micros() as u64).max(1);
+        self.latency.saturating_record(us);
+        self.over_time
+            .record(started.saturating_duration_since(self.run_start), us);
+    }
+}
+
 fn run_writer(
     logs: &[Arc<Log>],
     cfg: &LogPerfConfig,
     writer: usize,
     appends: u64,
     progress: &AtomicU64,
+    run_start: Instant,
 ) -> anyhow::Result<WriterResult> {
     let mut batches = build_batches(cfg, writer as u64);
-    let mut latency = new_histogram();
-    let mut durable_latency = new_histogram();
+    // At a fixed rate the run's length is known: room for it up front.
+    let expected = cfg
+        .records_per_s
+        .map(|rate| Duration::from_secs_f64(cfg.messages as f64 / rate.max(1) as f64));
+    let mut appended = Recorder::new(run_start, expected);
+    let mut durable = Recorder::new(run_start, expected.filter(|_| cfg.durable_inflight.is_some()));
     // Appends whose fsync has not been seen yet, oldest first (their offsets, and so their
     // fsyncs, complete in this order).
     let mut waiting: VecDeque<(Instant, FlushWait)> = VecDeque::new();
@@ -193,7 +270,7 @@ fn run_writer(
         let info = log
             .append(batch)
             .with_context(|| format!("append to {}", log.name()))?;
-        latency.saturating_record((t.elapsed().as_micros() as u64).max(1));
+        appended.record(t, Instant::now());
         records += info.records;
         bytes += batch.len() as u64;
         progress.fetch_add(info.records, Ordering::Relaxed);
@@ -201,16 +278,18 @@ fn run_writer(
             waiting.push_back((t, log.wait_flushed(info.last_offset)));
             while waiting.len() >= inflight.max(1) {
                 let (t, wait) = waiting.pop_front().expect("not empty");
-                record_durable(&mut durable_latency, t, wait, log.name())?;
+                record_durable(&mut durable, t, wait, log.name())?;
             }
         }
     }
     while let Some((t, wait)) = waiting.pop_front() {
-        record_durable(&mut durable_latency, t, wait, "perf")?;
+        record_durable(&mut durable, t, wait, "perf")?;
     }
     Ok(WriterResult {
-        latency,
-        durable_latency,
+        latency: appended.latency,
+        durable_latency: durable.latency,
+        over_time: appended.over_time,
+        durable_over_time: durable.over_time,
         records,
         bytes,
         finished: Instant::now(),
@@ -219,15 +298,14 @@ fn run_writer(
 
 /// Waits for one append's fsync and records its latency up to when the fsync completed.
 fn record_durable(
-    hist: &mut Histogram<u64>,
+    durable: &mut Recorder,
     started: Instant,
     wait: FlushWait,
     log: &str,
 ) -> anyhow::Result<()> {
     let (result, done) = wait.wait_completed_at();
     result.with_context(|| format!("fsync of {log}"))?;
-    let us = done.saturating_duration_since(started).as_micros() as u64;
-    hist.saturating_record(us.max(1));
+    durable.record(started, done);
     Ok(())
 }
 
@@ -318,6 +396,11 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
         ..LogConfig::default()
     };
     log_config.validate().map_err(anyhow::Error::msg)?;
+    // Open it now: a bad path should fail before the run, not after it.
+    let series_file = match &cfg.series_out {
+        Some(path) => Some(File::create(path).with_context(|| format!("create {}", path.display()))?),
+        None => None,
+    };
     let store = Store::open(
         &cfg.dir,
         RealStorage::new(),
@@ -352,7 +435,7 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
                 let (logs, progress) = (&logs, &progress);
                 std::thread::Builder::new()
                     .name(format!("perf-writer-{w}"))
-                    .spawn_scoped(s, move || run_writer(logs, cfg, w, share, progress))
+                    .spawn_scoped(s, move || run_writer(logs, cfg, w, share, progress, started))
                     .expect("spawn writer")
             })
             .collect();
@@ -429,10 +512,14 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
 
     let mut append_latency = new_histogram();
     let mut durable_latency = new_histogram();
+    let mut append_over_time = TimeSeries::new(OVER_TIME_BUCKET);
+    let mut durable_over_time = TimeSeries::new(OVER_TIME_BUCKET);
     let (mut append_records, mut append_bytes) = (0, 0);
     for w in &writer_results {
         append_latency.add(&w.latency).expect("same bounds");
         durable_latency.add(&w.durable_latency).expect("same bounds");
+        append_over_time.merge(&w.over_time);
+        durable_over_time.merge(&w.durable_over_time);
         append_records += w.records;
         append_bytes += w.bytes;
     }
@@ -443,6 +530,15 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
         read_records += r.records;
         read_bytes += r.bytes;
         read_elapsed = read_elapsed.max(r.elapsed);
+    }
+    if let Some(file) = series_file {
+        let path = cfg.series_out.as_ref().expect("opened from series_out");
+        let series = latency_series(
+            cfg,
+            (&append_latency, &append_over_time),
+            (&durable_latency, &durable_over_time),
+        );
+        plot::write_series_json_to(&series, file).with_context(|| format!("write {}", path.display()))?;
     }
     let mut config = serde_json::to_value(cfg)?;
     config["laminar_version"] = env!("CARGO_PKG_VERSION").into();
@@ -462,6 +558,35 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
         },
         disk,
     })
+}
+
+/// The append series and, in durable mode, the durable one ("LABEL durable").
+fn latency_series(
+    cfg: &LogPerfConfig,
+    append: (&Histogram<u64>, &TimeSeries),
+    durable: (&Histogram<u64>, &TimeSeries),
+) -> Vec<Series> {
+    let label = cfg.label.clone().unwrap_or_else(|| cfg.default_label());
+    let started = match cfg.records_per_s {
+        Some(rate) => format!("when the append was due (at {rate} records/s)"),
+        None => "the append call".to_string(),
+    };
+    let bucket_ms = OVER_TIME_BUCKET.as_millis();
+    let mut series = vec![Series::from_histogram(label.clone(), append.0)
+        .with_over_time(append.1)
+        .with_unit_note(format!(
+            "append latency: from {started} to its return; over time: max per {bucket_ms} ms by start"
+        ))];
+    if cfg.durable_inflight.is_some() {
+        series.push(
+            Series::from_histogram(format!("{label} durable"), durable.0)
+                .with_over_time(durable.1)
+                .with_unit_note(format!(
+                    "durable latency: from {started} to the end of the fsync that covers it; over time: max per {bucket_ms} ms by start"
+                )),
+        );
+    }
+    series
 }
 
 fn kernel_release() -> String {

@@ -42,6 +42,9 @@ const CAPTION_FONT: (&str, u32) = ("sans-serif", 28);
 const AXIS_DESC_FONT: (&str, u32) = ("sans-serif", 18);
 const AXIS_LABEL_FONT: (&str, u32) = ("sans-serif", 16);
 const LEGEND_FONT: (&str, u32) = ("sans-serif", 17);
+/// A percentile series with at most this many points (a tool that prints only p50, p99, ...)
+/// gets a dot at each: the line between them is not measured.
+const SPARSE_PERCENTILE_POINTS: usize = 12;
 const NOTE_FONT: (&str, u32) = ("sans-serif", 16);
 /// The Tableau 10 palette, distinct on screen and on paper; series past ten reuse colours.
 const COLORS: [RGBColor; 10] = [
@@ -115,6 +118,19 @@ impl Series {
         out.flush()?;
         Ok(())
     }
+}
+
+/// Writes several series to one file or stream as [`read_series`] reads them: one JSON
+/// object for one series, an array for any other number.
+pub fn write_series_json_to(series: &[Series], out: impl Write) -> anyhow::Result<()> {
+    if let [one] = series {
+        return one.write_json_to(out);
+    }
+    let mut out = BufWriter::new(out);
+    serde_json::to_writer(&mut out, series)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
 }
 
 /// Reads a JSON file holding one [`Series`] or an array of them.
@@ -259,17 +275,25 @@ impl TimeSeries {
 
 /// Draws `series` into two SVG files, `PREFIX-over-time.svg` (latency against time since the
 /// start) and `PREFIX-percentiles.svg` (latency by percentile on HdrHistogram's 1/(1-p)
-/// scale), one line per series, latency on a log scale. Returns the two paths.
+/// scale), one line per series, latency on a log scale. Returns the paths written: when no
+/// series has a point over time (e.g. tools that print only percentiles), there is no
+/// over-time chart, only the percentiles one. A series with nothing to draw on a chart is
+/// still in its legend, in the same colour on both.
 pub fn write_charts(path_prefix: &Path, title: &str, series: &[Series]) -> anyhow::Result<Vec<PathBuf>> {
     if let Some(dir) = path_prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
-    let over_time = with_suffix(path_prefix, "-over-time.svg");
-    draw_over_time(&over_time, title, series).with_context(|| format!("draw {}", over_time.display()))?;
+    let mut paths = Vec::new();
+    if series.iter().any(|s| plottable(&s.over_time).next().is_some()) {
+        let over_time = with_suffix(path_prefix, "-over-time.svg");
+        draw_over_time(&over_time, title, series).with_context(|| format!("draw {}", over_time.display()))?;
+        paths.push(over_time);
+    }
     let percentiles = with_suffix(path_prefix, "-percentiles.svg");
     draw_percentiles(&percentiles, title, series)
         .with_context(|| format!("draw {}", percentiles.display()))?;
-    Ok(vec![over_time, percentiles])
+    paths.push(percentiles);
+    Ok(paths)
 }
 
 fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
@@ -441,6 +465,10 @@ fn draw_over_time(path: &Path, title: &str, series: &[Series]) -> anyhow::Result
         drawing(chart.draw_series(LineSeries::new(plottable(&s.over_time), c.stroke_width(1))))?
             .label(&s.label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        // A run shorter than one bucket has a single point, which a line does not show.
+        if plottable(&s.over_time).nth(1).is_none() {
+            drawing(chart.draw_series(plottable(&s.over_time).map(|p| Circle::new(p, 3, c.filled()))))?;
+        }
     }
     drawing(
         chart
@@ -579,6 +607,16 @@ fn draw_percentiles(path: &Path, title: &str, series: &[Series]) -> anyhow::Resu
                     .map(|(_, ms)| Circle::new((x_of_max, ms), 4, c.filled())),
             ),
         )?;
+        if plottable(&s.percentiles).count() <= SPARSE_PERCENTILE_POINTS {
+            drawing(
+                chart.draw_series(
+                    plottable(&s.percentiles)
+                        .filter(|(p, _)| finite(*p))
+                        .map(xy)
+                        .map(|p| Circle::new(p, 3, c.filled())),
+                ),
+            )?;
+        }
     }
     drawing(
         chart
@@ -690,6 +728,13 @@ mod tests {
         let many = dir.path().join("many.json");
         std::fs::write(&many, serde_json::to_string(&[&s, &s]).unwrap()).unwrap();
         assert_eq!(read_series(&many).unwrap().len(), 2);
+        for n in [1, 2] {
+            let path = dir.path().join(format!("written-{n}.json"));
+            write_series_json_to(&vec![s.clone(); n], File::create(&path).unwrap()).unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text.starts_with('['), n > 1, "one object for one series: {text}");
+            assert_eq!(read_series(&path).unwrap(), vec![s.clone(); n]);
+        }
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{\"nope\": 1}").unwrap();
         assert!(read_series(&bad).is_err());
@@ -745,6 +790,37 @@ mod tests {
             assert!(texts.contains(&label), "no x label {label}");
         }
         assert!(texts.contains(&"empty &amp; &lt;odd&gt;"), "labels are escaped");
+    }
+
+    /// Tools that print only a few percentiles: no over-time chart, and a percentiles chart
+    /// beside a series that has both.
+    #[test]
+    fn series_without_over_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let few = |label: &str| Series {
+            label: label.to_string(),
+            over_time: Vec::new(),
+            percentiles: vec![(50.0, 2.0), (95.0, 5.0), (99.0, 9.0), (99.9, 30.0), (100.0, 80.0)],
+            unit_note: Some("ProducerPerformance".to_string()),
+        };
+        let prefix = dir.path().join("produce");
+        let paths = write_charts(&prefix, "produce", &[few("Laminar"), few("Kafka")]).unwrap();
+        assert_eq!(paths, vec![dir.path().join("produce-percentiles.svg")]);
+        let svg = std::fs::read_to_string(&paths[0]).unwrap();
+        assert!(svg.contains("Laminar") && svg.contains("Kafka"));
+        assert!(!dir.path().join("produce-over-time.svg").exists());
+
+        let mut one_point = TimeSeries::new(OVER_TIME_BUCKET);
+        one_point.record(Duration::from_millis(30), 1_500);
+        let mixed = [
+            few("Kafka"),
+            Series::from_histogram("Laminar", &one_to_a_thousand_ms()).with_over_time(&one_point),
+        ];
+        let paths = write_charts(&prefix, "mixed", &mixed).unwrap();
+        assert_eq!(paths.len(), 2);
+        let over_time = std::fs::read_to_string(&paths[0]).unwrap();
+        assert!(over_time.contains("Kafka"), "still in the legend");
+        assert!(over_time.contains("<circle"), "a lone point is marked");
     }
 
     #[test]

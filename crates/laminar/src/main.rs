@@ -191,9 +191,10 @@ enum PerfSuite {
         #[arg(long)]
         json: bool,
     },
-    /// Draw the series that runs saved (perf latency --series-out) on one pair of charts:
-    /// PREFIX-over-time.svg (latency against time) and PREFIX-percentiles.svg (latency by
-    /// percentile, HdrHistogram's scale). Each file holds one series or an array of them.
+    /// Draw the series that runs saved (perf latency or perf log --series-out) on one pair of
+    /// charts: PREFIX-over-time.svg (latency against time) and PREFIX-percentiles.svg
+    /// (latency by percentile, HdrHistogram's scale); no over-time chart when no series has
+    /// a time series. Prints the paths written. Each file holds one series or an array.
     Plot {
         /// The charts' title, e.g. the scenario.
         #[arg(long, default_value = "latency")]
@@ -264,6 +265,16 @@ struct PerfLogArgs {
     /// Print exactly one JSON object on stdout instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write the append latency over time (max per 100 ms, by start or due time) and by
+    /// percentile to this file, for `laminar perf plot`; with --durable, as an array of two
+    /// series: append, then durable latency.
+    #[arg(long, value_name = "FILE")]
+    series_out: Option<PathBuf>,
+    /// The series' legend in the charts; the durable series is "LABEL durable". Default:
+    /// "perf log <partitions>p <records/s or max> flush <interval or off>", plus
+    /// "inflight <n>" with --durable.
+    #[arg(long)]
+    label: Option<String>,
 }
 
 fn parse_compression(s: &str) -> Result<Compression, String> {
@@ -293,6 +304,8 @@ fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
         preallocate_bytes: args.preallocate_bytes,
         durable_inflight: args.durable.then_some(args.durable_inflight),
         keep: args.keep,
+        series_out: args.series_out,
+        label: args.label,
     };
     let report = log_perf::run(&cfg).context("perf log")?;
     if args.json {

@@ -101,3 +101,86 @@ fn perf_log_rejects_bad_arguments() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown compression"));
 }
+
+/// --series-out saves the append latency as a series for `laminar perf plot`; in durable mode
+/// a second one, "LABEL durable", in an array. The JSON report's config is unchanged.
+#[test]
+fn perf_log_writes_latency_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let plain = dir.path().join("plain.json");
+    let stdout = laminar(&[
+        "perf",
+        "log",
+        "--partitions",
+        "2",
+        "--message-size",
+        "100",
+        "--set-size",
+        "10",
+        "--messages",
+        "2000",
+        "--json",
+        "--series-out",
+        plain.to_str().unwrap(),
+        "--dir",
+        logs.to_str().unwrap(),
+    ]);
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(r["config"].get("series_out").is_none() && r["config"].get("label").is_none());
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    assert_eq!(s["label"], "perf log 2p max flush off");
+    assert!(!s["over_time"].as_array().unwrap().is_empty());
+    let pct = s["percentiles"].as_array().unwrap();
+    assert_eq!(pct.last().unwrap()[0], 100.0);
+    assert_eq!(
+        pct.last().unwrap()[1].as_f64().unwrap(),
+        r["append"]["latency_us"]["max"].as_f64().unwrap() / 1000.0,
+        "the max agrees with the report's"
+    );
+
+    let durable = dir.path().join("durable.json");
+    laminar(&[
+        "perf",
+        "log",
+        "--partitions",
+        "2",
+        "--message-size",
+        "100",
+        "--set-size",
+        "10",
+        "--messages",
+        "2000",
+        "--records-per-s",
+        "20000",
+        "--durable",
+        "--label",
+        "Laminar log",
+        "--series-out",
+        durable.to_str().unwrap(),
+        "--dir",
+        logs.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&durable).unwrap()).unwrap();
+    let labels: Vec<&str> = s
+        .as_array()
+        .expect("an array of two series")
+        .iter()
+        .map(|x| x["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Laminar log", "Laminar log durable"]);
+
+    let charts = laminar(&[
+        "perf",
+        "plot",
+        "--out",
+        dir.path().join("chart").to_str().unwrap(),
+        plain.to_str().unwrap(),
+        durable.to_str().unwrap(),
+    ]);
+    assert_eq!(charts.lines().count(), 2, "{charts}");
+    for path in charts.lines() {
+        let svg = std::fs::read_to_string(path).unwrap();
+        assert!(svg.contains("Laminar log durable") && svg.contains("perf log 2p max flush off"));
+    }
+}

@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# Scenario S5: Laminar beside Apache Kafka 4.3.1, measured with Kafka's own perf tools (the
+# Java client), so that the comparison does not rest on Laminar's own client (librdkafka).
+#
+# Per round, for each broker, one after the other on this machine (a fresh data directory and a
+# fresh broker process every time; ROUNDS rounds in alternating order: Laminar first in odd
+# rounds, Kafka first in even ones, so neither always runs on the warmer/cooler machine):
+#   1. ProducerPerformance: N records of 1024 B, --throughput -1, acks=1 and acks=all, to a
+#      1-partition and to an 8-partition topic (four fresh topics, Java client defaults
+#      otherwise);
+#   2. ConsumerPerformance: the N records of the 1-partition acks=1 topic, in a consumer group
+#      (reports MB/s, fetch MB/s and rebalance.time.ms);
+#   3. EndToEndLatency (produce one record, wait until the consumer sees it, repeat):
+#      E2E_RECORDS records of 512 B, acks=all and acks=1;
+#   4. `laminar perf latency` (librdkafka, linger.ms=0): E2E_RATE records/s of 512 B for
+#      E2E_DURATION_S, acks=all and acks=1 (produce latency: send to delivery report);
+#   5. the broker's RSS: VmRSS 2 s after it starts listening (idle) and VmHWM after the loads.
+# Every tool's stdout+stderr goes to OUT/raw/r<round>-<broker>-<load>.txt; bench/s5_summary.py
+# parses them into OUT/summary.md. Latency series for `laminar perf plot` go to OUT/series/:
+# step 4's from `perf latency --series-out` (labelled "<Laminar|Kafka> acks=<acks> r<round>"),
+# and step 1's, which s5_summary.py makes from the few percentiles ProducerPerformance prints.
+# s5_summary.py then draws the charts (OUT/chart-*.svg, linked from summary.md): one per
+# ProducerPerformance load and one per acks of `perf latency`, both brokers, every round.
+#
+# Usage: bench/s5.sh [OUT]        (OUT default: bench/results/<date>-<host>-s5)
+# Env:   N (1000000), ROUNDS (2), BROKERS ("laminar kafka"), E2E_DURATION_S (30), PORT (19092;
+#        Kafka's controller takes PORT+1), E2E_RATE (5000), E2E_RECORDS (10000),
+#        NETWORK_THREADS (2), IO_THREADS (4), REBALANCE_DELAY_MS (0), TOOL_HEAP (-Xmx512M, as
+#        kafka-producer-perf-test.sh), LOAD_TIMEOUT_S (3600, per tool run), SKIP_BUILD=1,
+#        KAFKA_LIB (/tmp/kafka-lib).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/machine.sh disable=SC1091
+source bench/machine.sh
+
+out=${1:-bench/results/$(date +%F)-$(hostname)-s5}
+N=${N:-1000000}
+ROUNDS=${ROUNDS:-2}
+BROKERS=${BROKERS:-"laminar kafka"}
+E2E_DURATION_S=${E2E_DURATION_S:-30}
+E2E_RATE=${E2E_RATE:-5000}
+E2E_RECORDS=${E2E_RECORDS:-10000}
+PORT=${PORT:-19092}
+NETWORK_THREADS=${NETWORK_THREADS:-2}
+IO_THREADS=${IO_THREADS:-4}
+REBALANCE_DELAY_MS=${REBALANCE_DELAY_MS:-0}
+TOOL_HEAP=${TOOL_HEAP:--Xmx512M}
+LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-3600}
+export KAFKA_LIB=${KAFKA_LIB:-/tmp/kafka-lib}
+RECORD_BYTES=1024
+E2E_BYTES=512
+bootstrap=127.0.0.1:$PORT
+
+for b in $BROKERS; do
+  [[ $b == laminar || $b == kafka ]] || { echo "unknown broker $b: laminar or kafka" >&2; exit 2; }
+done
+
+# A listener already on PORT would make wait_port succeed against the wrong broker.
+if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
+  echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
+  exit 1
+fi
+
+if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
+[[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet
+bin=$PWD/target/release/laminar
+
+# Stale raw files from another run would be summarised with these ones.
+if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
+  echo "$out/raw already holds results; give another OUT" >&2
+  exit 1
+fi
+mkdir -p "$out/raw" "$out/series"
+: > "$out/order.txt"
+work=$(mktemp -d "$PWD/.bench-s5.XXXXXX")
+launcher_pid="" # what to stop: laminar itself, or run-kafka.sh (it forwards SIGTERM to the JVM)
+broker_pid=""   # the broker process whose /proc/PID/status we read (Kafka: the java child)
+tool_pid=""     # the load running now (its `timeout` wrapper, which passes signals on)
+
+cleanup() {
+  if [[ -n $tool_pid ]] && kill -0 "$tool_pid" 2>/dev/null; then
+    kill -TERM "$tool_pid" 2>/dev/null || true
+    wait "$tool_pid" 2>/dev/null || true
+  fi
+  if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
+    kill -TERM "$launcher_pid" 2>/dev/null || true
+    wait "$launcher_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# Bash runs the EXIT trap on `exit`; turn TERM/INT into one so the cleanup always happens.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+# The Java tools run as Kafka's bin/kafka-*-perf-test.sh run them (heap, G1 options), with a
+# log4j2 config that prints warnings, plus the clients' "ProducerConfig values:" and
+# "ConsumerConfig values:" dumps (logged by AbstractConfig): the raw files then show every
+# client setting in effect.
+cat > "$work/tools-log4j2.properties" <<'LOG4J'
+status = warn
+appender.console.type = Console
+appender.console.name = STDERR
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = STDERR
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = INFO
+LOG4J
+# TOOL_HEAP is deliberately split into words (it may hold several JVM options).
+# shellcheck disable=SC2206
+java_tool=(java $TOOL_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+  -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+  "-Dlog4j2.configurationFile=$work/tools-log4j2.properties" -cp "$KAFKA_LIB/*")
+
+# Equal broker settings where both have them. Laminar's num.io.threads is its cold-read pool,
+# Kafka's its request handlers: same name and number, not the same job.
+cat > "$work/laminar.toml" <<TOML
+"num.network.threads" = $NETWORK_THREADS
+"num.io.threads" = $IO_THREADS
+"group.initial.rebalance.delay.ms" = $REBALANCE_DELAY_MS
+TOML
+
+{
+  machine_info "$work"
+  echo "laminar work tree: $(git status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null | wc -l) changed file(s) under crates/, Cargo.toml, Cargo.lock"
+  echo "kafka: $("${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance --version 2>/dev/null | tail -1) (jars from Maven Central in $KAFKA_LIB)"
+  echo "java: $(java -version 2>&1 | paste -sd ';' | sed 's/;/; /g')"
+  echo "librdkafka (laminar perf latency): rdkafka-sys $(awk '/^name = "rdkafka-sys"/ {getline; gsub(/"/, "", $3); print $3}' Cargo.lock)"
+  echo "N: $N"
+  echo "rounds: $ROUNDS"
+  echo "brokers: $BROKERS"
+  echo "record bytes: $RECORD_BYTES (ProducerPerformance), $E2E_BYTES (latency loads)"
+  echo "e2e records: $E2E_RECORDS"
+  echo "perf latency: $E2E_RATE records/s for $E2E_DURATION_S s"
+  echo "network threads: $NETWORK_THREADS"
+  echo "io threads: $IO_THREADS"
+  echo "group.initial.rebalance.delay.ms: $REBALANCE_DELAY_MS"
+  echo "tool jvm: ${java_tool[*]:0:8}"
+} > "$out/config.txt"
+cat "$out/config.txt"
+
+wait_port() {
+  for _ in $(seq 1 120); do
+    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0
+    kill -0 "$launcher_pid" 2>/dev/null || { echo "broker exited before listening" >&2; return 1; }
+    sleep 1
+  done
+  echo "broker did not start listening on $PORT in 120 s" >&2
+  return 1
+}
+
+status_kb() { # PID FIELD: a VmRSS/VmHWM line of /proc/PID/status, in kB
+  awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"
+}
+
+# start_broker BROKER DATA_DIR LOG: starts it in the background and waits for its port.
+start_broker() {
+  local broker=$1 data=$2 log=$3
+  case $broker in
+    laminar)
+      "$bin" serve --listen "$bootstrap" --data-dir "$data" --metrics-listen none \
+        --config "$work/laminar.toml" > "$log" 2>&1 &
+      launcher_pid=$!
+      broker_pid=$launcher_pid
+      ;;
+    kafka)
+      # run-kafka.sh already sets group.initial.rebalance.delay.ms=0; a later line in
+      # server.properties wins, so this makes it REBALANCE_DELAY_MS. Flush settings stay
+      # Kafka's defaults (no fsync but on segment roll and shutdown).
+      KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_IO_THREADS=$IO_THREADS \
+        KAFKA_EXTRA_PROPS="group.initial.rebalance.delay.ms=$REBALANCE_DELAY_MS" \
+        bench/kafka/run-kafka.sh "$PORT" "$data" > "$log" 2>&1 &
+      launcher_pid=$!
+      ;;
+  esac
+  wait_port
+  if [[ $broker == kafka ]]; then
+    # run-kafka.sh starts `java ... kafka.Kafka` as its direct child (the storage-format java
+    # that runs before it has exited by the time the port is open).
+    broker_pid=$(pgrep -P "$launcher_pid" -x java)
+  fi
+}
+
+stop_broker() {
+  kill -TERM "$launcher_pid"
+  wait "$launcher_pid" || true
+  launcher_pid=""
+  broker_pid=""
+}
+
+# run_load NAME COMMAND...: runs it with a time limit, all output to OUT/raw/NAME.txt after a
+# line with the command; a failed load is recorded ("[exit N]") and the others still run.
+run_load() {
+  local name=$1 rc=0
+  shift
+  local file=$out/raw/$name.txt
+  echo "\$ $*" > "$file"
+  echo "$(date +%T) $name"
+  timeout "$LOAD_TIMEOUT_S" "$@" >> "$file" 2>&1 &
+  tool_pid=$!
+  wait "$tool_pid" || rc=$?
+  tool_pid=""
+  echo "[exit $rc]" >> "$file"
+  if ((rc != 0)); then echo "warning: $name exited $rc, see $file" >&2; fi
+}
+
+create_topic() { # NAME PARTITIONS TAG
+  local file=$out/raw/$3-topics.txt
+  "$bin" topics create "$1" --partitions "$2" --bootstrap "$bootstrap" >> "$file" 2>&1 ||
+    { echo "creating topic $1 failed:" >&2; cat "$file" >&2; return 1; }
+}
+
+acks_tag() { [[ $1 == all ]] && echo acksall || echo "acks$1"; }
+
+display_name() { case $1 in laminar) echo Laminar ;; kafka) echo Kafka ;; *) echo "$1" ;; esac; }
+
+run_broker() { # BROKER ROUND
+  local broker=$1 round=$2
+  local tag=r$round-$broker data=$work/$broker-r$round
+  start_broker "$broker" "$data" "$out/raw/$tag-broker.log"
+  # Idle RSS: the broker up, no client yet, after it has settled for 2 s.
+  sleep 2
+  echo "idle VmRSS kB: $(status_kb "$broker_pid" VmRSS)" > "$out/raw/$tag-rss.txt"
+
+  # Every load gets its own topic, created up front (`laminar topics` speaks the Kafka
+  # protocol, so it works on both), so that no load reads or appends to another's data.
+  local p acks topic
+  for p in 1 8; do
+    for acks in 1 all; do create_topic "produce-p$p-$(acks_tag $acks)" "$p" "$tag"; done
+  done
+  for acks in 1 all; do
+    create_topic "e2e-$(acks_tag $acks)" 1 "$tag"
+    create_topic "latency-$(acks_tag $acks)" 1 "$tag"
+  done
+
+  for p in 1 8; do
+    for acks in 1 all; do
+      topic=produce-p$p-$(acks_tag $acks)
+      run_load "$tag-$topic" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
+        --bootstrap-server "$bootstrap" --topic "$topic" --num-records "$N" \
+        --record-size "$RECORD_BYTES" --throughput -1 --command-property "acks=$acks"
+    done
+  done
+
+  run_load "$tag-consume-p1" "${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance \
+    --bootstrap-server "$bootstrap" --topic produce-p1-acks1 --num-records "$N" \
+    --group "s5-consumer-$tag"
+
+  for acks in all 1; do
+    topic=e2e-$(acks_tag $acks)
+    run_load "$tag-$topic" "${java_tool[@]}" org.apache.kafka.tools.EndToEndLatency \
+      --bootstrap-server "$bootstrap" --topic "$topic" --num-records "$E2E_RECORDS" \
+      --producer-acks "$acks" --record-size "$E2E_BYTES"
+  done
+
+  for acks in all 1; do
+    topic=latency-$(acks_tag $acks)
+    run_load "$tag-$topic" "$bin" perf latency --bootstrap "$bootstrap" --topic "$topic" \
+      --records-per-s "$E2E_RATE" --record-bytes "$E2E_BYTES" --duration-s "$E2E_DURATION_S" \
+      --acks "$acks" --json --series-out "$out/series/$tag-$topic.json" \
+      --label "$(display_name "$broker") acks=$acks r$round"
+  done
+
+  echo "VmHWM kB after the loads: $(status_kb "$broker_pid" VmHWM)" >> "$out/raw/$tag-rss.txt"
+  # What the disk holds, for the record (and a check that the loads wrote where we think).
+  du -sk "$data" | awk '{print "data dir kB: " $1}' >> "$out/raw/$tag-rss.txt"
+  stop_broker
+  # Kafka's INFO log (its full KafkaConfig dump included) lives in the data dir: keep it.
+  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$out/raw/$tag-server.log"; fi
+  rm -rf "$data"
+}
+
+read -r -a brokers <<< "$BROKERS"
+for round in $(seq 1 "$ROUNDS"); do
+  order=("${brokers[@]}")
+  if ((round % 2 == 0)); then
+    order=()
+    for ((i = ${#brokers[@]} - 1; i >= 0; i--)); do order+=("${brokers[i]}"); done
+  fi
+  echo "round $round: ${order[*]}" | tee -a "$out/order.txt"
+  for broker in "${order[@]}"; do run_broker "$broker" "$round"; done
+done
+
+# The summary draws the charts with this build's `laminar perf plot`.
+LAMINAR=$bin python3 bench/s5_summary.py "$out"
