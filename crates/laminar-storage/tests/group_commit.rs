@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use laminar_storage::backend::{Fault, FaultyStorage, SimStorage};
-use laminar_storage::{LogConfig, LogId, Store, StoreConfig};
+use laminar_storage::{Log, LogConfig, LogId, Store, StoreConfig};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -25,13 +25,21 @@ impl Drop for OpenGatesAtEnd {
     }
 }
 
-#[test]
-fn waiters_complete_only_after_an_fsync_that_covers_them() {
+/// A simulated store with one log, `t-0`, whose files are wrapped by a fault injector, and
+/// no checkpoint during the test (its writes would be fsyncs the test did not expect).
+fn gated_store(
+    flush_threads: usize,
+) -> (
+    Arc<SimStorage>,
+    Arc<FaultyStorage>,
+    Store,
+    OpenGatesAtEnd,
+    Arc<Log>,
+) {
     let sim = SimStorage::new();
     let faulty = FaultyStorage::new(sim.clone());
     let config = StoreConfig {
-        flush_threads: 2,
-        // No checkpoint during the test: its writes would be fsyncs the test did not expect.
+        flush_threads,
         default_log: LogConfig {
             checkpoint_interval_ms: 3_600_000,
             ..small_config()
@@ -40,6 +48,12 @@ fn waiters_complete_only_after_an_fsync_that_covers_them() {
     let store = Store::open(Path::new("/data"), faulty.clone(), config.clone()).unwrap();
     let gates = OpenGatesAtEnd(faulty.clone());
     let log = store.create_log(&LogId::new("t", 0), config.default_log).unwrap();
+    (sim, faulty, store, gates, log)
+}
+
+#[test]
+fn waiters_complete_only_after_an_fsync_that_covers_them() {
+    let (sim, faulty, store, gates, log) = gated_store(2);
     let data_file = Path::new("/data/t-0/00000000000000000000.log");
     faulty.inject(data_file, Fault::GatedSyncs);
 
@@ -99,19 +113,7 @@ fn waiters_complete_only_after_an_fsync_that_covers_them() {
 
 #[test]
 fn one_fsync_completes_every_waiter_it_covers() {
-    let sim = SimStorage::new();
-    let faulty = FaultyStorage::new(sim.clone());
-    let config = StoreConfig {
-        flush_threads: 1,
-        // No checkpoint during the test: its writes would be fsyncs the test did not expect.
-        default_log: LogConfig {
-            checkpoint_interval_ms: 3_600_000,
-            ..small_config()
-        },
-    };
-    let store = Store::open(Path::new("/data"), faulty.clone(), config.clone()).unwrap();
-    let gates = OpenGatesAtEnd(faulty.clone());
-    let log = store.create_log(&LogId::new("t", 0), config.default_log).unwrap();
+    let (_sim, faulty, store, gates, log) = gated_store(1);
     faulty.inject("/data/t-0/00000000000000000000.log", Fault::GatedSyncs);
 
     let mut first = batch(1, 10, 1, 0);
