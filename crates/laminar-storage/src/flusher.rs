@@ -35,7 +35,8 @@ pub struct FlusherShared {
 impl FlusherShared {
     pub(crate) fn wake(&self) {
         self.state.lock().unwrap().wakeups += 1;
-        self.cv.notify_all();
+        // One idle thread is enough: a busy one sees `wakeups` changed before it sleeps.
+        self.cv.notify_one();
     }
 }
 

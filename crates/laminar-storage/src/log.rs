@@ -236,7 +236,12 @@ impl Log {
     }
 
     fn notify_flusher(&self) {
-        self.flush_requested.store(true, Ordering::Release);
+        // Only the first request since the last flush started wakes a thread. A thread that
+        // is flushing this log reads the flag again when its fsync returns, so waking one per
+        // waiter would only add context switches (thousands a second under acks=all).
+        if self.flush_requested.swap(true, Ordering::AcqRel) {
+            return;
+        }
         if let Some(f) = self.flusher.lock().unwrap().as_ref().and_then(Weak::upgrade) {
             f.wake();
         }
