@@ -60,7 +60,10 @@ if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
 fi
 mkdir -p "$out/series"
 cargo build --release --quiet
+# The client tools (perf fill, latency, plot) are always this tree's; LAMINAR_BIN runs another
+# build as the broker (an older commit, for an A/B run).
 bin=$PWD/target/release/laminar
+broker_bin=${LAMINAR_BIN:-$bin}
 work=$(mktemp -d "$PWD/.bench-s1.XXXXXX")
 cgroup=/sys/fs/cgroup/blkio/laminar-s1-$$
 broker_pid=""
@@ -109,6 +112,7 @@ wait_port() {
 
 {
   machine_info "$work"
+  if [[ -n ${LAMINAR_BIN:-} ]]; then echo "laminar broker (LAMINAR_BIN): $broker_bin, $("$broker_bin" --version)"; fi
   echo "kafka: ${KAFKA_VERSION:-4.3.1} ($(java -version 2>&1 | head -1))"
   echo "client: librdkafka through laminar perf"
   echo "scenario: $scenario"
@@ -133,7 +137,7 @@ start_broker() {
     laminar)
       printf '"num.network.threads" = %s\n' "$NETWORK_THREADS" > "$work/laminar.toml"
       [[ -n $flush_ms ]] && printf '"log.flush.interval.ms" = %s\n' "$flush_ms" >> "$work/laminar.toml"
-      "$bin" serve --listen "127.0.0.1:$PORT" --metrics-listen none --data-dir "$data" \
+      "$broker_bin" serve --listen "127.0.0.1:$PORT" --metrics-listen none --data-dir "$data" \
         --config "$work/laminar.toml" > "$work/laminar.log" 2>&1 &
       launcher_pid=$!
       broker_pid=$launcher_pid
