@@ -55,6 +55,8 @@ pub struct LogPerfConfig {
     /// with at most this many appends per writer waiting at once (a producer's
     /// `max.in.flight.requests.per.connection`). `None`: appends wait for nothing.
     pub durable_inflight: Option<usize>,
+    /// The store's flusher threads (shared by every partition).
+    pub flush_threads: usize,
     pub keep: bool,
     /// Also write the append latency (and in durable mode the durable latency) over time
     /// (max per 100 ms, by start or due time) and by percentile to this file, as series
@@ -66,6 +68,11 @@ pub struct LogPerfConfig {
     /// [`LogPerfConfig::default_label`].
     #[serde(skip)]
     pub label: Option<String>,
+}
+
+/// The store's default number of flusher threads, the broker's too.
+pub fn default_flush_threads() -> usize {
+    StoreConfig::default().flush_threads
 }
 
 impl LogPerfConfig {
@@ -406,7 +413,7 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
         RealStorage::new(),
         StoreConfig {
             default_log: log_config.clone(),
-            ..Default::default()
+            flush_threads: cfg.flush_threads,
         },
     )?;
     let logs: Vec<Arc<Log>> = (0..cfg.partitions)
@@ -620,8 +627,8 @@ impl LogPerfReport {
             c["flush_interval_ms"], c["flush_messages"], c["segment_bytes"], c["preallocate_bytes"], c["read_bytes"]
         );
         println!(
-            "  records_per_s {}  durable_inflight {}",
-            c["records_per_s"], c["durable_inflight"]
+            "  records_per_s {}  durable_inflight {}  flush_threads {}",
+            c["records_per_s"], c["durable_inflight"], c["flush_threads"]
         );
         println!();
         println!(

@@ -259,6 +259,9 @@ struct PerfLogArgs {
     /// producer's max.in.flight.requests.per.connection).
     #[arg(long, default_value_t = 5)]
     durable_inflight: usize,
+    /// Flusher threads, shared by every partition (the broker's default is 2).
+    #[arg(long, default_value_t = laminar_perf::log_perf::default_flush_threads())]
+    flush_threads: usize,
     /// Keep the data directory afterwards.
     #[arg(long)]
     keep: bool,
@@ -303,6 +306,7 @@ fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
         segment_bytes: args.segment_bytes,
         preallocate_bytes: args.preallocate_bytes,
         durable_inflight: args.durable.then_some(args.durable_inflight),
+        flush_threads: args.flush_threads,
         keep: args.keep,
         series_out: args.series_out,
         label: args.label,

@@ -154,6 +154,9 @@ fn perf_log_writes_latency_series() {
         "--records-per-s",
         "20000",
         "--durable",
+        // One flusher thread completes every durable append on its own.
+        "--flush-threads",
+        "1",
         "--label",
         "Laminar log",
         "--series-out",
