@@ -1,0 +1,329 @@
+//! Apache Kafka's own command-line tools (the classes behind `kafka-topics.sh`,
+//! `kafka-get-offsets.sh`, `kafka-broker-api-versions.sh` and `kafka-consumer-groups.sh`, from
+//! the `kafka-tools` 4.3.1 jars on Maven Central) against `laminar serve`, with their output
+//! checked as an operator would read it.
+//!
+//! The jars come from `bench/kafka/fetch-kafka.sh` (Maven; idempotent) into `KAFKA_LIB`
+//! (default /tmp/kafka-lib); `.ci/run` installs Java and Maven.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+/// A tool that has not finished in this long is stuck (a JVM starts in 1-2 s here).
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory of Kafka's jars, fetched once per test binary.
+fn kafka_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let lib =
+            std::env::var_os("KAFKA_LIB").map_or_else(|| PathBuf::from("/tmp/kafka-lib"), PathBuf::from);
+        let out = Command::new("bash")
+            .arg(repo_root().join("bench/kafka/fetch-kafka.sh"))
+            .env("KAFKA_LIB", &lib)
+            .output()
+            .expect("run bench/kafka/fetch-kafka.sh");
+        assert!(
+            out.status.success(),
+            "fetching Kafka's jars failed (needs mvn and Maven Central): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lib
+    })
+}
+
+struct Tools {
+    bootstrap: String,
+    log4j: PathBuf,
+}
+
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Tools {
+    fn new(bootstrap: &str, dir: &Path) -> Tools {
+        // The tools log through log4j2; warnings and errors go to stderr, nothing to stdout.
+        let log4j = dir.join("tools-log4j2.properties");
+        std::fs::write(
+            &log4j,
+            "rootLogger.level=WARN\nrootLogger.appenderRef.err.ref=ERR\nappender.err.type=Console\n\
+             appender.err.name=ERR\nappender.err.target=SYSTEM_ERR\nappender.err.layout.type=PatternLayout\n\
+             appender.err.layout.pattern=%p %c: %m%n\n",
+        )
+        .unwrap();
+        Tools {
+            bootstrap: bootstrap.to_string(),
+            log4j,
+        }
+    }
+
+    /// Runs `class` with `--bootstrap-server` and `args`, and returns what it printed.
+    fn run(&self, class: &str, args: &[&str]) -> Ran {
+        let mut child = Command::new("java")
+            .arg("-Xmx256m")
+            .arg(format!("-Dlog4j2.configurationFile={}", self.log4j.display()))
+            .arg("-cp")
+            .arg(format!("{}/*", kafka_lib().display()))
+            .arg(class)
+            .args(["--bootstrap-server", &self.bootstrap])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("java is installed");
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            out.read_to_string(&mut s).unwrap();
+            s
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            err.read_to_string(&mut s).unwrap();
+            s
+        });
+        let deadline = Instant::now() + TOOL_TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{class} {args:?} did not finish in {TOOL_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Ran {
+            ok: status.success(),
+            stdout: reader.join().unwrap(),
+            stderr: err_reader.join().unwrap(),
+        }
+    }
+
+    /// Like [`Tools::run`], for a run that must succeed; returns its stdout.
+    fn ok(&self, class: &str, args: &[&str]) -> String {
+        let r = self.run(class, args);
+        assert!(r.ok, "{class} {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
+        r.stdout
+    }
+}
+
+const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
+const GET_OFFSETS: &str = "org.apache.kafka.tools.GetOffsetShell";
+const API_VERSIONS: &str = "org.apache.kafka.tools.BrokerApiVersionsCommand";
+const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+
+/// The whitespace-separated fields of the first line of `text` that starts with `prefix`.
+fn row(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+fn produce(addr: &str, topic: &str, partition: i32, n: usize) {
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .create()
+        .unwrap();
+    for i in 0..n {
+        let v = format!("record-{i}");
+        p.send(BaseRecord::<(), _>::to(topic).partition(partition).payload(&v))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// Consumes `n` records of `topic` in `group` and commits them.
+fn consume_and_commit(addr: &str, topic: &str, group: &str, n: usize) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got < n && Instant::now() < deadline {
+        if let Some(Ok(_)) = c.poll(Duration::from_millis(100)) {
+            got += 1;
+        }
+    }
+    assert_eq!(got, n, "consumed in group {group}");
+    c.commit_consumer_state(CommitMode::Sync).unwrap();
+    c.unsubscribe();
+}
+
+#[test]
+fn kafka_topics_get_offsets_and_api_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+
+    let created = tools.ok(TOPICS, &["--create", "--topic", "ops", "--partitions", "3"]);
+    assert!(created.contains("Created topic ops."), "{created}");
+    let again = tools.run(TOPICS, &["--create", "--topic", "ops", "--partitions", "3"]);
+    assert!(!again.ok, "creating it twice fails");
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+
+    let described = tools.ok(TOPICS, &["--describe", "--topic", "ops"]);
+    let head = row(&described, "Topic: ops\tTopicId");
+    assert_eq!(head[4..6], ["PartitionCount:", "3"], "{described}");
+    for p in 0..3 {
+        let line = row(&described, &format!("Topic: ops\tPartition: {p}\t"));
+        assert_eq!(
+            line[4..10],
+            ["Leader:", "0", "Replicas:", "0", "Isr:", "0"],
+            "{described}"
+        );
+    }
+
+    tools.ok(TOPICS, &["--alter", "--topic", "ops", "--partitions", "5"]);
+    let described = tools.ok(TOPICS, &["--describe", "--topic", "ops"]);
+    assert_eq!(
+        row(&described, "Topic: ops\tTopicId")[4..6],
+        ["PartitionCount:", "5"]
+    );
+    let fewer = tools.run(TOPICS, &["--alter", "--topic", "ops", "--partitions", "2"]);
+    assert!(!fewer.ok, "partitions cannot shrink");
+
+    produce(&broker.addr, "ops", 1, 7);
+    let offsets = tools.ok(GET_OFFSETS, &["--topic", "ops"]);
+    let mut lines: Vec<&str> = offsets.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["ops:0:0", "ops:1:7", "ops:2:0", "ops:3:0", "ops:4:0"]);
+    let earliest = tools.ok(
+        GET_OFFSETS,
+        &["--topic", "ops", "--partitions", "1", "--time", "-2"],
+    );
+    assert_eq!(earliest.trim(), "ops:1:0");
+
+    let versions = tools.ok(API_VERSIONS, &[]);
+    for api in [
+        "Produce(0)",
+        "Fetch(1)",
+        "Metadata(3)",
+        "ApiVersions(18)",
+        "CreateTopics(19)",
+    ] {
+        let line = row(&versions, api);
+        assert!(
+            line.iter().any(|w| w == "[usable:"),
+            "{api} is usable by the tool: {line:?}"
+        );
+    }
+
+    let listed = tools.ok(TOPICS, &["--list"]);
+    assert!(listed.lines().any(|l| l == "ops"), "{listed}");
+    tools.ok(TOPICS, &["--delete", "--topic", "ops"]);
+    let listed = tools.ok(TOPICS, &["--list"]);
+    assert!(!listed.lines().any(|l| l == "ops"), "{listed}");
+    broker.terminate();
+}
+
+#[test]
+fn kafka_consumer_groups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "cg", "--partitions", "2"]);
+    produce(&broker.addr, "cg", 0, 5);
+    produce(&broker.addr, "cg", 1, 3);
+    consume_and_commit(&broker.addr, "cg", "g1", 8);
+    consume_and_commit(&broker.addr, "cg", "g2", 8);
+
+    let listed = tools.ok(GROUPS, &["--list"]);
+    let mut groups: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    groups.sort();
+    assert_eq!(groups, ["g1", "g2"], "{listed}");
+
+    // GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+    let described = tools.ok(GROUPS, &["--describe", "--group", "g1"]);
+    assert_eq!(
+        row(&described, "g1 ")[..6],
+        ["g1", "cg", "0", "5", "5", "0"],
+        "{described}"
+    );
+
+    let reset = tools.ok(
+        GROUPS,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g1",
+            "--topic",
+            "cg",
+            "--to-earliest",
+            "--execute",
+        ],
+    );
+    let mut new_offsets: Vec<Vec<String>> = reset
+        .lines()
+        .filter(|l| l.starts_with("g1 "))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    new_offsets.sort();
+    assert_eq!(
+        new_offsets,
+        [["g1", "cg", "0", "0"], ["g1", "cg", "1", "0"]],
+        "{reset}"
+    );
+    let described = tools.ok(GROUPS, &["--describe", "--group", "g1"]);
+    let mut rows: Vec<Vec<String>> = described
+        .lines()
+        .filter(|l| l.starts_with("g1 "))
+        .map(|l| l.split_whitespace().take(6).map(str::to_string).collect())
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [["g1", "cg", "0", "0", "5", "5"], ["g1", "cg", "1", "0", "3", "3"]],
+        "{described}"
+    );
+
+    let deleted = tools.ok(GROUPS, &["--delete-offsets", "--group", "g1", "--topic", "cg:1"]);
+    assert_eq!(row(&deleted, "cg ")[..3], ["cg", "1", "Successful"], "{deleted}");
+    let described = tools.ok(GROUPS, &["--describe", "--group", "g1"]);
+    assert!(
+        !described
+            .lines()
+            .any(|l| l.starts_with("g1 ") && l.split_whitespace().nth(2) == Some("1")),
+        "partition 1's offset is gone: {described}"
+    );
+
+    let deleted = tools.ok(GROUPS, &["--delete", "--group", "g2"]);
+    assert!(
+        deleted.contains("Deletion of requested consumer groups ('g2') was successful."),
+        "{deleted}"
+    );
+    let listed = tools.ok(GROUPS, &["--list"]);
+    assert_eq!(
+        listed.lines().filter(|l| !l.is_empty()).collect::<Vec<_>>(),
+        ["g1"]
+    );
+    broker.terminate();
+}
