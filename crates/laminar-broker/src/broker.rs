@@ -173,7 +173,7 @@ impl Broker {
             }
             return Err(CloseConnection(format!("{api:?} v{version} is not supported")));
         }
-        if std::env::var("LAMINAR_TRACE").is_ok() {
+        if trace_requests() {
             eprintln!("TRACE api {api:?} v{version}");
         }
         let (header, request) = match requests::decode(frame) {
@@ -223,11 +223,20 @@ impl Broker {
             Request::OffsetDelete(r) => handlers::offset_delete::handle(b, v, c, r).await,
             Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, v, c, r),
             Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
+            Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, v, c, r).await,
+            Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
             .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")))
     }
+}
+
+/// `LAMINAR_TRACE` set: print every request's API and version. Read once: `getenv` on every
+/// request took measurable time on the socket threads.
+fn trace_requests() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("LAMINAR_TRACE").is_some())
 }
 
 /// A broker that is listening.

@@ -451,6 +451,56 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(entries[0].values[0].key.as_str(), "producer_byte_rate");
                     assert_eq!(entries[0].values[0].value, 4096.0);
                 }
+                35 => {
+                    let mut t = describe_log_dirs_request::DescribableLogDirTopic::default();
+                    t.topic = TopicName(sb("conf"));
+                    t.partitions = vec![0, 999];
+                    let mut r = DescribeLogDirsRequest::default();
+                    r.topics = Some(vec![t]);
+                    let resp: DescribeLogDirsResponse = call(&mut s, ApiKey::DescribeLogDirs, v, next(), &r);
+                    assert_eq!(resp.results.len(), 1, "DescribeLogDirs v{v}: one data directory");
+                    let dir = &resp.results[0];
+                    assert_eq!(dir.error_code, 0);
+                    assert!(
+                        dir.log_dir.starts_with('/'),
+                        "an absolute path: {}",
+                        dir.log_dir.as_str()
+                    );
+                    assert_eq!(dir.topics.len(), 1);
+                    let parts: Vec<i32> = dir.topics[0]
+                        .partitions
+                        .iter()
+                        .map(|p| p.partition_index)
+                        .collect();
+                    assert_eq!(parts, [0], "a partition that does not exist is left out");
+                    if v >= 4 {
+                        assert!(
+                            dir.total_bytes > 0
+                                && dir.usable_bytes > 0
+                                && dir.usable_bytes <= dir.total_bytes
+                        );
+                    }
+                    // A null list asks for every topic.
+                    let mut r = DescribeLogDirsRequest::default();
+                    r.topics = None;
+                    let all: DescribeLogDirsResponse = call(&mut s, ApiKey::DescribeLogDirs, v, next(), &r);
+                    assert!(all.results[0].topics.iter().any(|t| t.name.0.as_str() == "conf"));
+                }
+                60 => {
+                    let mut r = DescribeClusterRequest::default();
+                    r.endpoint_type = 1;
+                    let resp: DescribeClusterResponse = call(&mut s, ApiKey::DescribeCluster, v, next(), &r);
+                    assert_eq!(resp.error_code, 0, "DescribeCluster v{v}");
+                    assert!(!resp.cluster_id.is_empty());
+                    assert_eq!(resp.brokers.len(), 1);
+                    assert_eq!(resp.brokers[0].broker_id, resp.controller_id);
+                    if v >= 1 {
+                        r.endpoint_type = 2;
+                        let resp: DescribeClusterResponse =
+                            call(&mut s, ApiKey::DescribeCluster, v, next(), &r);
+                        assert_eq!(resp.error_code, 115, "UNSUPPORTED_ENDPOINT_TYPE for controllers");
+                    }
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

@@ -27,6 +27,8 @@ pub enum ApiKey {
     OffsetDelete = 47,
     DescribeClientQuotas = 48,
     AlterClientQuotas = 49,
+    DescribeLogDirs = 35,
+    DescribeCluster = 60,
 }
 
 pub struct ApiSpec {
@@ -177,6 +179,18 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 1,
         first_flexible: 1,
     },
+    ApiSpec {
+        key: ApiKey::DescribeLogDirs,
+        min_version: 1,
+        max_version: 4,
+        first_flexible: 2,
+    },
+    ApiSpec {
+        key: ApiKey::DescribeCluster,
+        min_version: 0,
+        max_version: 2,
+        first_flexible: 0,
+    },
 ];
 
 impl ApiKey {
@@ -218,6 +232,8 @@ impl ApiKey {
             ApiKey::OffsetDelete => "OffsetDelete",
             ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
             ApiKey::AlterClientQuotas => "AlterClientQuotas",
+            ApiKey::DescribeLogDirs => "DescribeLogDirs",
+            ApiKey::DescribeCluster => "DescribeCluster",
         }
     }
 
@@ -253,6 +269,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 23);
+        assert_eq!(API_TABLE.len(), 25);
     }
 }

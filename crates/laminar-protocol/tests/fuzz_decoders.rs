@@ -284,6 +284,19 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.entries = vec![entry];
             frame(ApiKey::AlterClientQuotas, v, &r)
         }
+        35 => {
+            let mut t = describe_log_dirs_request::DescribableLogDirTopic::default();
+            t.topic = TopicName(sb("t"));
+            t.partitions = vec![0, 1];
+            let mut r = DescribeLogDirsRequest::default();
+            r.topics = Some(vec![t]);
+            frame(ApiKey::DescribeLogDirs, v, &r)
+        }
+        60 => {
+            let mut r = DescribeClusterRequest::default();
+            r.endpoint_type = 1;
+            frame(ApiKey::DescribeCluster, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

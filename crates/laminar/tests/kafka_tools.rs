@@ -1,5 +1,6 @@
 //! Apache Kafka's own command-line tools (the classes behind `kafka-topics.sh`,
-//! `kafka-get-offsets.sh`, `kafka-broker-api-versions.sh` and `kafka-consumer-groups.sh`, from
+//! `kafka-get-offsets.sh`, `kafka-broker-api-versions.sh`, `kafka-log-dirs.sh`,
+//! `kafka-cluster.sh` and `kafka-consumer-groups.sh`, from
 //! the `kafka-tools` 4.3.1 jars on Maven Central) against `laminar serve`, with their output
 //! checked as an operator would read it.
 //!
@@ -74,7 +75,7 @@ impl Tools {
         }
     }
 
-    /// Runs `class` with `--bootstrap-server` and `args`, and returns what it printed.
+    /// Runs `class` with `args` and `--bootstrap-server`, and returns what it printed.
     fn run(&self, class: &str, args: &[&str]) -> Ran {
         let mut child = Command::new("java")
             .arg("-Xmx256m")
@@ -82,8 +83,9 @@ impl Tools {
             .arg("-cp")
             .arg(format!("{}/*", kafka_lib().display()))
             .arg(class)
-            .args(["--bootstrap-server", &self.bootstrap])
+            // After the arguments: `kafka-cluster` wants its subcommand first.
             .args(args)
+            .args(["--bootstrap-server", &self.bootstrap])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -132,6 +134,8 @@ const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
 const GET_OFFSETS: &str = "org.apache.kafka.tools.GetOffsetShell";
 const API_VERSIONS: &str = "org.apache.kafka.tools.BrokerApiVersionsCommand";
 const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+const LOG_DIRS: &str = "org.apache.kafka.tools.LogDirsCommand";
+const CLUSTER: &str = "org.apache.kafka.tools.ClusterTool";
 
 /// The whitespace-separated fields of the first line of `text` that starts with `prefix`.
 fn row(text: &str, prefix: &str) -> Vec<String> {
@@ -221,6 +225,48 @@ fn kafka_topics_get_offsets_and_api_versions() {
         &["--topic", "ops", "--partitions", "1", "--time", "-2"],
     );
     assert_eq!(earliest.trim(), "ops:1:0");
+
+    // kafka-log-dirs prints two lines of progress, then JSON.
+    let dirs = tools.ok(LOG_DIRS, &["--describe", "--topic-list", "ops"]);
+    let json: serde_json::Value =
+        serde_json::from_str(dirs.lines().last().unwrap()).unwrap_or_else(|e| panic!("{e}: {dirs}"));
+    let log_dirs = &json["brokers"][0]["logDirs"];
+    assert_eq!(log_dirs.as_array().unwrap().len(), 1, "{dirs}");
+    let data_dir = std::fs::canonicalize(tmp.path().join("data")).unwrap();
+    assert_eq!(log_dirs[0]["logDir"], data_dir.to_str().unwrap(), "{dirs}");
+    assert!(log_dirs[0]["error"].is_null(), "{dirs}");
+    let mut sizes: Vec<(String, u64)> = log_dirs[0]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_str().unwrap().to_string(),
+                p["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    sizes.sort();
+    assert_eq!(sizes.len(), 5, "{dirs}");
+    assert_eq!(sizes[0], ("ops-0".to_string(), 0));
+    assert!(
+        sizes[1].0 == "ops-1" && sizes[1].1 > 7 * 8,
+        "7 records take bytes: {dirs}"
+    );
+
+    // kafka-cluster asks DescribeCluster.
+    let id = tools.ok(CLUSTER, &["cluster-id"]);
+    assert!(
+        id.starts_with("Cluster ID: ") && id.trim().len() > "Cluster ID: ".len(),
+        "{id}"
+    );
+    let endpoints = tools.ok(CLUSTER, &["list-endpoints"]);
+    let port = broker.addr.rsplit(':').next().unwrap();
+    assert_eq!(
+        row(&endpoints, "0 ")[..5],
+        ["0", "127.0.0.1", port, "null", "unfenced"],
+        "{endpoints}"
+    );
 
     let versions = tools.ok(API_VERSIONS, &[]);
     for api in [
