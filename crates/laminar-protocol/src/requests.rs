@@ -389,7 +389,9 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         ApiKey::OffsetDelete => Request::OffsetDelete(offset_delete(&mut r)?),
         ApiKey::DescribeClientQuotas => Request::DescribeClientQuotas(describe_client_quotas(&mut r)?),
         ApiKey::AlterClientQuotas => Request::AlterClientQuotas(alter_client_quotas(&mut r)?),
-        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(describe_log_dirs(&mut r)?),
+        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(DescribeLogDirsRequest {
+            topics: fetch_topics(&mut r)?,
+        }),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },
@@ -872,33 +874,6 @@ fn offset_fetch(r: &mut Reader, v: i16) -> Result<OffsetFetchRequest> {
         groups: vec![OffsetFetchGroup { group_id, topics }],
         require_stable,
     })
-}
-
-fn describe_log_dirs(r: &mut Reader) -> Result<DescribeLogDirsRequest> {
-    // A null array asks for every topic, an empty one for none: read the count ourselves.
-    let n: i64 = if r.is_flexible() {
-        r.uvarint()? as i64 - 1
-    } else {
-        r.i32()? as i64
-    };
-    if n < 0 {
-        return Ok(DescribeLogDirsRequest { topics: None });
-    }
-    // Each topic takes at least a name length and a partition count.
-    if (n as usize).saturating_mul(2) > r.remaining() {
-        return Err(ProtocolError::CountTooLarge {
-            count: n as usize,
-            remaining: r.remaining(),
-        });
-    }
-    let mut topics = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let name = r.string()?;
-        let partitions = r.array(4, |r| r.i32())?;
-        r.tagged_fields()?;
-        topics.push((name, partitions));
-    }
-    Ok(DescribeLogDirsRequest { topics: Some(topics) })
 }
 
 fn list_groups(r: &mut Reader, v: i16) -> Result<ListGroupsRequest> {
