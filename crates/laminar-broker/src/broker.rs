@@ -225,6 +225,7 @@ impl Broker {
             Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
             Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, v, c, r).await,
             Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
+            Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

@@ -501,6 +501,36 @@ fn every_advertised_version_round_trips() {
                         assert_eq!(resp.error_code, 115, "UNSUPPORTED_ENDPOINT_TYPE for controllers");
                     }
                 }
+                23 => {
+                    let part = |partition, current_leader_epoch, leader_epoch| {
+                        let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+                        p.partition = partition;
+                        p.current_leader_epoch = current_leader_epoch;
+                        p.leader_epoch = leader_epoch;
+                        p
+                    };
+                    let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+                    t.topic = TopicName(sb("conf"));
+                    t.partitions = vec![part(0, 0, 0), part(0, -1, 3), part(0, 1, 0), part(99, -1, 0)];
+                    let mut r = OffsetForLeaderEpochRequest::default();
+                    r.replica_id = BrokerId(-1);
+                    r.topics = vec![t];
+                    let resp: OffsetForLeaderEpochResponse =
+                        call(&mut s, ApiKey::OffsetForLeaderEpoch, v, next(), &r);
+                    let got: Vec<(i16, i32, i64)> = resp.topics[0]
+                        .partitions
+                        .iter()
+                        .map(|p| (p.error_code, p.leader_epoch, p.end_offset))
+                        .collect();
+                    let log_end = got[0].2;
+                    assert!(log_end > 0, "conf has records: {got:?}");
+                    assert_eq!(
+                        got,
+                        [(0, 0, log_end), (0, -1, -1), (74, -1, -1), (3, -1, -1)],
+                        "OffsetForLeaderEpoch v{v}: epoch 0 ends at the log end; another epoch is \
+                         unknown; a newer current epoch is UNKNOWN_LEADER_EPOCH; no such partition"
+                    );
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

@@ -29,6 +29,7 @@ pub enum ApiKey {
     AlterClientQuotas = 49,
     DescribeLogDirs = 35,
     DescribeCluster = 60,
+    OffsetForLeaderEpoch = 23,
 }
 
 pub struct ApiSpec {
@@ -191,6 +192,12 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 2,
         first_flexible: 0,
     },
+    ApiSpec {
+        key: ApiKey::OffsetForLeaderEpoch,
+        min_version: 2,
+        max_version: 4,
+        first_flexible: 4,
+    },
 ];
 
 impl ApiKey {
@@ -234,6 +241,7 @@ impl ApiKey {
             ApiKey::AlterClientQuotas => "AlterClientQuotas",
             ApiKey::DescribeLogDirs => "DescribeLogDirs",
             ApiKey::DescribeCluster => "DescribeCluster",
+            ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         }
     }
 
@@ -269,6 +277,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 25);
+        assert_eq!(API_TABLE.len(), 26);
     }
 }

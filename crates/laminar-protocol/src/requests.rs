@@ -60,6 +60,7 @@ pub enum Request {
     AlterClientQuotas(AlterClientQuotasRequest),
     DescribeLogDirs(DescribeLogDirsRequest),
     DescribeCluster(DescribeClusterRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +142,28 @@ pub struct OffsetFetchRequest {
 pub struct DescribeLogDirsRequest {
     /// `None`: every topic.
     pub topics: Option<TopicPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetForLeaderEpochRequest {
+    /// -1 for a consumer, a broker id for a follower (v3+; -2 before, "not given").
+    pub replica_id: i32,
+    pub topics: Vec<OffsetForLeaderEpochTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetForLeaderEpochTopic {
+    pub name: String,
+    pub partitions: Vec<OffsetForLeaderEpochPartition>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetForLeaderEpochPartition {
+    pub partition: i32,
+    /// The epoch the client believes the leader has; -1 skips the check.
+    pub current_leader_epoch: i32,
+    /// The epoch whose end offset is asked for.
+    pub leader_epoch: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -392,6 +415,7 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         ApiKey::DescribeLogDirs => Request::DescribeLogDirs(DescribeLogDirsRequest {
             topics: fetch_topics(&mut r)?,
         }),
+        ApiKey::OffsetForLeaderEpoch => Request::OffsetForLeaderEpoch(offset_for_leader_epoch(&mut r, v)?),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },
@@ -874,6 +898,25 @@ fn offset_fetch(r: &mut Reader, v: i16) -> Result<OffsetFetchRequest> {
         groups: vec![OffsetFetchGroup { group_id, topics }],
         require_stable,
     })
+}
+
+fn offset_for_leader_epoch(r: &mut Reader, v: i16) -> Result<OffsetForLeaderEpochRequest> {
+    let replica_id = if v >= 3 { r.i32()? } else { -2 };
+    let topics = r.array(3, |r| {
+        let name = r.string()?;
+        let partitions = r.array(12, |r| {
+            let p = OffsetForLeaderEpochPartition {
+                partition: r.i32()?,
+                current_leader_epoch: r.i32()?,
+                leader_epoch: r.i32()?,
+            };
+            r.tagged_fields()?;
+            Ok(p)
+        })?;
+        r.tagged_fields()?;
+        Ok(OffsetForLeaderEpochTopic { name, partitions })
+    })?;
+    Ok(OffsetForLeaderEpochRequest { replica_id, topics })
 }
 
 fn list_groups(r: &mut Reader, v: i16) -> Result<ListGroupsRequest> {

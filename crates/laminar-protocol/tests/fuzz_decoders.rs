@@ -297,6 +297,16 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.endpoint_type = 1;
             frame(ApiKey::DescribeCluster, v, &r)
         }
+        23 => {
+            let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            p.current_leader_epoch = 0;
+            let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+            t.topic = TopicName(sb("t"));
+            t.partitions = vec![p];
+            let mut r = OffsetForLeaderEpochRequest::default();
+            r.topics = vec![t];
+            frame(ApiKey::OffsetForLeaderEpoch, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

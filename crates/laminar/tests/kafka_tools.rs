@@ -77,20 +77,28 @@ impl Tools {
 
     /// Runs `class` with `args` and `--bootstrap-server`, and returns what it printed.
     fn run(&self, class: &str, args: &[&str]) -> Ran {
+        let mut all = vec![class];
+        all.extend_from_slice(args);
+        // After the arguments: `kafka-cluster` wants its subcommand first.
+        all.extend_from_slice(&["--bootstrap-server", &self.bootstrap]);
+        self.java(&all)
+    }
+
+    /// Runs `java ARGS` with Kafka's jars on the class path (a class and its arguments, or a
+    /// single-file program: Java 11+ compiles and runs a `.java` file by itself).
+    fn java(&self, args: &[&str]) -> Ran {
+        let what = args.first().copied().unwrap_or_default();
         let mut child = Command::new("java")
             .arg("-Xmx256m")
             .arg(format!("-Dlog4j2.configurationFile={}", self.log4j.display()))
             .arg("-cp")
             .arg(format!("{}/*", kafka_lib().display()))
-            .arg(class)
-            // After the arguments: `kafka-cluster` wants its subcommand first.
             .args(args)
-            .args(["--bootstrap-server", &self.bootstrap])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("java is installed");
+            .unwrap_or_else(|e| panic!("java {what}: {e} (is Java installed?)"));
         let mut out = child.stdout.take().unwrap();
         let mut err = child.stderr.take().unwrap();
         let reader = std::thread::spawn(move || {
@@ -111,7 +119,7 @@ impl Tools {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("{class} {args:?} did not finish in {TOOL_TIMEOUT:?}");
+                panic!("java {args:?} did not finish in {TOOL_TIMEOUT:?}");
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -370,6 +378,28 @@ fn kafka_consumer_groups() {
     assert_eq!(
         listed.lines().filter(|l| !l.is_empty()).collect::<Vec<_>>(),
         ["g1"]
+    );
+    broker.terminate();
+}
+
+/// The Java consumer (kafka-clients 4.3.1) validates a position that carries a leader epoch
+/// with OffsetForLeaderEpoch before fetching from it (KIP-320): the epoch Laminar has passes,
+/// and one it never had is reported as a truncated log, as Kafka's answer makes it.
+#[test]
+fn java_consumer_validates_positions_with_offset_for_leader_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "epochs", "--partitions", "1"]);
+    produce(&broker.addr, "epochs", 0, 10);
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/SeekWithLeaderEpoch.java");
+    let r = tools.java(&[program.to_str().unwrap(), &broker.addr, "epochs"]);
+    assert!(r.ok, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        ["epoch 0: first offset 5", "epoch 7: LogTruncationException"],
+        "{}",
+        r.stderr
     );
     broker.terminate();
 }
