@@ -226,6 +226,7 @@ impl Broker {
             Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, v, c, r).await,
             Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
+            Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

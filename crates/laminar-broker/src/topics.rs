@@ -286,6 +286,36 @@ impl Topics {
         Ok(meta)
     }
 
+    /// Replaces a topic's config overrides with what `change` makes of them, after checking
+    /// the result as CreateTopics checks it; then applies it to every partition's log and
+    /// persists it (so it survives a restart). Returns a Kafka error code and message.
+    pub fn alter_configs(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        let _w = self.write_lock.lock().unwrap();
+        let mut meta = self
+            .get(name)
+            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+        change(&mut meta.configs).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        self.log_config(&meta.configs)
+            .map_err(|e| (ec::INVALID_CONFIG, e))?;
+        if validate_only {
+            return Ok(());
+        }
+        for p in 0..meta.partitions {
+            self.ensure_log(&meta, p)
+                .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+        }
+        self.topics.write().unwrap().insert(name.to_string(), meta);
+        self.persist()
+            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        crate::info!("altered the configs of topic {name}");
+        Ok(())
+    }
+
     pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
         let _w = self.write_lock.lock().unwrap();
         let mut meta = self

@@ -531,6 +531,59 @@ fn every_advertised_version_round_trips() {
                          unknown; a newer current epoch is UNKNOWN_LEADER_EPOCH; no such partition"
                     );
                 }
+                44 => {
+                    let mut c = incremental_alter_configs_request::AlterableConfig::default();
+                    c.name = sb("retention.ms");
+                    c.config_operation = 0;
+                    c.value = Some(sb(&format!("{}", 60_000 + v as i64)));
+                    let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = sb("conf");
+                    res.configs = vec![c];
+                    let mut bad = res.clone();
+                    bad.resource_name = sb("no-such-topic");
+                    let mut r = IncrementalAlterConfigsRequest::default();
+                    r.resources = vec![res, bad];
+                    let resp: IncrementalAlterConfigsResponse =
+                        call(&mut s, ApiKey::IncrementalAlterConfigs, v, next(), &r);
+                    let codes: Vec<i16> = resp.responses.iter().map(|r| r.error_code).collect();
+                    assert_eq!(codes, [0, 3], "IncrementalAlterConfigs v{v}");
+                    let mut d = describe_configs_request::DescribeConfigsResource::default();
+                    d.resource_type = 2;
+                    d.resource_name = sb("conf");
+                    d.configuration_keys = Some(vec![sb("retention.ms")]);
+                    let mut dr = DescribeConfigsRequest::default();
+                    dr.resources = vec![d];
+                    let described: DescribeConfigsResponse =
+                        call(&mut s, ApiKey::DescribeConfigs, 4, next(), &dr);
+                    let e = &described.results[0].configs[0];
+                    assert_eq!(
+                        e.value.as_deref(),
+                        Some(format!("{}", 60_000 + v as i64).as_str())
+                    );
+                    assert_eq!(e.config_source, 1, "a topic override");
+                }
+                33 => {
+                    let mut c = alter_configs_request::AlterableConfig::default();
+                    c.name = sb("retention.bytes");
+                    c.value = Some(sb("1048576"));
+                    let mut res = alter_configs_request::AlterConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = sb("conf");
+                    res.configs = vec![c];
+                    let mut broker = alter_configs_request::AlterConfigsResource::default();
+                    broker.resource_type = 4;
+                    broker.resource_name = sb("0");
+                    let mut r = AlterConfigsRequest::default();
+                    r.resources = vec![res, broker];
+                    let resp: AlterConfigsResponse = call(&mut s, ApiKey::AlterConfigs, v, next(), &r);
+                    let codes: Vec<i16> = resp.responses.iter().map(|r| r.error_code).collect();
+                    assert_eq!(
+                        codes,
+                        [0, 40],
+                        "AlterConfigs v{v}: topics yes, static broker settings no"
+                    );
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

@@ -30,6 +30,8 @@ pub enum ApiKey {
     DescribeLogDirs = 35,
     DescribeCluster = 60,
     OffsetForLeaderEpoch = 23,
+    AlterConfigs = 33,
+    IncrementalAlterConfigs = 44,
 }
 
 pub struct ApiSpec {
@@ -198,6 +200,18 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 4,
         first_flexible: 4,
     },
+    ApiSpec {
+        key: ApiKey::AlterConfigs,
+        min_version: 0,
+        max_version: 2,
+        first_flexible: 2,
+    },
+    ApiSpec {
+        key: ApiKey::IncrementalAlterConfigs,
+        min_version: 0,
+        max_version: 1,
+        first_flexible: 1,
+    },
 ];
 
 impl ApiKey {
@@ -242,6 +256,8 @@ impl ApiKey {
             ApiKey::DescribeLogDirs => "DescribeLogDirs",
             ApiKey::DescribeCluster => "DescribeCluster",
             ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+            ApiKey::AlterConfigs => "AlterConfigs",
+            ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         }
     }
 
@@ -277,6 +293,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 26);
+        assert_eq!(API_TABLE.len(), 28);
     }
 }

@@ -61,6 +61,7 @@ pub enum Request {
     DescribeLogDirs(DescribeLogDirsRequest),
     DescribeCluster(DescribeClusterRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    AlterConfigs(AlterConfigsRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +143,33 @@ pub struct OffsetFetchRequest {
 pub struct DescribeLogDirsRequest {
     /// `None`: every topic.
     pub topics: Option<TopicPartitions>,
+}
+
+/// AlterConfigs and IncrementalAlterConfigs: one request type, told apart by `incremental`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterConfigsRequest {
+    /// IncrementalAlterConfigs: each entry is an operation on one config. AlterConfigs: the
+    /// entries replace the resource's whole set of configs.
+    pub incremental: bool,
+    pub resources: Vec<AlterConfigsResource>,
+    pub validate_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterConfigsResource {
+    /// Kafka's resource types: 2 topic, 4 broker, 8 broker logger.
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub configs: Vec<AlterableConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterableConfig {
+    pub name: String,
+    /// IncrementalAlterConfigs' operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT; always 0 (SET)
+    /// for AlterConfigs.
+    pub operation: i8,
+    pub value: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -416,6 +444,8 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
             topics: fetch_topics(&mut r)?,
         }),
         ApiKey::OffsetForLeaderEpoch => Request::OffsetForLeaderEpoch(offset_for_leader_epoch(&mut r, v)?),
+        ApiKey::AlterConfigs => Request::AlterConfigs(alter_configs(&mut r, false)?),
+        ApiKey::IncrementalAlterConfigs => Request::AlterConfigs(alter_configs(&mut r, true)?),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },
@@ -897,6 +927,36 @@ fn offset_fetch(r: &mut Reader, v: i16) -> Result<OffsetFetchRequest> {
     Ok(OffsetFetchRequest {
         groups: vec![OffsetFetchGroup { group_id, topics }],
         require_stable,
+    })
+}
+
+fn alter_configs(r: &mut Reader, incremental: bool) -> Result<AlterConfigsRequest> {
+    let resources = r.array(4, |r| {
+        let resource_type = r.i8()?;
+        let resource_name = r.string()?;
+        let configs = r.array(3, |r| {
+            let name = r.string()?;
+            let operation = if incremental { r.i8()? } else { 0 };
+            let value = r.nullable_string()?;
+            r.tagged_fields()?;
+            Ok(AlterableConfig {
+                name,
+                operation,
+                value,
+            })
+        })?;
+        r.tagged_fields()?;
+        Ok(AlterConfigsResource {
+            resource_type,
+            resource_name,
+            configs,
+        })
+    })?;
+    let validate_only = r.bool()?;
+    Ok(AlterConfigsRequest {
+        incremental,
+        resources,
+        validate_only,
     })
 }
 

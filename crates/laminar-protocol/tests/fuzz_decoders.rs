@@ -307,6 +307,30 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.topics = vec![t];
             frame(ApiKey::OffsetForLeaderEpoch, v, &r)
         }
+        44 => {
+            let mut c = incremental_alter_configs_request::AlterableConfig::default();
+            c.name = sb("retention.ms");
+            c.value = Some(sb("1000"));
+            let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = sb("t");
+            res.configs = vec![c];
+            let mut r = IncrementalAlterConfigsRequest::default();
+            r.resources = vec![res];
+            frame(ApiKey::IncrementalAlterConfigs, v, &r)
+        }
+        33 => {
+            let mut c = alter_configs_request::AlterableConfig::default();
+            c.name = sb("retention.ms");
+            c.value = Some(sb("1000"));
+            let mut res = alter_configs_request::AlterConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = sb("t");
+            res.configs = vec![c];
+            let mut r = AlterConfigsRequest::default();
+            r.resources = vec![res];
+            frame(ApiKey::AlterConfigs, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

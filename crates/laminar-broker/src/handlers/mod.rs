@@ -2,6 +2,7 @@
 //! returns the encoded response. Version ranges are in `laminar_protocol::API_TABLE`.
 
 pub mod alter_client_quotas;
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;

@@ -1,0 +1,161 @@
+//! IncrementalAlterConfigs v0-1 (what `kafka-configs --alter` and the Admin client's
+//! `incrementalAlterConfigs` send) and AlterConfigs v0-2 (the older whole-set replacement), for
+//! topics. A change is validated as CreateTopics validates configs, applied to the topic's
+//! logs, and persisted with the topic, so it survives a restart.
+//!
+//! Broker settings are static in Laminar (its config file); asking to alter them is answered
+//! with INVALID_CONFIG and says so. Client quotas are altered with AlterClientQuotas, which is
+//! what `kafka-configs --entity-type clients` sends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{alter_configs_response, incremental_alter_configs_response};
+use kafka_protocol::messages::{AlterConfigsResponse, IncrementalAlterConfigsResponse};
+use laminar_protocol::requests::{AlterConfigsRequest, AlterConfigsResource, AlterableConfig};
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::topics::Topics;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+/// IncrementalAlterConfigs' operations.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Topic configs whose value is a comma-separated list (APPEND and SUBTRACT apply to them).
+const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: AlterConfigsRequest) -> Encoded {
+    let topics = b.topics.clone();
+    let incremental = r.incremental;
+    // Persisting a topic's configs writes a file: off the socket thread.
+    let results: Vec<(i8, String, i16, Option<String>)> =
+        b.io.run(move || {
+            r.resources
+                .into_iter()
+                .map(|res| {
+                    let outcome = alter(&topics, &res, incremental, r.validate_only);
+                    let (code, message) = match outcome {
+                        Ok(()) => (ec::NONE, None),
+                        Err((code, message)) => (code, Some(message)),
+                    };
+                    (res.resource_type, res.resource_name, code, message)
+                })
+                .collect()
+        })
+        .await;
+    if incremental {
+        let mut resp = IncrementalAlterConfigsResponse::default();
+        resp.responses = results
+            .into_iter()
+            .map(|(t, name, code, message)| {
+                let mut o = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+                o.resource_type = t;
+                o.resource_name = sb(&name);
+                o.error_code = code;
+                o.error_message = message.as_deref().map(sb);
+                o
+            })
+            .collect();
+        responses::encode(ApiKey::IncrementalAlterConfigs, version, correlation_id, &resp)
+    } else {
+        let mut resp = AlterConfigsResponse::default();
+        resp.responses = results
+            .into_iter()
+            .map(|(t, name, code, message)| {
+                let mut o = alter_configs_response::AlterConfigsResourceResponse::default();
+                o.resource_type = t;
+                o.resource_name = sb(&name);
+                o.error_code = code;
+                o.error_message = message.as_deref().map(sb);
+                o
+            })
+            .collect();
+        responses::encode(ApiKey::AlterConfigs, version, correlation_id, &resp)
+    }
+}
+
+fn alter(
+    topics: &Topics,
+    res: &AlterConfigsResource,
+    incremental: bool,
+    validate_only: bool,
+) -> Result<(), (i16, String)> {
+    match res.resource_type {
+        RESOURCE_TOPIC => topics.alter_configs(
+            &res.resource_name,
+            |configs| {
+                if incremental {
+                    res.configs.iter().try_for_each(|c| apply(configs, c))
+                } else {
+                    // AlterConfigs replaces the whole set: what is not named returns to its default.
+                    *configs = res
+                        .configs
+                        .iter()
+                        .filter_map(|c| Some((c.name.clone(), c.value.clone()?)))
+                        .collect();
+                    Ok(())
+                }
+            },
+            validate_only,
+        ),
+        RESOURCE_BROKER => Err((
+            ec::INVALID_CONFIG,
+            "broker settings are static in Laminar: set them in its config file (laminar serve --config)"
+                .to_string(),
+        )),
+        other => Err((
+            ec::INVALID_REQUEST,
+            format!("resource type {other} cannot be altered here (topics: 2)"),
+        )),
+    }
+}
+
+fn apply(configs: &mut BTreeMap<String, String>, c: &AlterableConfig) -> Result<(), String> {
+    let list = LIST_CONFIGS.contains(&c.name.as_str());
+    let value = || {
+        c.value
+            .clone()
+            .ok_or_else(|| format!("{}: the operation needs a value", c.name))
+    };
+    match c.operation {
+        OP_SET => {
+            configs.insert(c.name.clone(), value()?);
+        }
+        OP_DELETE => {
+            configs.remove(&c.name);
+        }
+        OP_APPEND | OP_SUBTRACT if !list => {
+            return Err(format!(
+                "{}: APPEND and SUBTRACT apply only to list configs",
+                c.name
+            ));
+        }
+        OP_APPEND | OP_SUBTRACT => {
+            let current = configs
+                .get(&c.name)
+                .cloned()
+                .unwrap_or_else(|| "delete".to_string());
+            let mut items: Vec<String> = current.split(',').map(|s| s.trim().to_string()).collect();
+            for v in value()?.split(',').map(str::trim) {
+                if c.operation == OP_APPEND {
+                    if !items.iter().any(|i| i == v) {
+                        items.push(v.to_string());
+                    }
+                } else {
+                    items.retain(|i| i != v);
+                }
+            }
+            configs.insert(c.name.clone(), items.join(","));
+        }
+        other => return Err(format!("{}: unknown operation {other}", c.name)),
+    }
+    Ok(())
+}
