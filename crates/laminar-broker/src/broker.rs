@@ -227,6 +227,8 @@ impl Broker {
             Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
+            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r),
+            Request::ListPartitionReassignments(r) => handlers::list_partition_reassignments::handle(v, c, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

@@ -34,4 +34,5 @@ pub const MEMBER_ID_REQUIRED: i16 = 79;
 pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 pub const UNKNOWN_LEADER_EPOCH: i16 = 74;
 pub const FENCED_INSTANCE_ID: i16 = 82;
+pub const ELECTION_NOT_NEEDED: i16 = 84;
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;

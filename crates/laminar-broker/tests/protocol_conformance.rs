@@ -584,6 +584,38 @@ fn every_advertised_version_round_trips() {
                         "AlterConfigs v{v}: topics yes, static broker settings no"
                     );
                 }
+                43 => {
+                    let mut tp = elect_leaders_request::TopicPartitions::default();
+                    tp.topic = TopicName(sb("conf"));
+                    tp.partitions = vec![0, 99];
+                    let mut r = ElectLeadersRequest::default();
+                    r.topic_partitions = Some(vec![tp]);
+                    let resp: ElectLeadersResponse = call(&mut s, ApiKey::ElectLeaders, v, next(), &r);
+                    let codes: Vec<i16> = resp.replica_election_results[0]
+                        .partition_result
+                        .iter()
+                        .map(|p| p.error_code)
+                        .collect();
+                    assert_eq!(
+                        codes,
+                        [84, 3],
+                        "ElectLeaders v{v}: ELECTION_NOT_NEEDED, no such partition"
+                    );
+                    r.topic_partitions = None;
+                    let all: ElectLeadersResponse = call(&mut s, ApiKey::ElectLeaders, v, next(), &r);
+                    assert!(
+                        all.replica_election_results.is_empty(),
+                        "every partition: none needed one"
+                    );
+                }
+                46 => {
+                    let mut r = ListPartitionReassignmentsRequest::default();
+                    r.topics = None;
+                    let resp: ListPartitionReassignmentsResponse =
+                        call(&mut s, ApiKey::ListPartitionReassignments, v, next(), &r);
+                    assert_eq!(resp.error_code, 0);
+                    assert!(resp.topics.is_empty(), "nothing moves on one node");
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

@@ -32,6 +32,8 @@ pub enum ApiKey {
     OffsetForLeaderEpoch = 23,
     AlterConfigs = 33,
     IncrementalAlterConfigs = 44,
+    ElectLeaders = 43,
+    ListPartitionReassignments = 46,
 }
 
 pub struct ApiSpec {
@@ -212,6 +214,18 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 1,
         first_flexible: 1,
     },
+    ApiSpec {
+        key: ApiKey::ElectLeaders,
+        min_version: 0,
+        max_version: 2,
+        first_flexible: 2,
+    },
+    ApiSpec {
+        key: ApiKey::ListPartitionReassignments,
+        min_version: 0,
+        max_version: 0,
+        first_flexible: 0,
+    },
 ];
 
 impl ApiKey {
@@ -258,6 +272,8 @@ impl ApiKey {
             ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
             ApiKey::AlterConfigs => "AlterConfigs",
             ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+            ApiKey::ElectLeaders => "ElectLeaders",
+            ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         }
     }
 
@@ -293,6 +309,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 28);
+        assert_eq!(API_TABLE.len(), 30);
     }
 }

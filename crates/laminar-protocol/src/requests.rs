@@ -62,6 +62,8 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     AlterConfigs(AlterConfigsRequest),
+    ElectLeaders(ElectLeadersRequest),
+    ListPartitionReassignments(ListPartitionReassignmentsRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +144,20 @@ pub struct OffsetFetchRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeLogDirsRequest {
     /// `None`: every topic.
+    pub topics: Option<TopicPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElectLeadersRequest {
+    /// v1+: 0 preferred, 1 unclean (v0 is preferred).
+    pub election_type: i8,
+    /// `None`: every partition.
+    pub topic_partitions: Option<TopicPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPartitionReassignmentsRequest {
+    /// `None`: every partition.
     pub topics: Option<TopicPartitions>,
 }
 
@@ -445,6 +461,21 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         }),
         ApiKey::OffsetForLeaderEpoch => Request::OffsetForLeaderEpoch(offset_for_leader_epoch(&mut r, v)?),
         ApiKey::AlterConfigs => Request::AlterConfigs(alter_configs(&mut r, false)?),
+        ApiKey::ElectLeaders => {
+            let election_type = if v >= 1 { r.i8()? } else { 0 };
+            let topic_partitions = fetch_topics(&mut r)?;
+            r.i32()?; // timeout_ms: an election on one node never waits
+            Request::ElectLeaders(ElectLeadersRequest {
+                election_type,
+                topic_partitions,
+            })
+        }
+        ApiKey::ListPartitionReassignments => {
+            r.i32()?; // timeout_ms
+            Request::ListPartitionReassignments(ListPartitionReassignmentsRequest {
+                topics: fetch_topics(&mut r)?,
+            })
+        }
         ApiKey::IncrementalAlterConfigs => Request::AlterConfigs(alter_configs(&mut r, true)?),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,

@@ -331,6 +331,22 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.resources = vec![res];
             frame(ApiKey::AlterConfigs, v, &r)
         }
+        43 => {
+            let mut tp = elect_leaders_request::TopicPartitions::default();
+            tp.topic = TopicName(sb("t"));
+            tp.partitions = vec![0, 1];
+            let mut r = ElectLeadersRequest::default();
+            r.topic_partitions = Some(vec![tp]);
+            frame(ApiKey::ElectLeaders, v, &r)
+        }
+        46 => {
+            let mut t = list_partition_reassignments_request::ListPartitionReassignmentsTopics::default();
+            t.name = TopicName(sb("t"));
+            t.partition_indexes = vec![0];
+            let mut r = ListPartitionReassignmentsRequest::default();
+            r.topics = Some(vec![t]);
+            frame(ApiKey::ListPartitionReassignments, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

@@ -1,6 +1,7 @@
 //! Apache Kafka's own command-line tools (the classes behind `kafka-topics.sh`,
 //! `kafka-get-offsets.sh`, `kafka-broker-api-versions.sh`, `kafka-log-dirs.sh`,
-//! `kafka-cluster.sh`, `kafka-configs.sh` and `kafka-consumer-groups.sh`, from
+//! `kafka-cluster.sh`, `kafka-configs.sh`, `kafka-leader-election.sh`,
+//! `kafka-reassign-partitions.sh` and `kafka-consumer-groups.sh`, from
 //! the `kafka-tools` 4.3.1 jars on Maven Central) against `laminar serve`, with their output
 //! checked as an operator would read it.
 //!
@@ -145,6 +146,8 @@ const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
 const LOG_DIRS: &str = "org.apache.kafka.tools.LogDirsCommand";
 const CLUSTER: &str = "org.apache.kafka.tools.ClusterTool";
 const CONFIGS: &str = "kafka.admin.ConfigCommand";
+const LEADER_ELECTION: &str = "org.apache.kafka.tools.LeaderElectionCommand";
+const REASSIGN: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
 
 /// The whitespace-separated fields of the first line of `text` that starts with `prefix`.
 fn row(text: &str, prefix: &str) -> Vec<String> {
@@ -276,6 +279,41 @@ fn kafka_topics_get_offsets_and_api_versions() {
         ["0", "127.0.0.1", port, "null", "unfenced"],
         "{endpoints}"
     );
+
+    // One node: the only replica is the leader, so no election is needed and nothing moves.
+    let elected = tools.ok(
+        LEADER_ELECTION,
+        &[
+            "--election-type",
+            "preferred",
+            "--topic",
+            "ops",
+            "--partition",
+            "1",
+        ],
+    );
+    assert_eq!(
+        elected.trim(),
+        "Valid replica already elected for partitions ops-1"
+    );
+    let unknown = tools.run(
+        LEADER_ELECTION,
+        &[
+            "--election-type",
+            "unclean",
+            "--topic",
+            "nope",
+            "--partition",
+            "0",
+        ],
+    );
+    assert!(
+        !unknown.ok && unknown.stderr.contains("UnknownTopicOrPartitionException"),
+        "{}",
+        unknown.stderr
+    );
+    let reassigning = tools.ok(REASSIGN, &["--list"]);
+    assert_eq!(reassigning.trim(), "No partition reassignments found.");
 
     let versions = tools.ok(API_VERSIONS, &[]);
     for api in [
