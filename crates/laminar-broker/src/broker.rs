@@ -228,6 +228,7 @@ impl Broker {
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r),
+            Request::DescribeProducers(r) => handlers::describe_producers::handle(b, v, c, r),
             Request::ListPartitionReassignments(r) => handlers::list_partition_reassignments::handle(v, c, r),
         };
         encoded

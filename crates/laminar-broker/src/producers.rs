@@ -22,6 +22,17 @@ struct BatchSeq {
 struct PartitionProducer {
     epoch: i16,
     batches: VecDeque<BatchSeq>,
+    /// The largest record timestamp of the last batch appended (DescribeProducers).
+    last_timestamp_ms: i64,
+}
+
+/// One producer's state on one partition, as DescribeProducers reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProducerInfo {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub last_seq: i32,
+    pub last_timestamp_ms: i64,
 }
 
 pub struct Producers {
@@ -36,6 +47,8 @@ pub struct ProducerBatch {
     pub epoch: i16,
     pub first_seq: i32,
     pub last_seq: i32,
+    /// The largest record timestamp in the batches.
+    pub max_timestamp_ms: i64,
 }
 
 pub enum SeqCheck {
@@ -70,6 +83,7 @@ impl Producers {
             epoch,
             first_seq,
             last_seq,
+            ..
         } = batch;
         if pid < 0 {
             return SeqCheck::Append;
@@ -114,6 +128,7 @@ impl Producers {
             epoch,
             first_seq,
             last_seq,
+            max_timestamp_ms,
         } = batch;
         if pid < 0 {
             return;
@@ -132,6 +147,28 @@ impl Producers {
         while p.batches.len() > BATCHES_REMEMBERED_MAX {
             p.batches.pop_front();
         }
+        p.last_timestamp_ms = max_timestamp_ms;
+    }
+
+    /// The producers that have appended to `topic`-`partition` (since the start, or the
+    /// rebuild from the log's tail at startup), by producer id.
+    pub fn describe(&self, topic: &str, partition: i32) -> Vec<ProducerInfo> {
+        let state = self.state.lock().unwrap();
+        let mut out: Vec<ProducerInfo> = state
+            .iter()
+            .filter(|((_, t, p), _)| t == topic && *p == partition)
+            .filter_map(|((pid, _, _), s)| {
+                let last = s.batches.back()?;
+                Some(ProducerInfo {
+                    producer_id: *pid,
+                    epoch: s.epoch,
+                    last_seq: last.last_seq,
+                    last_timestamp_ms: s.last_timestamp_ms,
+                })
+            })
+            .collect();
+        out.sort_by_key(|i| i.producer_id);
+        out
     }
 }
 
@@ -167,6 +204,7 @@ impl Producers {
                         epoch: h.producer_epoch,
                         first_seq: h.base_sequence,
                         last_seq: h.base_sequence.wrapping_add(h.last_offset_delta),
+                        max_timestamp_ms: h.max_timestamp,
                     };
                     self.record(topic, partition, batch, h.base_offset);
                     batches += 1;

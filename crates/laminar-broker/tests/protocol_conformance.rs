@@ -616,6 +616,18 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(resp.error_code, 0);
                     assert!(resp.topics.is_empty(), "nothing moves on one node");
                 }
+                61 => {
+                    let mut t = describe_producers_request::TopicRequest::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partition_indexes = vec![0, 99];
+                    let mut r = DescribeProducersRequest::default();
+                    r.topics = vec![t];
+                    let resp: DescribeProducersResponse =
+                        call(&mut s, ApiKey::DescribeProducers, v, next(), &r);
+                    let parts = &resp.topics[0].partitions;
+                    assert_eq!(parts[0].error_code, 0, "DescribeProducers v{v}");
+                    assert_eq!(parts[1].error_code, 3, "no such partition");
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

@@ -34,6 +34,7 @@ pub enum ApiKey {
     IncrementalAlterConfigs = 44,
     ElectLeaders = 43,
     ListPartitionReassignments = 46,
+    DescribeProducers = 61,
 }
 
 pub struct ApiSpec {
@@ -226,6 +227,12 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 0,
         first_flexible: 0,
     },
+    ApiSpec {
+        key: ApiKey::DescribeProducers,
+        min_version: 0,
+        max_version: 0,
+        first_flexible: 0,
+    },
 ];
 
 impl ApiKey {
@@ -274,6 +281,7 @@ impl ApiKey {
             ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
             ApiKey::ElectLeaders => "ElectLeaders",
             ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
+            ApiKey::DescribeProducers => "DescribeProducers",
         }
     }
 
@@ -309,6 +317,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 30);
+        assert_eq!(API_TABLE.len(), 31);
     }
 }

@@ -64,6 +64,7 @@ pub enum Request {
     AlterConfigs(AlterConfigsRequest),
     ElectLeaders(ElectLeadersRequest),
     ListPartitionReassignments(ListPartitionReassignmentsRequest),
+    DescribeProducers(DescribeProducersRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -153,6 +154,11 @@ pub struct ElectLeadersRequest {
     pub election_type: i8,
     /// `None`: every partition.
     pub topic_partitions: Option<TopicPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeProducersRequest {
+    pub topics: TopicPartitions,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -470,6 +476,9 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
                 topic_partitions,
             })
         }
+        ApiKey::DescribeProducers => Request::DescribeProducers(DescribeProducersRequest {
+            topics: fetch_topics(&mut r)?.unwrap_or_default(),
+        }),
         ApiKey::ListPartitionReassignments => {
             r.i32()?; // timeout_ms
             Request::ListPartitionReassignments(ListPartitionReassignmentsRequest {

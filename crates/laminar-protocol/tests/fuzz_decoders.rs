@@ -347,6 +347,14 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.topics = Some(vec![t]);
             frame(ApiKey::ListPartitionReassignments, v, &r)
         }
+        61 => {
+            let mut t = describe_producers_request::TopicRequest::default();
+            t.name = TopicName(sb("t"));
+            t.partition_indexes = vec![0, 1];
+            let mut r = DescribeProducersRequest::default();
+            r.topics = vec![t];
+            frame(ApiKey::DescribeProducers, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

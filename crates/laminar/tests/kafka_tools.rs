@@ -1,7 +1,7 @@
 //! Apache Kafka's own command-line tools (the classes behind `kafka-topics.sh`,
 //! `kafka-get-offsets.sh`, `kafka-broker-api-versions.sh`, `kafka-log-dirs.sh`,
 //! `kafka-cluster.sh`, `kafka-configs.sh`, `kafka-leader-election.sh`,
-//! `kafka-reassign-partitions.sh` and `kafka-consumer-groups.sh`, from
+//! `kafka-reassign-partitions.sh`, `kafka-transactions.sh` and `kafka-consumer-groups.sh`, from
 //! the `kafka-tools` 4.3.1 jars on Maven Central) against `laminar serve`, with their output
 //! checked as an operator would read it.
 //!
@@ -137,6 +137,16 @@ impl Tools {
         assert!(r.ok, "{class} {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
         r.stdout
     }
+
+    /// Like [`Tools::ok`] with `--bootstrap-server` before the arguments, where a tool
+    /// (`kafka-transactions`) wants it before its subcommand.
+    fn ok_bootstrap_first(&self, class: &str, args: &[&str]) -> String {
+        let mut all = vec![class, "--bootstrap-server", &self.bootstrap];
+        all.extend_from_slice(args);
+        let r = self.java(&all);
+        assert!(r.ok, "{class} {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
+        r.stdout
+    }
 }
 
 const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
@@ -148,6 +158,7 @@ const CLUSTER: &str = "org.apache.kafka.tools.ClusterTool";
 const CONFIGS: &str = "kafka.admin.ConfigCommand";
 const LEADER_ELECTION: &str = "org.apache.kafka.tools.LeaderElectionCommand";
 const REASSIGN: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+const TRANSACTIONS: &str = "org.apache.kafka.tools.TransactionsCommand";
 
 /// The whitespace-separated fields of the first line of `text` that starts with `prefix`.
 fn row(text: &str, prefix: &str) -> Vec<String> {
@@ -518,5 +529,74 @@ fn kafka_configs_alter_topics_and_survive_a_restart() {
         ["retention.ms=86400000"],
         "after a restart"
     );
+    broker.terminate();
+}
+
+/// `kafka-transactions describe-producers` lists the idempotent producers a partition
+/// remembers: librdkafka's, with its epoch and last sequence, also after a restart (rebuilt
+/// from the log's tail).
+#[test]
+fn kafka_transactions_describe_producers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "idem", "--partitions", "2"]);
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("enable.idempotence", "true")
+        .create()
+        .unwrap();
+    for i in 0..6 {
+        p.send(
+            BaseRecord::<(), _>::to("idem")
+                .partition(0)
+                .payload(&format!("r{i}")),
+        )
+        .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    drop(p);
+
+    let describe = |tools: &Tools, partition: &str| {
+        tools.ok_bootstrap_first(
+            TRANSACTIONS,
+            &["describe-producers", "--topic", "idem", "--partition", partition],
+        )
+    };
+    // ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    let check = |described: &str| {
+        let rows: Vec<Vec<&str>> = described
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect())
+            .filter(|r: &Vec<&str>| !r.is_empty())
+            .collect();
+        assert_eq!(rows.len(), 1, "one producer: {described}");
+        let r = &rows[0];
+        assert!(r[0].parse::<i64>().unwrap() >= 0, "{described}");
+        assert_eq!(
+            r[1..4],
+            ["0", "-1", "5"],
+            "epoch 0, no coordinator, last sequence 5: {described}"
+        );
+        assert!(
+            r[4].parse::<i64>().unwrap() > 1_600_000_000_000,
+            "a timestamp: {described}"
+        );
+        assert_eq!(r[5], "None", "no open transaction: {described}");
+    };
+    check(&describe(&tools, "0"));
+    let other = describe(&tools, "1");
+    assert_eq!(
+        other.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "a header only: {other}"
+    );
+
+    broker.terminate();
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    check(&describe(&tools, "0"));
     broker.terminate();
 }

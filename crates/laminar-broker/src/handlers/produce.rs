@@ -81,6 +81,11 @@ fn append(
         epoch,
         first_seq,
         last_seq,
+        max_timestamp_ms: batches
+            .iter()
+            .map(|(h, _, _)| h.max_timestamp)
+            .max()
+            .unwrap_or(-1),
     };
     match b.producers.check(topic, partition, seqs) {
         SeqCheck::Append => {}
