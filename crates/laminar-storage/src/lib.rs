@@ -15,6 +15,7 @@ pub mod error;
 pub mod flusher;
 pub mod index;
 pub mod log;
+pub mod log_start;
 pub mod metrics;
 pub mod residency;
 pub mod segment;

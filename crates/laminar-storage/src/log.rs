@@ -25,6 +25,7 @@ use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::FlusherShared;
+use crate::log_start;
 use crate::metrics::StorageMetrics;
 use crate::segment::{self, Segment, DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
 use crate::types::{now_ms, FilePos, Offset, RecoveryPoint};
@@ -168,8 +169,12 @@ impl Log {
             .last()
             .expect("recovery leaves at least one segment")
             .clone();
-        let log_start = segments[0].base;
         let log_end = active.next_offset();
+        // DeleteRecords may have moved the start into the first segment (never past the end:
+        // a log truncated by recovery below it starts at its end).
+        let log_start = log_start::read(storage.as_ref(), dir)
+            .map_or(segments[0].base, |s| s.max(segments[0].base))
+            .min(log_end);
         let allocated_bytes = active.file.len().ctx("stat", &active.data_path)?;
         let flushed = RecoveryPoint {
             next_offset: log_end,
@@ -805,10 +810,56 @@ impl Log {
                 n += 1;
             }
             let doomed: Vec<_> = view.segments.drain(..n).collect();
-            view.log_start = view.segments[0].base;
+            view.log_start = view.log_start.max(view.segments[0].base);
             doomed
         };
-        for seg in &doomed {
+        self.remove_segments(&doomed)?;
+        Ok(doomed.len())
+    }
+
+    /// DeleteRecords: makes `before` the log start offset, so that no record below it is
+    /// read again, and removes the segments that lie wholly below it. The new start is
+    /// durable before this returns. Returns the log start offset (unchanged if `before` is
+    /// not above it); `before` past the log end is OffsetOutOfRange.
+    pub fn delete_records(&self, before: Offset) -> Result<Offset> {
+        self.check_online()?;
+        // Serializes with appends and rolls, so the segment list below is the current one.
+        let _app = self.appender.lock().unwrap();
+        let (log_start, log_end) = {
+            let view = self.view.read().unwrap();
+            (view.log_start, view.log_end)
+        };
+        if before > log_end || before.0 < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: before,
+                log_start,
+                log_end,
+            });
+        }
+        if before <= log_start {
+            return Ok(log_start);
+        }
+        log_start::write(self.storage.as_ref(), &self.dir, before)?;
+        let doomed: Vec<Arc<Segment>> = {
+            let mut view = self.view.write().unwrap();
+            view.log_start = before;
+            // A segment is wholly below `before` when the next one starts at or below it; the
+            // active segment always stays.
+            let n = view
+                .segments
+                .windows(2)
+                .take_while(|w| w[1].base <= before)
+                .count();
+            view.segments.drain(..n).collect()
+        };
+        debug_assert!(self.log_start() == before && self.log_start() <= self.log_end());
+        self.remove_segments(&doomed)?;
+        Ok(before)
+    }
+
+    /// Unlinks the files of segments already taken out of the view, then syncs the directory.
+    fn remove_segments(&self, doomed: &[Arc<Segment>]) -> Result<()> {
+        for seg in doomed {
             // Readers holding this segment keep their open descriptor; unlinking is safe.
             for path in [&seg.data_path, &seg.index_path, &seg.time_index_path] {
                 match self.storage.remove_file(path) {
@@ -823,7 +874,7 @@ impl Log {
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
         }
-        Ok(doomed.len())
+        Ok(())
     }
 
     /// Clean close: trims the active segment, persists every index, flushes, and refuses
