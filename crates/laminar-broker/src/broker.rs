@@ -224,6 +224,7 @@ impl Broker {
             Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, v, c, r),
             Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
             Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, v, c, r).await,
+            Request::DeleteRecords(r) => handlers::delete_records::handle(b, v, c, r).await,
             Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,

@@ -628,6 +628,31 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(parts[0].error_code, 0, "DescribeProducers v{v}");
                     assert_eq!(parts[1].error_code, 3, "no such partition");
                 }
+                21 => {
+                    let part = |partition_index: i32, offset: i64| {
+                        let mut p = delete_records_request::DeleteRecordsPartition::default();
+                        p.partition_index = partition_index;
+                        p.offset = offset;
+                        p
+                    };
+                    let mut t = delete_records_request::DeleteRecordsTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partitions = vec![part(0, 0), part(0, 1 << 40), part(99, 0)];
+                    let mut r = DeleteRecordsRequest::default();
+                    r.topics = vec![t];
+                    r.timeout_ms = 1000;
+                    let resp: DeleteRecordsResponse = call(&mut s, ApiKey::DeleteRecords, v, next(), &r);
+                    let got: Vec<(i16, i64)> = resp.topics[0]
+                        .partitions
+                        .iter()
+                        .map(|p| (p.error_code, p.low_watermark))
+                        .collect();
+                    assert_eq!(
+                        got,
+                        [(0, 0), (1, -1), (3, -1)],
+                        "DeleteRecords v{v}: nothing below 0, past the end, no such partition"
+                    );
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

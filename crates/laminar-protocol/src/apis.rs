@@ -35,6 +35,7 @@ pub enum ApiKey {
     ElectLeaders = 43,
     ListPartitionReassignments = 46,
     DescribeProducers = 61,
+    DeleteRecords = 21,
 }
 
 pub struct ApiSpec {
@@ -233,6 +234,12 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 0,
         first_flexible: 0,
     },
+    ApiSpec {
+        key: ApiKey::DeleteRecords,
+        min_version: 0,
+        max_version: 2,
+        first_flexible: 2,
+    },
 ];
 
 impl ApiKey {
@@ -282,6 +289,7 @@ impl ApiKey {
             ApiKey::ElectLeaders => "ElectLeaders",
             ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
             ApiKey::DescribeProducers => "DescribeProducers",
+            ApiKey::DeleteRecords => "DeleteRecords",
         }
     }
 
@@ -317,6 +325,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 31);
+        assert_eq!(API_TABLE.len(), 32);
     }
 }

@@ -65,6 +65,7 @@ pub enum Request {
     ElectLeaders(ElectLeadersRequest),
     ListPartitionReassignments(ListPartitionReassignmentsRequest),
     DescribeProducers(DescribeProducersRequest),
+    DeleteRecords(DeleteRecordsRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +160,14 @@ pub struct ElectLeadersRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeProducersRequest {
     pub topics: TopicPartitions,
+}
+
+/// DeleteRecords: per topic, (partition, offset) pairs; every record below the offset goes
+/// away. Offset -1 means the high watermark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteRecordsRequest {
+    pub topics: Vec<(String, Vec<(i32, i64)>)>,
+    pub timeout_ms: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -479,6 +488,22 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         ApiKey::DescribeProducers => Request::DescribeProducers(DescribeProducersRequest {
             topics: fetch_topics(&mut r)?.unwrap_or_default(),
         }),
+        ApiKey::DeleteRecords => {
+            let topics = r.array(3, |r| {
+                let name = r.string()?;
+                let partitions = r.array(12, |r| {
+                    let p = (r.i32()?, r.i64()?);
+                    r.tagged_fields()?;
+                    Ok(p)
+                })?;
+                r.tagged_fields()?;
+                Ok((name, partitions))
+            })?;
+            Request::DeleteRecords(DeleteRecordsRequest {
+                topics,
+                timeout_ms: r.i32()?,
+            })
+        }
         ApiKey::ListPartitionReassignments => {
             r.i32()?; // timeout_ms
             Request::ListPartitionReassignments(ListPartitionReassignmentsRequest {

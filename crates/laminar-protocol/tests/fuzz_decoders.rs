@@ -355,6 +355,17 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.topics = vec![t];
             frame(ApiKey::DescribeProducers, v, &r)
         }
+        21 => {
+            let mut p = delete_records_request::DeleteRecordsPartition::default();
+            p.partition_index = 0;
+            p.offset = 5;
+            let mut t = delete_records_request::DeleteRecordsTopic::default();
+            t.name = TopicName(sb("t"));
+            t.partitions = vec![p];
+            let mut r = DeleteRecordsRequest::default();
+            r.topics = vec![t];
+            frame(ApiKey::DeleteRecords, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

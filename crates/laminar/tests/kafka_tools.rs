@@ -1,7 +1,8 @@
 //! Apache Kafka's own command-line tools (the classes behind `kafka-topics.sh`,
 //! `kafka-get-offsets.sh`, `kafka-broker-api-versions.sh`, `kafka-log-dirs.sh`,
 //! `kafka-cluster.sh`, `kafka-configs.sh`, `kafka-leader-election.sh`,
-//! `kafka-reassign-partitions.sh`, `kafka-transactions.sh` and `kafka-consumer-groups.sh`, from
+//! `kafka-reassign-partitions.sh`, `kafka-transactions.sh`, `kafka-delete-records.sh` and
+//! `kafka-consumer-groups.sh`, from
 //! the `kafka-tools` 4.3.1 jars on Maven Central) against `laminar serve`, with their output
 //! checked as an operator would read it.
 //!
@@ -159,6 +160,7 @@ const CONFIGS: &str = "kafka.admin.ConfigCommand";
 const LEADER_ELECTION: &str = "org.apache.kafka.tools.LeaderElectionCommand";
 const REASSIGN: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
 const TRANSACTIONS: &str = "org.apache.kafka.tools.TransactionsCommand";
+const DELETE_RECORDS: &str = "org.apache.kafka.tools.DeleteRecordsCommand";
 
 /// The whitespace-separated fields of the first line of `text` that starts with `prefix`.
 fn row(text: &str, prefix: &str) -> Vec<String> {
@@ -598,5 +600,79 @@ fn kafka_transactions_describe_producers() {
     let broker = common::serve(&data);
     let tools = Tools::new(&broker.addr, tmp.path());
     check(&describe(&tools, "0"));
+    broker.terminate();
+}
+
+/// The offset of the first record a fresh consumer reads from the beginning of a partition.
+fn first_offset(addr: &str, topic: &str, partition: i32) -> i64 {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "first-offset")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, rdkafka::Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            return rdkafka::Message::offset(&m.unwrap());
+        }
+    }
+    panic!("nothing to read in {topic}-{partition}");
+}
+
+#[test]
+fn kafka_delete_records_moves_the_log_start_for_good() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "trim", "--partitions", "3"]);
+    produce(&broker.addr, "trim", 0, 10);
+    produce(&broker.addr, "trim", 1, 3);
+
+    // Partition 0 below offset 4; partition 1 up to its high watermark (-1); partition 2 past
+    // its end, which is refused.
+    let offsets = tmp.path().join("offsets.json");
+    std::fs::write(
+        &offsets,
+        r#"{"version":1,"partitions":[
+            {"topic":"trim","partition":0,"offset":4},
+            {"topic":"trim","partition":1,"offset":-1},
+            {"topic":"trim","partition":2,"offset":5}]}"#,
+    )
+    .unwrap();
+    let deleted = tools.ok(DELETE_RECORDS, &["--offset-json-file", offsets.to_str().unwrap()]);
+    assert!(
+        deleted.contains("partition: trim-0\tlow_watermark: 4"),
+        "{deleted}"
+    );
+    assert!(
+        deleted.contains("partition: trim-1\tlow_watermark: 3"),
+        "{deleted}"
+    );
+    assert!(
+        deleted.contains("partition: trim-2\terror: ") && deleted.contains("OffsetOutOfRange"),
+        "{deleted}"
+    );
+
+    let earliest = |tools: &Tools| {
+        let out = tools.ok(GET_OFFSETS, &["--topic", "trim", "--time", "-2"]);
+        let mut lines: Vec<String> = out.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(earliest(&tools), ["trim:0:4", "trim:1:3", "trim:2:0"]);
+    assert_eq!(first_offset(&broker.addr, "trim", 0), 4);
+
+    // The new start is on disk: a restart does not bring the deleted records back.
+    broker.terminate();
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    assert_eq!(earliest(&tools), ["trim:0:4", "trim:1:3", "trim:2:0"]);
+    assert_eq!(first_offset(&broker.addr, "trim", 0), 4);
     broker.terminate();
 }

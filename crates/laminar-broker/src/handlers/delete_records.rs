@@ -1,0 +1,77 @@
+//! DeleteRecords v0-2 (`kafka-delete-records`, the Admin client's `deleteRecords`): moves
+//! each partition's log start offset up to the offset asked for (-1: the high watermark), so
+//! that consumers can no longer read below it, and answers with the new low watermark.
+//!
+//! The new log start is written to disk and fsynced before the answer (it must survive a
+//! crash, or deleted records would come back), and whole segments below it are unlinked, so
+//! the work runs on the I/O pool, never on a socket thread.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::DeleteRecordsResponse;
+use laminar_protocol::requests::DeleteRecordsRequest;
+use laminar_protocol::{responses, ApiKey};
+use laminar_storage::{Offset, StorageError};
+
+use super::{topic_name, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+
+/// The offset that asks for "up to the high watermark".
+const HIGH_WATERMARK: i64 = -1;
+
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteRecordsRequest) -> Encoded {
+    let broker = b.clone();
+    let resp = b.io.run(move || delete(&broker, r)).await;
+    responses::encode(ApiKey::DeleteRecords, version, correlation_id, &resp)
+}
+
+fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let mut resp = DeleteRecordsResponse::default();
+    resp.topics = r
+        .topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let mut t = DeleteRecordsTopicResult::default();
+            t.name = topic_name(&topic);
+            t.partitions = partitions
+                .into_iter()
+                .map(|(partition, offset)| {
+                    let mut p = DeleteRecordsPartitionResult::default();
+                    p.partition_index = partition;
+                    p.low_watermark = -1;
+                    match delete_partition(b, &topic, partition, offset) {
+                        Ok(low_watermark) => p.low_watermark = low_watermark.0,
+                        Err(code) => p.error_code = code,
+                    }
+                    p
+                })
+                .collect();
+            t
+        })
+        .collect();
+    resp
+}
+
+fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Result<Offset, i16> {
+    let log = b
+        .topics
+        .log(topic, partition)
+        .ok_or(ec::UNKNOWN_TOPIC_OR_PARTITION)?;
+    // One node: the high watermark is the log end (see fetch).
+    let before = match offset {
+        HIGH_WATERMARK => log.log_end(),
+        o if o < 0 => return Err(ec::OFFSET_OUT_OF_RANGE),
+        o => Offset(o),
+    };
+    log.delete_records(before).map_err(|e| match e {
+        StorageError::OffsetOutOfRange { .. } => ec::OFFSET_OUT_OF_RANGE,
+        e => {
+            crate::warn!("delete records of {topic}-{partition} below {}: {e}", before.0);
+            ec::KAFKA_STORAGE_ERROR
+        }
+    })
+}
