@@ -1,0 +1,878 @@
+//! The FUSE file system: every operation is passed through to a source directory, after the
+//! fault rules have had their say (a delay, an error), and, in lazy mode, writes stay in
+//! memory until the file is fsynced (see `pages`).
+//!
+//! Delayed operations are finished and answered on a thread of their own, so that a stalled
+//! file never holds up the FUSE threads that serve the other files: the stall is what the
+//! caller of `write(2)` sees, as behind a slow disk, and nothing else.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use rand::Rng;
+
+use crate::pages::Unsynced;
+use crate::rules::{Op, Rules};
+
+/// Attributes and entries are never cached by the kernel: sizes change behind its back at a
+/// power cut, and a stale size would hide or invent bytes.
+const TTL: Duration = Duration::ZERO;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Keep writes in memory until fsync, so that a power cut can drop them.
+    pub lazy: bool,
+    /// In lazy mode, writes fail with EIO once this many unsynced bytes are held.
+    pub unsynced_max_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            lazy: false,
+            unsynced_max_bytes: 4 << 30,
+        }
+    }
+}
+
+struct FileState {
+    /// The file in the source directory: the "disk".
+    backing: File,
+    opens: u32,
+    unsynced: Unsynced,
+    unlinked: bool,
+}
+
+/// Inode numbers are ours, assigned at first sight of a path (1 is the root).
+struct Nodes {
+    by_ino: HashMap<u64, PathBuf>,
+    by_path: HashMap<PathBuf, u64>,
+    next: u64,
+}
+
+impl Nodes {
+    fn ino(&mut self, rel: &Path) -> u64 {
+        if let Some(&ino) = self.by_path.get(rel) {
+            return ino;
+        }
+        let ino = self.next;
+        self.next += 1;
+        self.by_path.insert(rel.to_path_buf(), ino);
+        self.by_ino.insert(ino, rel.to_path_buf());
+        ino
+    }
+
+    fn forget_path(&mut self, rel: &Path) -> Option<u64> {
+        let ino = self.by_path.remove(rel)?;
+        self.by_ino.remove(&ino);
+        Some(ino)
+    }
+
+    /// A rename moves the path and everything under it.
+    fn rename(&mut self, from: &Path, to: &Path) {
+        let moved: Vec<(PathBuf, u64)> = self
+            .by_path
+            .iter()
+            .filter(|(p, _)| p.starts_with(from))
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        for (p, ino) in moved {
+            self.by_path.remove(&p);
+            // `to.join("")` would end in a `/`, which a file's path must not.
+            let rest = p.strip_prefix(from).unwrap();
+            let new = if rest.as_os_str().is_empty() {
+                to.to_path_buf()
+            } else {
+                to.join(rest)
+            };
+            self.by_path.insert(new.clone(), ino);
+            self.by_ino.insert(ino, new);
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub delayed: AtomicU64,
+    pub delaying_now: AtomicI64,
+    pub failed: AtomicU64,
+    pub power_cuts: AtomicU64,
+}
+
+/// What the file system and its control socket share.
+pub struct Shared {
+    source: PathBuf,
+    options: Options,
+    nodes: Mutex<Nodes>,
+    files: Mutex<HashMap<u64, Arc<Mutex<FileState>>>>,
+    pub rules: RwLock<Rules>,
+    pub stats: Stats,
+}
+
+/// What a power cut did.
+#[derive(Debug, Default, PartialEq)]
+pub struct PowerCut {
+    pub files: u64,
+    pub bytes_dropped: u64,
+    pub bytes_kept: u64,
+}
+
+impl Shared {
+    pub fn new(source: PathBuf, options: Options) -> Arc<Shared> {
+        let mut nodes = Nodes {
+            by_ino: HashMap::new(),
+            by_path: HashMap::new(),
+            next: INodeNo::ROOT.0,
+        };
+        nodes.ino(Path::new(""));
+        Arc::new(Shared {
+            source,
+            options,
+            nodes: Mutex::new(nodes),
+            files: Mutex::new(HashMap::new()),
+            rules: RwLock::new(Rules::default()),
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn lazy(&self) -> bool {
+        self.options.lazy
+    }
+
+    fn rel(&self, ino: INodeNo) -> Result<PathBuf, Errno> {
+        self.nodes
+            .lock()
+            .unwrap()
+            .by_ino
+            .get(&ino.0)
+            .cloned()
+            .ok_or(Errno::ENOENT)
+    }
+
+    fn full(&self, rel: &Path) -> PathBuf {
+        self.source.join(rel)
+    }
+
+    fn file(&self, ino: INodeNo) -> Result<Arc<Mutex<FileState>>, Errno> {
+        self.files
+            .lock()
+            .unwrap()
+            .get(&ino.0)
+            .cloned()
+            .ok_or(Errno::EBADF)
+    }
+
+    pub fn unsynced_bytes(&self) -> u64 {
+        let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
+        files.iter().map(|f| f.lock().unwrap().unsynced.bytes()).sum()
+    }
+
+    fn attr(&self, ino: u64, rel: &Path) -> Result<FileAttr, Errno> {
+        let md = std::fs::symlink_metadata(self.full(rel)).map_err(Errno::from)?;
+        let mut size = md.len();
+        let state = self.files.lock().unwrap().get(&ino).cloned();
+        if let Some(state) = state {
+            let s = state.lock().unwrap();
+            size = s.unsynced.len(&s.backing).map_err(Errno::from)?;
+        }
+        let time = |secs: i64, nsecs: i64| {
+            if secs >= 0 {
+                UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
+            } else {
+                UNIX_EPOCH
+            }
+        };
+        Ok(FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: md.blocks().max(size.div_ceil(512)),
+            atime: time(md.atime(), md.atime_nsec()),
+            mtime: time(md.mtime(), md.mtime_nsec()),
+            ctime: time(md.ctime(), md.ctime_nsec()),
+            crtime: UNIX_EPOCH,
+            kind: FileType::from_std(md.file_type()).unwrap_or(FileType::RegularFile),
+            perm: (md.mode() & 0o7777) as u16,
+            nlink: md.nlink() as u32,
+            uid: md.uid(),
+            gid: md.gid(),
+            rdev: md.rdev() as u32,
+            blksize: 4096,
+            flags: 0,
+        })
+    }
+
+    fn entry(&self, rel: PathBuf) -> Result<FileAttr, Errno> {
+        let ino = self.nodes.lock().unwrap().ino(&rel);
+        self.attr(ino, &rel)
+    }
+
+    /// The rules' verdict for `op` on `rel`: Err when it must fail now, else a delay.
+    fn verdict(&self, op: Op, rel: &Path) -> (Option<Duration>, Option<Errno>) {
+        let rules = self.rules.read().unwrap();
+        if rules.is_empty() {
+            return (None, None);
+        }
+        let v = rules.check(op, &rel.to_string_lossy());
+        if v.error.is_some() {
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        (v.delay, v.error.map(Errno::from_i32))
+    }
+
+    /// Opens (or reuses) the backing file of `ino` for one more open.
+    fn open_file(&self, ino: u64, backing: impl FnOnce() -> io::Result<File>) -> Result<(), Errno> {
+        let mut files = self.files.lock().unwrap();
+        if let Some(f) = files.get(&ino) {
+            f.lock().unwrap().opens += 1;
+            return Ok(());
+        }
+        let backing = backing().map_err(Errno::from)?;
+        files.insert(
+            ino,
+            Arc::new(Mutex::new(FileState {
+                backing,
+                opens: 1,
+                unsynced: Unsynced::default(),
+                unlinked: false,
+            })),
+        );
+        Ok(())
+    }
+
+    /// Forgets a file's state once nobody has it open and nothing of it is unsynced (an
+    /// unlinked file's unsynced data can never be read again).
+    fn maybe_drop(&self, ino: u64) {
+        let mut files = self.files.lock().unwrap();
+        let done = files.get(&ino).is_some_and(|f| {
+            let f = f.lock().unwrap();
+            f.opens == 0 && (f.unsynced.is_empty() || f.unlinked)
+        });
+        if done {
+            files.remove(&ino);
+        }
+    }
+
+    fn unlinked(&self, ino: u64) {
+        if let Some(f) = self.files.lock().unwrap().get(&ino) {
+            f.lock().unwrap().unlinked = true;
+        }
+        self.maybe_drop(ino);
+    }
+
+    /// Every file with state, taken out of the map so that no file is locked under its lock.
+    fn snapshot(&self) -> Vec<(u64, Arc<Mutex<FileState>>)> {
+        self.files
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(&i, f)| (i, f.clone()))
+            .collect()
+    }
+
+    /// Power cut: every file's unsynced writes are dropped; with `torn`, each file keeps a
+    /// random page-aligned prefix of them instead.
+    pub fn power_cut(&self, torn: bool) -> io::Result<PowerCut> {
+        let files = self.snapshot();
+        let mut out = PowerCut::default();
+        let mut rng = rand::thread_rng();
+        for (ino, f) in files {
+            {
+                let mut f = f.lock().unwrap();
+                if f.unsynced.is_empty() {
+                    continue;
+                }
+                let pages = f.unsynced.page_count();
+                let keep = if torn { rng.gen_range(0..=pages) } else { 0 };
+                out.files += 1;
+                out.bytes_kept += keep as u64 * crate::pages::PAGE_BYTES;
+                out.bytes_dropped += (pages - keep) as u64 * crate::pages::PAGE_BYTES;
+                let FileState {
+                    backing, unsynced, ..
+                } = &mut *f;
+                unsynced.power_cut(backing, keep)?;
+            }
+            self.maybe_drop(ino);
+        }
+        self.stats.power_cuts.fetch_add(1, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Writes every file's unsynced data to the disk and syncs it.
+    pub fn sync_all(&self) -> io::Result<u64> {
+        let files = self.snapshot();
+        let mut bytes = 0;
+        for (ino, f) in files {
+            {
+                let mut f = f.lock().unwrap();
+                bytes += f.unsynced.bytes();
+                let FileState {
+                    backing, unsynced, ..
+                } = &mut *f;
+                unsynced.sync(backing, false)?;
+            }
+            self.maybe_drop(ino);
+        }
+        Ok(bytes)
+    }
+
+    fn write(&self, ino: INodeNo, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        let f = self.file(ino)?;
+        let mut f = f.lock().unwrap();
+        if self.options.lazy {
+            if self.unsynced_bytes_hint() > self.options.unsynced_max_bytes {
+                eprintln!(
+                    "faultfs: over {} unsynced bytes held; failing a write with EIO",
+                    self.options.unsynced_max_bytes
+                );
+                return Err(Errno::EIO);
+            }
+            let FileState {
+                backing, unsynced, ..
+            } = &mut *f;
+            unsynced.write(backing, offset, data).map_err(Errno::from)?;
+        } else {
+            use std::os::unix::fs::FileExt;
+            f.backing.write_all_at(data, offset).map_err(Errno::from)?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// The unsynced total, computed without taking every file's lock while one is held.
+    fn unsynced_bytes_hint(&self) -> u64 {
+        let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
+        files
+            .iter()
+            .filter_map(|f| f.try_lock().ok().map(|f| f.unsynced.bytes()))
+            .sum()
+    }
+
+    fn read(&self, ino: INodeNo, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let f = self.file(ino)?;
+        let f = f.lock().unwrap();
+        f.unsynced.read(&f.backing, offset, size).map_err(Errno::from)
+    }
+
+    fn fsync(&self, ino: INodeNo, data_only: bool) -> Result<(), Errno> {
+        let f = self.file(ino)?;
+        let mut f = f.lock().unwrap();
+        let FileState {
+            backing, unsynced, ..
+        } = &mut *f;
+        unsynced.sync(backing, data_only).map_err(Errno::from)
+    }
+}
+
+fn cstring(p: &Path) -> Result<CString, Errno> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
+}
+
+fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
+    match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(t)) => {
+            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            }
+        }
+    }
+}
+
+pub struct FaultFs {
+    shared: Arc<Shared>,
+}
+
+impl FaultFs {
+    pub fn new(shared: Arc<Shared>) -> FaultFs {
+        FaultFs { shared }
+    }
+
+    /// Runs `f` now, or after `delay` on a thread of its own.
+    fn after(&self, delay: Option<Duration>, f: impl FnOnce() + Send + 'static) {
+        match delay {
+            None => f(),
+            Some(d) => {
+                let shared = self.shared.clone();
+                shared.stats.delayed.fetch_add(1, Ordering::Relaxed);
+                shared.stats.delaying_now.fetch_add(1, Ordering::Relaxed);
+                std::thread::spawn(move || {
+                    std::thread::sleep(d);
+                    f();
+                    shared.stats.delaying_now.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+        }
+    }
+}
+
+impl Filesystem for FaultFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = self
+            .shared
+            .rel(parent)
+            .and_then(|p| self.shared.entry(p.join(name)));
+        match r {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.shared.rel(ino).and_then(|rel| self.shared.attr(ino.0, &rel)) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let s = &self.shared;
+        let r = (|| -> Result<FileAttr, Errno> {
+            let rel = s.rel(ino)?;
+            let full = s.full(&rel);
+            if let Some(mode) = mode {
+                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode & 0o7777))
+                    .map_err(Errno::from)?;
+            }
+            if uid.is_some() || gid.is_some() {
+                std::os::unix::fs::lchown(&full, uid, gid).map_err(Errno::from)?;
+            }
+            if let Some(size) = size {
+                match s.file(ino) {
+                    Ok(f) => {
+                        let mut f = f.lock().unwrap();
+                        let FileState {
+                            backing, unsynced, ..
+                        } = &mut *f;
+                        unsynced.truncate(backing, size).map_err(Errno::from)?;
+                    }
+                    Err(_) => OpenOptions::new()
+                        .write(true)
+                        .open(&full)
+                        .and_then(|f| f.set_len(size))
+                        .map_err(Errno::from)?,
+                }
+            }
+            if atime.is_some() || mtime.is_some() {
+                let times = [timespec(atime), timespec(mtime)];
+                let c = cstring(&full)?;
+                // SAFETY: a valid C string and a two-element timespec array.
+                let rc = unsafe {
+                    libc::utimensat(
+                        libc::AT_FDCWD,
+                        c.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                if rc != 0 {
+                    return Err(Errno::from(io::Error::last_os_error()));
+                }
+            }
+            s.attr(ino.0, &rel)
+        })();
+        match r {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let s = &self.shared;
+        let r = (|| -> Result<FileAttr, Errno> {
+            let rel = s.rel(parent)?.join(name);
+            if let (_, Some(e)) = s.verdict(Op::Create, &rel) {
+                return Err(e);
+            }
+            std::fs::DirBuilder::new()
+                .mode(mode & !umask)
+                .create(s.full(&rel))
+                .map_err(Errno::from)?;
+            s.entry(rel)
+        })();
+        match r {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let s = &self.shared;
+        let r = (|| -> Result<(), Errno> {
+            let rel = s.rel(parent)?.join(name);
+            std::fs::remove_file(s.full(&rel)).map_err(Errno::from)?;
+            if let Some(ino) = s.nodes.lock().unwrap().forget_path(&rel) {
+                s.unlinked(ino);
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let s = &self.shared;
+        let r = (|| -> Result<(), Errno> {
+            let rel = s.rel(parent)?.join(name);
+            std::fs::remove_dir(s.full(&rel)).map_err(Errno::from)?;
+            s.nodes.lock().unwrap().forget_path(&rel);
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let s = &self.shared;
+        let r = (|| -> Result<(), Errno> {
+            if !flags.is_empty() {
+                return Err(Errno::EINVAL);
+            }
+            let from = s.rel(parent)?.join(name);
+            let to = s.rel(newparent)?.join(newname);
+            std::fs::rename(s.full(&from), s.full(&to)).map_err(Errno::from)?;
+            let replaced = {
+                let mut nodes = s.nodes.lock().unwrap();
+                let replaced = nodes.forget_path(&to);
+                nodes.rename(&from, &to);
+                replaced
+            };
+            if let Some(ino) = replaced {
+                s.unlinked(ino);
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let s = &self.shared;
+        let r = s.rel(ino).and_then(|rel| {
+            let full = s.full(&rel);
+            s.open_file(ino.0, || {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&full)
+                    .or_else(|_| File::open(&full))
+            })
+        });
+        match r {
+            // Without FOPEN_KEEP_CACHE the kernel drops its cached pages of the file at every
+            // open, so a process started after a power cut reads what the "disk" holds.
+            Ok(()) => reply.opened(FileHandle(ino.0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let s = &self.shared;
+        let r = (|| -> Result<FileAttr, Errno> {
+            let rel = s.rel(parent)?.join(name);
+            if let (_, Some(e)) = s.verdict(Op::Create, &rel) {
+                return Err(e);
+            }
+            let full = s.full(&rel);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .create_new(flags & libc::O_EXCL != 0)
+                .mode(mode & !umask)
+                .open(&full)
+                .map_err(Errno::from)?;
+            let ino = s.nodes.lock().unwrap().ino(&rel);
+            s.open_file(ino, || Ok(file))?;
+            s.attr(ino, &rel)
+        })();
+        match r {
+            Ok(attr) => reply.created(
+                &TTL,
+                &attr,
+                Generation(0),
+                FileHandle(attr.ino.0),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let s = self.shared.clone();
+        let (delay, error) = match s.rel(ino) {
+            Ok(rel) => s.verdict(Op::Read, &rel),
+            // Readers may keep reading a file after it was unlinked; it has no path, and
+            // gets no fault.
+            Err(_) => (None, None),
+        };
+        self.after(delay, move || match error {
+            Some(e) => reply.error(e),
+            None => match s.read(ino, offset, size) {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(e),
+            },
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let s = self.shared.clone();
+        let (delay, error) = match s.rel(ino) {
+            Ok(rel) => s.verdict(Op::Write, &rel),
+            // An unlinked file that is still open has no path; it gets no fault.
+            Err(_) => (None, None),
+        };
+        let finish = move |data: &[u8], reply: ReplyWrite| match error {
+            Some(e) => reply.error(e),
+            None => match s.write(ino, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            },
+        };
+        if delay.is_some() {
+            let data = data.to_vec();
+            self.after(delay, move || finish(&data, reply));
+        } else {
+            finish(data, reply);
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lo: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(f) = self.shared.file(ino) {
+            let mut f = f.lock().unwrap();
+            f.opens = f.opens.saturating_sub(1);
+        }
+        self.shared.maybe_drop(ino.0);
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let s = self.shared.clone();
+        let (delay, error) = match s.rel(ino) {
+            Ok(rel) => s.verdict(Op::Fsync, &rel),
+            Err(_) => (None, None),
+        };
+        self.after(delay, move || {
+            match error.map_or_else(|| s.fsync(ino, datasync), Err) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let s = &self.shared;
+        let r = (|| -> Result<Vec<(u64, FileType, std::ffi::OsString)>, Errno> {
+            let rel = s.rel(ino)?;
+            let mut out = vec![
+                (ino.0, FileType::Directory, ".".into()),
+                (ino.0, FileType::Directory, "..".into()),
+            ];
+            let mut names: Vec<_> = std::fs::read_dir(s.full(&rel))
+                .map_err(Errno::from)?
+                .filter_map(|e| e.ok())
+                .collect();
+            names.sort_by_key(|e| e.file_name());
+            let mut nodes = s.nodes.lock().unwrap();
+            for e in names {
+                let kind = e
+                    .file_type()
+                    .ok()
+                    .and_then(FileType::from_std)
+                    .unwrap_or(FileType::RegularFile);
+                let child = nodes.ino(&rel.join(e.file_name()));
+                out.push((child, kind, e.file_name()));
+            }
+            Ok(out)
+        })();
+        match r {
+            Ok(entries) => {
+                for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+                    if reply.add(INodeNo(ino), i as u64 + 1, kind, name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let s = self.shared.clone();
+        let (delay, error, rel) = match s.rel(ino) {
+            Ok(rel) => {
+                let (d, e) = s.verdict(Op::Fsync, &rel);
+                (d, e, rel)
+            }
+            Err(e) => (None, Some(e), PathBuf::new()),
+        };
+        self.after(delay, move || {
+            let r = error.map_or_else(
+                || {
+                    File::open(s.full(&rel))
+                        .and_then(|d| d.sync_all())
+                        .map_err(Errno::from)
+                },
+                Err,
+            );
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let r = (|| -> Result<libc::statvfs, Errno> {
+            let c = cstring(&self.shared.source)?;
+            // SAFETY: statvfs is plain data, and `c` is a valid C string.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+                return Err(Errno::from(io::Error::last_os_error()));
+            }
+            Ok(st)
+        })();
+        match r {
+            Ok(st) => reply.statfs(
+                st.f_blocks,
+                st.f_bfree,
+                st.f_bavail,
+                st.f_files,
+                st.f_ffree,
+                st.f_bsize as u32,
+                st.f_namemax as u32,
+                st.f_frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.shared.file(ino).and_then(|f| {
+            let f = f.lock().unwrap();
+            // SAFETY: a valid descriptor; the kernel checks the range and mode.
+            let rc = unsafe {
+                libc::fallocate(
+                    f.backing.as_raw_fd(),
+                    mode,
+                    offset as libc::off_t,
+                    length as libc::off_t,
+                )
+            };
+            if rc != 0 {
+                return Err(Errno::from(io::Error::last_os_error()));
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The writes a file has had since its last fsync, held in memory page by page as a kernel's
+//! page cache holds them, so that a "power cut" can drop them (LazyFS's idea). The backing
+//! file in the source directory is the disk: it holds only what was fsynced, plus what
+//! metadata operations (truncate, fallocate) did, which go straight through.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+pub const PAGE_BYTES: u64 = 4096;
+
+#[derive(Default)]
+pub struct Unsynced {
+    /// Page index -> the page's whole content as the file's users see it.
+    pages: BTreeMap<u64, Box<[u8]>>,
+    /// The end of the furthest unsynced write: the file's size is the larger of this and
+    /// the backing file's size.
+    dirty_end: u64,
+}
+
+/// Reads as much of `buf` as the file holds at `offset`; the rest stays as it was (zeros).
+fn read_some_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+impl Unsynced {
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.pages.len() as u64 * PAGE_BYTES
+    }
+
+    /// The file's size as its users see it.
+    pub fn len(&self, backing: &File) -> io::Result<u64> {
+        Ok(backing.metadata()?.len().max(self.dirty_end))
+    }
+
+    pub fn write(&mut self, backing: &File, offset: u64, data: &[u8]) -> io::Result<()> {
+        let end = offset + data.len() as u64;
+        let mut at = offset;
+        while at < end {
+            let page = at / PAGE_BYTES;
+            let page_start = page * PAGE_BYTES;
+            let from = (at - page_start) as usize;
+            let to = ((end - page_start).min(PAGE_BYTES)) as usize;
+            let buf = match self.pages.entry(page) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    let mut buf = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
+                    // A partly written page keeps what the disk already holds around the write.
+                    if from > 0 || to < PAGE_BYTES as usize {
+                        read_some_at(backing, &mut buf, page_start)?;
+                    }
+                    e.insert(buf)
+                }
+            };
+            let src = (at - offset) as usize;
+            buf[from..to].copy_from_slice(&data[src..src + (to - from)]);
+            at = page_start + to as u64;
+        }
+        self.dirty_end = self.dirty_end.max(end);
+        Ok(())
+    }
+
+    /// Up to `len` bytes at `offset`: the disk's content with the unsynced pages laid over it.
+    pub fn read(&self, backing: &File, offset: u64, len: u32) -> io::Result<Vec<u8>> {
+        let size = self.len(backing)?;
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let end = (offset + len as u64).min(size);
+        let mut out = vec![0u8; (end - offset) as usize];
+        read_some_at(backing, &mut out, offset)?;
+        for (&page, buf) in self.pages.range(offset / PAGE_BYTES..=(end - 1) / PAGE_BYTES) {
+            let page_start = page * PAGE_BYTES;
+            let from = offset.max(page_start);
+            let to = end.min(page_start + PAGE_BYTES);
+            out[(from - offset) as usize..(to - offset) as usize]
+                .copy_from_slice(&buf[(from - page_start) as usize..(to - page_start) as usize]);
+        }
+        Ok(out)
+    }
+
+    /// Truncation goes straight to the disk; unsynced pages past the new end go away.
+    pub fn truncate(&mut self, backing: &File, size: u64) -> io::Result<()> {
+        backing.set_len(size)?;
+        let first_gone = size.div_ceil(PAGE_BYTES);
+        self.pages.split_off(&first_gone);
+        if !size.is_multiple_of(PAGE_BYTES) {
+            if let Some(buf) = self.pages.get_mut(&(size / PAGE_BYTES)) {
+                buf[(size % PAGE_BYTES) as usize..].fill(0);
+            }
+        }
+        self.dirty_end = self.dirty_end.min(size);
+        Ok(())
+    }
+
+    /// Writes the first `keep` unsynced pages (in file order) to the disk and forgets the
+    /// rest. Not synced: the caller fsyncs the backing file when this is a real fsync.
+    fn write_back(&mut self, backing: &File, keep: usize) -> io::Result<()> {
+        let size = self.len(backing)?;
+        for (&page, buf) in self.pages.iter().take(keep) {
+            let page_start = page * PAGE_BYTES;
+            let n = (size.saturating_sub(page_start)).min(PAGE_BYTES) as usize;
+            backing.write_all_at(&buf[..n], page_start)?;
+        }
+        self.pages.clear();
+        self.dirty_end = 0;
+        Ok(())
+    }
+
+    /// fsync: every unsynced page goes to the disk, and the disk is synced.
+    pub fn sync(&mut self, backing: &File, data_only: bool) -> io::Result<()> {
+        self.write_back(backing, usize::MAX)?;
+        if data_only {
+            backing.sync_data()
+        } else {
+            backing.sync_all()
+        }
+    }
+
+    /// Power cut: the disk keeps only the first `keep` unsynced pages (0: none; a torn
+    /// write keeps a prefix), as if the rest never left the page cache.
+    pub fn power_cut(&mut self, backing: &File, keep: usize) -> io::Result<()> {
+        self.write_back(backing, keep)
+    }
+
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backing(content: &[u8]) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, content).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        (dir, f)
+    }
+
+    fn disk(f: &File) -> Vec<u8> {
+        let mut out = vec![0u8; f.metadata().unwrap().len() as usize];
+        f.read_exact_at(&mut out, 0).unwrap();
+        out
+    }
+
+    #[test]
+    fn reads_see_unsynced_writes_and_the_disk_does_not() {
+        let (_d, f) = backing(b"0123456789");
+        let mut u = Unsynced::default();
+        u.write(&f, 5, b"abcdefgh").unwrap();
+        assert_eq!(u.read(&f, 0, 100).unwrap(), b"01234abcdefgh");
+        assert_eq!(u.read(&f, 11, 100).unwrap(), b"gh");
+        assert_eq!(u.len(&f).unwrap(), 13);
+        assert_eq!(disk(&f), b"0123456789");
+        u.sync(&f, true).unwrap();
+        assert!(u.is_empty());
+        assert_eq!(disk(&f), b"01234abcdefgh");
+    }
+
+    #[test]
+    fn writes_across_pages_and_a_power_cut() {
+        let (_d, f) = backing(&[7u8; 100]);
+        let mut u = Unsynced::default();
+        let data: Vec<u8> = (0..3 * PAGE_BYTES as usize).map(|i| i as u8).collect();
+        u.write(&f, 50, &data).unwrap();
+        assert_eq!(u.page_count(), 4);
+        let read = u.read(&f, 0, u32::MAX).unwrap();
+        assert_eq!(read.len(), 50 + data.len());
+        assert_eq!(&read[..50], &[7u8; 50]);
+        assert_eq!(&read[50..], &data[..]);
+        u.power_cut(&f, 0).unwrap();
+        assert_eq!(disk(&f), vec![7u8; 100], "nothing unsynced survives");
+        assert_eq!(u.read(&f, 0, 1000).unwrap(), vec![7u8; 100]);
+    }
+
+    #[test]
+    fn a_torn_power_cut_keeps_a_page_aligned_prefix() {
+        let (_d, f) = backing(b"");
+        let mut u = Unsynced::default();
+        let data = vec![1u8; 3 * PAGE_BYTES as usize + 10];
+        u.write(&f, 0, &data).unwrap();
+        u.power_cut(&f, 2).unwrap();
+        assert_eq!(disk(&f), vec![1u8; 2 * PAGE_BYTES as usize]);
+    }
+
+    #[test]
+    fn truncate_drops_pages_past_the_end() {
+        let (_d, f) = backing(b"");
+        let mut u = Unsynced::default();
+        u.write(&f, 0, &vec![9u8; 2 * PAGE_BYTES as usize]).unwrap();
+        u.truncate(&f, 10).unwrap();
+        assert_eq!(u.len(&f).unwrap(), 10);
+        assert_eq!(u.read(&f, 0, 100).unwrap(), vec![9u8; 10]);
+        u.write(&f, 20, b"x").unwrap();
+        let r = u.read(&f, 0, 100).unwrap();
+        assert_eq!(&r[10..20], &[0u8; 10], "the truncated tail reads as zeros");
+        u.sync(&f, false).unwrap();
+        assert_eq!(disk(&f).len(), 21);
+    }
+}
