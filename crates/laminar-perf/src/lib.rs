@@ -4,3 +4,4 @@
 pub mod client_perf;
 pub mod log_perf;
 pub mod plot;
+pub mod verify;

@@ -191,6 +191,18 @@ enum PerfSuite {
         #[arg(long)]
         json: bool,
     },
+    /// Check delivery, as Kafka's validate_delivery does: produce at a fixed rate with the
+    /// idempotent producer at acks=all (through librdkafka) to any Kafka-compatible broker,
+    /// record every acknowledged (partition, offset, record), then read every partition back
+    /// and count lost, duplicated, reordered and corrupted records. Rides out a broker that
+    /// dies and comes back during the run.
+    Verify {
+        #[command(flatten)]
+        config: laminar_perf::verify::VerifyConfig,
+        /// Print one JSON object with the counts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Draw the series that runs saved (perf latency or perf log --series-out) on one pair of
     /// charts: PREFIX-over-time.svg (latency against time) and PREFIX-percentiles.svg
     /// (latency by percentile, HdrHistogram's scale); no over-time chart when no series has
@@ -426,6 +438,32 @@ fn main() -> anyhow::Result<()> {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
                     report.print_table();
+                }
+                Ok(())
+            }
+            PerfSuite::Verify { config, json } => {
+                let r = laminar_perf::verify::verify(&config)?;
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    println!(
+                        "{}: sent {}, acked {}, not acked {}, read back {} in {:.1} s\n\
+                         lost {}, duplicated {}, reordered {}, corrupted {} \
+                         (acked at another offset {}, not acked but present {}, producer restarts {})",
+                        config.topic,
+                        r.sent,
+                        r.acked,
+                        r.not_acked,
+                        r.read,
+                        r.seconds,
+                        r.lost,
+                        r.duplicated,
+                        r.reordered,
+                        r.corrupted,
+                        r.moved,
+                        r.not_acked_present,
+                        r.producer_restarts
+                    );
                 }
                 Ok(())
             }

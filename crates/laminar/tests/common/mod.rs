@@ -13,11 +13,16 @@ pub struct Serve {
 /// Starts `laminar serve` on an ephemeral port with `dir` as its data directory, and waits
 /// for the line that says where it listens.
 pub fn serve(dir: &Path) -> Serve {
+    serve_at(dir, "127.0.0.1:0")
+}
+
+/// Like [`serve`], listening on `listen` (a restart on the address clients already know).
+pub fn serve_at(dir: &Path, listen: &str) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
         .args([
             "serve",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--metrics-listen",
             "127.0.0.1:0",
             "--data-dir",
