@@ -516,22 +516,28 @@ impl Filesystem for FaultFs {
     }
 
     fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let s = &self.shared;
-        let r = (|| -> Result<FileAttr, Errno> {
-            let rel = s.rel(parent)?.join(name);
-            if let (_, Some(e)) = s.verdict(Op::Create, &rel) {
-                return Err(e);
+        let s = self.shared.clone();
+        let rel = match s.rel(parent) {
+            Ok(p) => p.join(name),
+            Err(e) => return reply.error(e),
+        };
+        let (delay, error) = s.verdict(Op::Create, &rel);
+        self.after(delay, move || {
+            let r = error.map_or_else(
+                || {
+                    std::fs::DirBuilder::new()
+                        .mode(mode & !umask)
+                        .create(s.full(&rel))
+                        .map_err(Errno::from)?;
+                    s.entry(rel)
+                },
+                Err,
+            );
+            match r {
+                Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                Err(e) => reply.error(e),
             }
-            std::fs::DirBuilder::new()
-                .mode(mode & !umask)
-                .create(s.full(&rel))
-                .map_err(Errno::from)?;
-            s.entry(rel)
-        })();
-        match r {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -629,35 +635,40 @@ impl Filesystem for FaultFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let s = &self.shared;
-        let r = (|| -> Result<FileAttr, Errno> {
-            let rel = s.rel(parent)?.join(name);
-            if let (_, Some(e)) = s.verdict(Op::Create, &rel) {
-                return Err(e);
+        let s = self.shared.clone();
+        let rel = match s.rel(parent) {
+            Ok(p) => p.join(name),
+            Err(e) => return reply.error(e),
+        };
+        let (delay, error) = s.verdict(Op::Create, &rel);
+        self.after(delay, move || {
+            let r = error.map_or_else(
+                || {
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .create_new(flags & libc::O_EXCL != 0)
+                        .mode(mode & !umask)
+                        .open(s.full(&rel))
+                        .map_err(Errno::from)?;
+                    let ino = s.nodes.lock().unwrap().ino(&rel);
+                    s.open_file(ino, || Ok(file))?;
+                    s.attr(ino, &rel)
+                },
+                Err,
+            );
+            match r {
+                Ok(attr) => reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(attr.ino.0),
+                    FopenFlags::empty(),
+                ),
+                Err(e) => reply.error(e),
             }
-            let full = s.full(&rel);
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .create_new(flags & libc::O_EXCL != 0)
-                .mode(mode & !umask)
-                .open(&full)
-                .map_err(Errno::from)?;
-            let ino = s.nodes.lock().unwrap().ino(&rel);
-            s.open_file(ino, || Ok(file))?;
-            s.attr(ino, &rel)
-        })();
-        match r {
-            Ok(attr) => reply.created(
-                &TTL,
-                &attr,
-                Generation(0),
-                FileHandle(attr.ino.0),
-                FopenFlags::empty(),
-            ),
-            Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn read(

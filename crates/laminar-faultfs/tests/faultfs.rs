@@ -207,6 +207,12 @@ fn delays_stall_only_the_matching_files() {
     let stats = f.mount.command("stats").unwrap();
     assert!(stats.contains("\"delayed\":2"), "{stats}");
 
+    f.mount.command("delay create slow/new* 300").unwrap();
+    let t = Instant::now();
+    std::fs::create_dir(f.mnt.join("slow/newdir")).unwrap();
+    File::create(f.mnt.join("slow/newfile")).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(600), "{:?}", t.elapsed());
+
     f.mount.command("clear").unwrap();
     let t = Instant::now();
     open_rw(&f.mnt.join("slow/seg")).write_all_at(b"z", 0).unwrap();

@@ -82,7 +82,10 @@ pub struct Store {
     metrics: Arc<StorageMetrics>,
     config: StoreConfig,
     flusher: std::sync::Mutex<Flusher>,
+    /// Socket threads read this on every produce and fetch, so it is never held across a
+    /// disk call: a log being created is reserved in `creating` instead.
     logs: RwLock<BTreeMap<LogId, Arc<Log>>>,
+    creating: std::sync::Mutex<std::collections::BTreeSet<LogId>>,
     opened_clean: bool,
 }
 
@@ -122,6 +125,7 @@ impl Store {
             config,
             flusher: std::sync::Mutex::new(flusher),
             logs: RwLock::new(logs),
+            creating: std::sync::Mutex::new(Default::default()),
             opened_clean: clean,
         })
     }
@@ -155,12 +159,28 @@ impl Store {
             .collect()
     }
 
-    /// Creates a new, empty log. Fails if it exists.
+    /// Creates a new, empty log. Fails if it exists, or is being created.
+    ///
+    /// The directory, files and fsyncs happen with the id reserved in `creating`, not under
+    /// the `logs` lock: on a slow disk they take as long as the disk likes, and every
+    /// produce and fetch reads `logs`.
     pub fn create_log(&self, id: &LogId, config: LogConfig) -> Result<Arc<Log>> {
-        let mut logs = self.logs.write().unwrap();
-        if logs.contains_key(id) {
-            return Err(StorageError::LogExists(id.to_string()));
+        {
+            let mut creating = self.creating.lock().unwrap();
+            if self.logs.read().unwrap().contains_key(id) || !creating.insert(id.clone()) {
+                return Err(StorageError::LogExists(id.to_string()));
+            }
         }
+        let created = self.create_reserved(id, config);
+        let removed = self.creating.lock().unwrap().remove(id);
+        debug_assert!(removed);
+        let log = created?;
+        let previous = self.logs.write().unwrap().insert(id.clone(), log.clone());
+        assert!(previous.is_none(), "{id} was created twice");
+        Ok(log)
+    }
+
+    fn create_reserved(&self, id: &LogId, config: LogConfig) -> Result<Arc<Log>> {
         let dir = self.dir.join(id.dir_name());
         if self.storage.exists(&dir) {
             return Err(StorageError::LogExists(id.to_string()));
@@ -177,7 +197,6 @@ impl Store {
             .sync_dir(&self.dir)
             .ctx("fsync directory", &self.dir)?;
         self.flusher.lock().unwrap().register(&log);
-        logs.insert(id.clone(), log.clone());
         Ok(log)
     }
 
