@@ -135,10 +135,12 @@ impl Broker {
             )
             .await;
         let durable = match appended {
-            Ok(info) => crate::net::waiting(self.group_store.flushed(info.last_offset))
+            Ok(Ok(info)) => crate::net::waiting(self.group_store.flushed(info.last_offset))
                 .await
-                .map(|_| ()),
-            Err(e) => Err(e),
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(panicked) => Err(panicked.to_string()),
         };
         match durable {
             Ok(()) => {

@@ -1,4 +1,6 @@
 //! Kafka error codes Laminar returns.
+/// An unexpected failure on the broker (a bug), as Kafka answers an unexpected exception.
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 pub const NONE: i16 = 0;
 pub const OFFSET_OUT_OF_RANGE: i16 = 1;
 pub const CORRUPT_MESSAGE: i16 = 2;

@@ -144,7 +144,11 @@ async fn produce_partition(
         .run(partition_key(&topic, partition), move || {
             append(&b2, &t, partition, records, max_message_bytes)
         })
-        .await;
+        .await
+        .unwrap_or_else(|e| {
+            crate::warn!("produce to {topic}-{partition}: {e}");
+            Err(ec::UNKNOWN_SERVER_ERROR)
+        });
     match result {
         Err(code) => {
             out.error_code = code;

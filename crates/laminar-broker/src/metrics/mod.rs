@@ -150,6 +150,11 @@ impl BrokerMetrics {
             "Broker log lines dropped because the log queue was full.",
             [(&[][..], crate::logging::DROPPED_LINES.load(Ordering::Relaxed))],
         );
+        e.counters(
+            "laminar_storage_job_panics_total",
+            "Storage jobs (appends) that panicked: each failed its request, and its thread carried on.",
+            [(&[][..], crate::storage_pool::JOB_PANICS.load(Ordering::Relaxed))],
+        );
         let logs = store.logs();
         let labels: Vec<(String, String)> = logs
             .iter()
