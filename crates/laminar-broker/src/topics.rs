@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::BrokerConfig;
 use crate::error_codes as ec;
+use crate::groups::store::GROUPS_LOG_TOPIC;
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.
@@ -91,6 +92,21 @@ impl Topics {
             topics: RwLock::new(file.topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
             write_lock: std::sync::Mutex::new(()),
         };
+        // Logs that no topic claims were being deleted when the broker stopped: DeleteTopics
+        // writes the topics file first, then removes the directories. Finish the deletion,
+        // or re-creating the topic would serve the old records.
+        let claimed = |id: &LogId| {
+            id.topic == GROUPS_LOG_TOPIC || topics.get(&id.topic).is_some_and(|t| id.partition < t.partitions)
+        };
+        for (id, _) in topics.store.logs() {
+            if !claimed(&id) {
+                crate::warn!("removing {id}: no topic claims it (a deletion a crash interrupted)");
+                topics
+                    .store
+                    .delete_log(&id)
+                    .map_err(|e| std::io::Error::other(format!("remove {id}: {e}")))?;
+            }
+        }
         // Apply each topic's configs to its logs, and create any log that is missing (a
         // crash between the topics file and the log directories).
         for t in topics.list() {
