@@ -123,6 +123,7 @@ impl Broker {
             return crate::error_codes::NONE;
         }
         let log = self.group_store.log.clone();
+        let pending = self.group_store.pending.clone();
         let batch = GroupStore::encode(&records);
         let appended = self
             .storage
@@ -130,23 +131,24 @@ impl Broker {
                 partition_key(crate::groups::store::GROUPS_LOG_TOPIC, 0),
                 move || {
                     let mut batch = batch;
-                    log.append(&mut batch)
+                    let info = log.append(&mut batch)?;
+                    // On the storage thread, in log order: before any later batch exists.
+                    pending.lock().unwrap().insert(info.last_offset, records);
+                    Ok::<_, laminar_storage::StorageError>(info)
                 },
             )
             .await;
         let durable = match appended {
             Ok(Ok(info)) => crate::net::waiting(self.group_store.flushed(info.last_offset))
                 .await
-                .map(|_| ())
+                .map(|_| info.last_offset)
                 .map_err(|e| e.to_string()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(panicked) => Err(panicked.to_string()),
         };
         match durable {
-            Ok(()) => {
-                for r in records {
-                    crate::groups::store::apply(&self.groups, r);
-                }
+            Ok(last) => {
+                self.group_store.apply_durable(&self.groups, last);
                 crate::error_codes::NONE
             }
             Err(e) => {

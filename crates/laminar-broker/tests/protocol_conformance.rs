@@ -4,54 +4,18 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use common::raw::call;
+
 use std::net::TcpStream;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use laminar_protocol::API_TABLE;
 use laminar_records::{BatchBuilder, Compression, RecordSpec};
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
-}
-
-fn call<Req: Encodable, Resp: Decodable>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    req: &Req,
-) -> Resp {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = correlation_id;
-    header.client_id = Some(sb("conformance"));
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    req.encode(&mut buf, version)
-        .unwrap_or_else(|e| panic!("encode {key:?} v{version}: {e}"));
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    stream.write_all(&buf).unwrap();
-    let mut size = [0u8; 4];
-    stream
-        .read_exact(&mut size)
-        .unwrap_or_else(|e| panic!("{key:?} v{version}: no response ({e}); see the broker log"));
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).unwrap();
-    let mut body = Bytes::from(body);
-    let rh = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
-    assert_eq!(rh.correlation_id, correlation_id);
-    let resp = Resp::decode(&mut body, version)
-        .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e}"));
-    assert_eq!(body.remaining(), 0, "{key:?} v{version}: bytes left over");
-    resp
 }
 
 fn batch() -> Bytes {

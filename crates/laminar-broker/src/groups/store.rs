@@ -38,8 +38,15 @@ pub enum GroupRecord {
     },
 }
 
+/// Group records appended and not yet applied, by the offset of their batch's last record.
+pub type Pending = Arc<std::sync::Mutex<std::collections::BTreeMap<Offset, Vec<GroupRecord>>>>;
+
 pub struct GroupStore {
     pub log: Arc<Log>,
+    /// Records reach memory in log order once durable, whichever request's fsync wait wakes
+    /// first: otherwise two commits to one partition could leave the older in memory while
+    /// the log (and so the next start) holds the newer.
+    pub pending: Pending,
 }
 
 impl GroupStore {
@@ -63,7 +70,10 @@ impl GroupStore {
             ..LogConfig::default()
         };
         log.set_config(config)?;
-        Ok(GroupStore { log })
+        Ok(GroupStore {
+            log,
+            pending: Pending::default(),
+        })
     }
 
     /// Encodes records as one batch. The append itself runs on a storage thread.
@@ -120,6 +130,19 @@ impl GroupStore {
 
     pub fn flushed(&self, last: Offset) -> laminar_storage::FlushWait {
         self.log.wait_flushed(last)
+    }
+
+    /// Applies every pending record up to `through` (now durable, and so is everything
+    /// before it) to memory, in log order. Holding the lock while applying keeps two callers
+    /// from interleaving.
+    pub fn apply_durable(&self, coordinator: &Coordinator, through: Offset) {
+        let mut pending = self.pending.lock().unwrap();
+        let later = pending.split_off(&Offset(through.0 + 1));
+        for (_, records) in std::mem::replace(&mut *pending, later) {
+            for r in records {
+                apply(coordinator, r);
+            }
+        }
     }
 }
 

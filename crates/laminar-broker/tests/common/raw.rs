@@ -5,6 +5,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
 pub fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = (body.len() as i32).to_be_bytes().to_vec();
     out.extend_from_slice(body);
@@ -63,4 +67,42 @@ pub fn produce_result(body: &[u8], topic: &str) -> (i16, i64) {
         i16::from_be_bytes([body[at], body[at + 1]]),
         i64::from_be_bytes(body[at + 2..at + 10].try_into().unwrap()),
     )
+}
+
+/// One request encoded by the `kafka-protocol` crate, and its decoded response, on `stream`.
+pub fn call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    req: &Req,
+) -> Resp {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = correlation_id;
+    header.client_id = Some(StrBytes::from_static_str("laminar-test"));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version)
+        .unwrap_or_else(|e| panic!("encode {key:?} v{version}: {e}"));
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    stream.write_all(&buf).unwrap();
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .unwrap_or_else(|e| panic!("{key:?} v{version}: no response ({e}); see the broker log"));
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let rh = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    assert_eq!(rh.correlation_id, correlation_id);
+    let resp = Resp::decode(&mut body, version)
+        .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e}"));
+    assert_eq!(body.remaining(), 0, "{key:?} v{version}: bytes left over");
+    resp
 }
