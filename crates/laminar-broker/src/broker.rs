@@ -254,6 +254,7 @@ pub struct RunningBroker {
     pub broker: Arc<Broker>,
     server: ServerHandle,
     retention: tokio::task::JoinHandle<()>,
+    producer_expiry: tokio::task::JoinHandle<()>,
     group_timer: tokio::task::JoinHandle<()>,
     metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
 }
@@ -400,6 +401,19 @@ impl RunningBroker {
             }
         });
         let b = broker.clone();
+        let producer_expiry = tokio::spawn(async move {
+            let interval = Duration::from_millis(b.config.producer_id_expiration_check_interval_ms);
+            loop {
+                tokio::time::sleep(interval).await;
+                let expired = b
+                    .producers
+                    .expire(laminar_storage::now_ms(), b.config.producer_id_expiration_ms);
+                if expired > 0 {
+                    crate::info!("forgot {expired} expired idempotent producer states");
+                }
+            }
+        });
+        let b = broker.clone();
         let group_timer = tokio::spawn(async move {
             let retention = Duration::from_secs(b.config.offsets_retention_minutes * 60);
             loop {
@@ -411,6 +425,7 @@ impl RunningBroker {
             broker,
             server,
             retention,
+            producer_expiry,
             group_timer,
             metrics_server,
         })
@@ -429,6 +444,7 @@ impl RunningBroker {
     /// write the clean-shutdown marker.
     pub async fn shutdown(self) -> io::Result<()> {
         self.retention.abort();
+        self.producer_expiry.abort();
         self.group_timer.abort();
         if let Some((_, task)) = &self.metrics_server {
             task.abort();

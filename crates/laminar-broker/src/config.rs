@@ -144,6 +144,16 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Committed offsets of an empty group expire after this long.",
     },
     SettingDoc {
+        name: "producer.id.expiration.ms",
+        default: "86400000",
+        doc: "An idempotent producer's state on a partition is forgotten this long after its last batch's timestamp (KIP-854).",
+    },
+    SettingDoc {
+        name: "producer.id.expiration.check.interval.ms",
+        default: "600000",
+        doc: "How often expired producer state is looked for.",
+    },
+    SettingDoc {
         name: "metrics.listeners",
         default: "127.0.0.1:9644",
         doc: "Address of the Prometheus endpoint (GET /metrics); \"none\" turns it off (--metrics-listen).",
@@ -189,6 +199,8 @@ pub struct BrokerConfig {
     pub socket_send_chunk_bytes: usize,
     pub group_initial_rebalance_delay_ms: u64,
     pub offsets_retention_minutes: u64,
+    pub producer_id_expiration_ms: u64,
+    pub producer_id_expiration_check_interval_ms: u64,
     pub metrics_listen: Option<SocketAddr>,
     pub event_loop_stall_threshold_ms: u64,
     /// For tests: wraps the storage backend in a fault injector.
@@ -228,6 +240,8 @@ impl Default for BrokerConfig {
             socket_send_chunk_bytes: 64 << 10,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
+            producer_id_expiration_ms: 86_400_000,
+            producer_id_expiration_check_interval_ms: 600_000,
             metrics_listen: Some("127.0.0.1:9644".parse().unwrap()),
             event_loop_stall_threshold_ms: 50,
             faults: None,
@@ -311,6 +325,10 @@ impl BrokerConfig {
                 self.group_initial_rebalance_delay_ms = int()?.max(0) as u64
             }
             "offsets.retention.minutes" => self.offsets_retention_minutes = positive(int()?)?,
+            "producer.id.expiration.ms" => self.producer_id_expiration_ms = positive(int()?)?,
+            "producer.id.expiration.check.interval.ms" => {
+                self.producer_id_expiration_check_interval_ms = positive(int()?)?
+            }
             "socket.send.chunk.bytes" => self.socket_send_chunk_bytes = positive(int()?)? as usize,
             "metrics.listeners" => {
                 self.metrics_listen = match value {
@@ -379,6 +397,11 @@ impl BrokerConfig {
                 self.group_initial_rebalance_delay_ms
             ),
             format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
+            format!("producer.id.expiration.ms = {}", self.producer_id_expiration_ms),
+            format!(
+                "producer.id.expiration.check.interval.ms = {}",
+                self.producer_id_expiration_check_interval_ms
+            ),
             format!(
                 "metrics.listeners = {}",
                 self.metrics_listen.map_or("none".to_string(), |a| a.to_string())

@@ -150,6 +150,17 @@ impl Producers {
         p.last_timestamp_ms = max_timestamp_ms;
     }
 
+    /// Forgets every producer whose last batch on a partition is older than `expiration_ms`
+    /// (KIP-854; Kafka compares the batch's timestamp, as here). Its next batch with a sequence
+    /// above 0 gets UNKNOWN_PRODUCER_ID, and the client starts its sequence again. Returns how
+    /// many (producer, partition) states went.
+    pub fn expire(&self, now_ms: i64, expiration_ms: u64) -> usize {
+        let mut state = self.state.lock().unwrap();
+        let before = state.len();
+        state.retain(|_, p| now_ms.saturating_sub(p.last_timestamp_ms) < expiration_ms as i64);
+        before - state.len()
+    }
+
     /// The producers that have appended to `topic`-`partition` (since the start, or the
     /// rebuild from the log's tail at startup), by producer id.
     pub fn describe(&self, topic: &str, partition: i32) -> Vec<ProducerInfo> {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use rdkafka::consumer::Consumer;
 
 /// A TCP proxy in front of the broker that can cut every connection through it.
 struct Proxy {
@@ -174,4 +175,67 @@ fn producer_state_is_rebuilt_from_the_log_after_a_restart() {
     let r = exchange(&b.addr, &produce_v3("seq", &idempotent_batch(PID, 6))).unwrap();
     assert_eq!(produce_result(&r, "seq"), (0, 7));
     assert_eq!(consume(&b.addr, "seq", 0, 10, Duration::from_secs(20)).len(), 10);
+}
+
+/// The idempotent producers DescribeProducers reports on `topic` partition 0.
+fn producers_on(addr: &str, topic: &str) -> usize {
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut t = describe_producers_request::TopicRequest::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partition_indexes = vec![0];
+    let mut r = DescribeProducersRequest::default();
+    r.topics = vec![t];
+    let resp: DescribeProducersResponse = raw::call(&mut s, ApiKey::DescribeProducers, 0, 1, &r);
+    resp.topics[0].partitions[0].active_producers.len()
+}
+
+/// KIP-854: producer state is forgotten producer.id.expiration.ms after the producer's last
+/// batch, so that producers that come and go (each InitProducerId takes a new id) cannot
+/// grow the broker's memory without bound; a producer that comes back carries on.
+#[test]
+fn idle_producer_state_expires_and_the_producer_carries_on() {
+    let broker = TestBroker::start_with(|c| {
+        c.producer_id_expiration_ms = 500;
+        c.producer_id_expiration_check_interval_ms = 100;
+    });
+    let p = producer(
+        &broker.addr,
+        &[("enable.idempotence", "true"), ("linger.ms", "0")],
+    );
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    for i in 0..5 {
+        let mut r = make_record(i);
+        r.timestamp_ms = now();
+        send(&p, "expiring", Some(0), &r);
+    }
+    flush(&p);
+    assert_eq!(producers_on(&broker.addr, "expiring"), 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        producers_on(&broker.addr, "expiring"),
+        0,
+        "forgotten after 500 ms"
+    );
+
+    // Its next batch has a sequence above 0 for a producer the broker no longer knows
+    // (UNKNOWN_PRODUCER_ID): librdkafka starts its sequence again and delivers.
+    for i in 5..10 {
+        let mut r = make_record(i);
+        r.timestamp_ms = now();
+        send(&p, "expiring", Some(0), &r);
+    }
+    flush(&p);
+    let got = consume(&broker.addr, "expiring", 0, 10, Duration::from_secs(30));
+    assert_eq!(got.len(), 10);
+    let (_, high) = consumer(&broker.addr)
+        .fetch_watermarks("expiring", 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(high, 10, "every record once");
 }
