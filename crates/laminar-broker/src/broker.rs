@@ -345,6 +345,12 @@ impl RunningBroker {
                 "recovered after an unclean shutdown"
             }
         );
+        let residency = laminar_storage::residency::describe();
+        if laminar_storage::residency::method() == laminar_storage::residency::Method::Cachestat {
+            crate::info!("{residency}");
+        } else {
+            crate::warn!("{residency}");
+        }
         crate::info!("settings in effect:\n{}", config.describe());
         let broker = Arc::new(Broker {
             io: IoPool::new(config.num_io_threads),

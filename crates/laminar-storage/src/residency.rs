@@ -1,7 +1,64 @@
 //! Is a byte range of a file in the page cache? Answered with `cachestat(2)` (Linux 6.5+),
-//! which neither reads the data nor faults anything in.
+//! which neither reads the data nor faults anything in. On older kernels (or where a seccomp
+//! filter refuses it) the range is probed with `preadv2(RWF_NOWAIT)` instead, which reads
+//! only what is cached and never waits for the disk, at the cost of copying the range once.
+//! Which one is in use is decided once, and the broker says so at startup.
 
+use std::cell::RefCell;
 use std::os::fd::RawFd;
+use std::sync::OnceLock;
+
+/// How residency is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Cachestat,
+    /// `preadv2(RWF_NOWAIT)` into a scratch buffer: a short read or EAGAIN means "not all
+    /// cached".
+    NowaitProbe,
+}
+
+/// Set to `nowait` to use the probe even where `cachestat` works (to test the fallback).
+pub const METHOD_ENV: &str = "LAMINAR_RESIDENCY";
+
+/// The method this process uses, decided at the first call.
+pub fn method() -> Method {
+    static METHOD: OnceLock<Method> = OnceLock::new();
+    *METHOD.get_or_init(|| {
+        if std::env::var(METHOD_ENV).is_ok_and(|v| v == "nowait") {
+            return Method::NowaitProbe;
+        }
+        // Ask about stdin's first page: any answer but ENOSYS/EPERM means the call exists.
+        let range = CachestatRange { off: 0, len: 4096 };
+        let mut stat = Cachestat::default();
+        // SAFETY: as in `cachestat` below.
+        let rc = unsafe {
+            libc::syscall(
+                SYS_CACHESTAT,
+                0 as libc::c_uint,
+                &range as *const CachestatRange,
+                &mut stat as *mut Cachestat,
+                0u32,
+            )
+        };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if rc != 0 && matches!(errno, Some(libc::ENOSYS) | Some(libc::EPERM)) {
+            Method::NowaitProbe
+        } else {
+            Method::Cachestat
+        }
+    })
+}
+
+/// A line for the startup log.
+pub fn describe() -> &'static str {
+    match method() {
+        Method::Cachestat => "page-cache residency: cachestat(2)",
+        Method::NowaitProbe => {
+            "page-cache residency: cachestat(2) is unavailable (Linux < 6.5, or refused), so \
+             each range sent is first probed with preadv2(RWF_NOWAIT), which copies it once"
+        }
+    }
+}
 
 #[repr(C)]
 struct CachestatRange {
@@ -29,6 +86,52 @@ pub fn is_resident(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
     if len == 0 {
         return Some(true);
     }
+    match method() {
+        Method::Cachestat => cachestat(fd, pos, len),
+        Method::NowaitProbe => nowait_probe(fd, pos, len),
+    }
+}
+
+/// The probe's scratch buffer grows to at most this; longer ranges are probed in pieces.
+const PROBE_CHUNK_BYTES: usize = 1 << 20;
+
+fn nowait_probe(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
+    thread_local! {
+        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| {
+        let mut buf = scratch.borrow_mut();
+        let mut at = pos;
+        let end = pos + len;
+        while at < end {
+            let n = ((end - at) as usize).min(PROBE_CHUNK_BYTES);
+            if buf.len() < n {
+                buf.resize(n, 0);
+            }
+            let iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: n,
+            };
+            // SAFETY: one iovec over `n` bytes of a live buffer.
+            let rc = unsafe { libc::preadv2(fd, &iov, 1, at as libc::off_t, libc::RWF_NOWAIT) };
+            if rc < 0 {
+                return match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN) => Some(false),
+                    _ => None,
+                };
+            }
+            if (rc as usize) < n {
+                // Not cached from here on (or the end of the file). The miss starts
+                // readahead, which the I/O pool's read of this range then finds under way.
+                return Some(false);
+            }
+            at += n as u64;
+        }
+        Some(true)
+    })
+}
+
+fn cachestat(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
     let first_page = pos / PAGE_BYTES;
     let last_page = (pos + len - 1) / PAGE_BYTES;
     let range = CachestatRange {
@@ -56,6 +159,21 @@ pub fn is_resident(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
 mod tests {
     use std::io::Write;
     use std::os::fd::AsRawFd;
+
+    /// Both methods agree: resident after a write, not after the pages are dropped.
+    #[test]
+    fn the_nowait_probe_tells_cached_from_evicted() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&vec![7u8; 256 * 1024]).unwrap();
+        let fd = f.as_raw_fd();
+        assert_eq!(super::nowait_probe(fd, 4096, 200 * 1024), Some(true));
+        f.sync_all().unwrap();
+        // SAFETY: advice on our own descriptor.
+        unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+        // cachestat first: a NOWAIT read that misses starts readahead of the range.
+        assert_eq!(super::cachestat(fd, 4096, 200 * 1024), Some(false));
+        assert_eq!(super::nowait_probe(fd, 4096, 200 * 1024), Some(false));
+    }
 
     #[test]
     fn freshly_written_pages_are_resident() {
