@@ -131,7 +131,7 @@ pub const SETTINGS: &[SettingDoc] = &[
     SettingDoc {
         name: "num.storage.threads",
         default: "2",
-        doc: "Threads that append to logs.",
+        doc: "Threads that append to logs; while a write is stuck on the disk the pool grows, up to 64.",
     },
     SettingDoc {
         name: "group.initial.rebalance.delay.ms",

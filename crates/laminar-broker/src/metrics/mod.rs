@@ -151,6 +151,14 @@ impl BrokerMetrics {
             [(&[][..], crate::logging::DROPPED_LINES.load(Ordering::Relaxed))],
         );
         e.counters(
+            "laminar_storage_threads_added_total",
+            "Storage threads added because every thread was busy and a job had run past 20 ms (a disk stalled a write).",
+            [(
+                &[][..],
+                crate::storage_pool::THREADS_ADDED.load(Ordering::Relaxed),
+            )],
+        );
+        e.counters(
             "laminar_storage_job_panics_total",
             "Storage jobs (appends) that panicked: each failed its request, and its thread carried on.",
             [(&[][..], crate::storage_pool::JOB_PANICS.load(Ordering::Relaxed))],
