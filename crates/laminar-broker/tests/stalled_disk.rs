@@ -12,11 +12,7 @@ use laminar_faultfs::{Mount, Options};
 #[test]
 fn a_stalled_partition_does_not_hold_up_the_partitions_sharing_its_thread() {
     let tmp = tempfile::tempdir().unwrap();
-    let (src, mnt) = (tmp.path().join("disk"), tmp.path().join("mnt"));
-    std::fs::create_dir(&src).unwrap();
-    std::fs::create_dir(&mnt).unwrap();
-    let mount = Mount::new(&src, &mnt, Options::default(), 4)
-        .unwrap_or_else(|e| panic!("mount faultfs (needs root, /dev/fuse and fuse3): {e}"));
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
     let broker = TestBroker::start_in(mnt.join("data"), |c| {
         c.num_storage_threads = 1;
         c.num_partitions = 4;

@@ -39,6 +39,21 @@ impl Mount {
         })
     }
 
+    /// For tests: `dir/disk` (the disk) mounted at `dir/mnt`, both created here. Returns the
+    /// mount and its mount point. Fails with a hint when FUSE is not available.
+    pub fn in_dir(dir: &Path, options: Options) -> io::Result<(Mount, PathBuf)> {
+        let (disk, mnt) = (dir.join("disk"), dir.join("mnt"));
+        std::fs::create_dir_all(&disk)?;
+        std::fs::create_dir_all(&mnt)?;
+        let mount = Mount::new(&disk, &mnt, options, 4).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("mount faultfs (needs root, /dev/fuse and fuse3's fusermount3): {e}"),
+            )
+        })?;
+        Ok((mount, mnt))
+    }
+
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

@@ -15,11 +15,7 @@ const STALL: Duration = Duration::from_secs(2);
 #[test]
 fn a_topic_created_on_a_slow_disk_does_not_stall_produce_to_other_topics() {
     let tmp = tempfile::tempdir().unwrap();
-    let (src, mnt) = (tmp.path().join("disk"), tmp.path().join("mnt"));
-    std::fs::create_dir(&src).unwrap();
-    std::fs::create_dir(&mnt).unwrap();
-    let mount = Mount::new(&src, &mnt, Options::default(), 4)
-        .unwrap_or_else(|e| panic!("mount faultfs (needs root, /dev/fuse and fuse3): {e}"));
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
     let broker = common::serve(&mnt.join("data"));
     let addr = broker.addr.clone();
     common::laminar(&[

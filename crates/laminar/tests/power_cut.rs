@@ -26,15 +26,11 @@ fn high_watermark(addr: &str, topic: &str) -> i64 {
 #[test]
 fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
     let tmp = tempfile::tempdir().unwrap();
-    let (src, mnt) = (tmp.path().join("disk"), tmp.path().join("mnt"));
-    std::fs::create_dir(&src).unwrap();
-    std::fs::create_dir(&mnt).unwrap();
     let lazy = Options {
         lazy: true,
         ..Options::default()
     };
-    let mount = Mount::new(&src, &mnt, lazy, 4)
-        .unwrap_or_else(|e| panic!("mount faultfs (needs root, /dev/fuse and fuse3): {e}"));
+    let (mount, mnt) = Mount::in_dir(tmp.path(), lazy).unwrap();
     let data = mnt.join("data");
     let broker = common::serve(&data);
     let addr = broker.addr.clone();
