@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::plot::{Series, TimeSeries, OVER_TIME_BUCKET};
 
 /// How long the producer waits for outstanding deliveries at the end.
-const FLUSH_TIMEOUT_S: u64 = 60;
+pub(crate) const FLUSH_TIMEOUT_S: u64 = 60;
 
 /// `laminar perf fill`'s options (flattened into the command line).
 #[derive(Debug, Clone, Serialize, clap::Args)]
@@ -67,7 +67,7 @@ impl ProducerContext for Counted {
     }
 }
 
-fn send_retrying<C: ProducerContext>(
+pub(crate) fn send_retrying<C: ProducerContext>(
     p: &ThreadedProducer<C>,
     mut rec: BaseRecord<'_, (), [u8], C::DeliveryOpaque>,
 ) {
@@ -117,7 +117,7 @@ pub fn fill(cfg: &FillConfig) -> anyhow::Result<FillReport> {
 }
 
 /// Incompressible enough not to flatter anyone: a repeating 251-byte pattern.
-fn payload(bytes: usize) -> Vec<u8> {
+pub(crate) fn payload(bytes: usize) -> Vec<u8> {
     (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
@@ -180,15 +180,15 @@ pub struct LatencyReport {
 
 /// What each delivery records, under one lock: one lock per delivery either way, and the
 /// time series adds only a division and a max to it.
-struct Recorded {
-    latency_us: Histogram<u64>,
+pub(crate) struct Recorded {
+    pub(crate) latency_us: Histogram<u64>,
     /// By send time since `start`.
-    over_time: TimeSeries,
+    pub(crate) over_time: TimeSeries,
     start: Instant,
 }
 
 impl Recorded {
-    fn new(start: Instant, expected: Duration) -> Recorded {
+    pub(crate) fn new(start: Instant, expected: Duration) -> Recorded {
         Recorded {
             latency_us: new_histogram(),
             over_time: TimeSeries::with_expected(OVER_TIME_BUCKET, expected),
@@ -199,10 +199,10 @@ impl Recorded {
 
 /// Records each delivery's latency; the opaque is when the record was handed over.
 #[derive(Clone)]
-struct Timed {
-    recorded: Arc<Mutex<Recorded>>,
-    delivered: Arc<AtomicU64>,
-    failed: Arc<AtomicU64>,
+pub(crate) struct Timed {
+    pub(crate) recorded: Arc<Mutex<Recorded>>,
+    pub(crate) delivered: Arc<AtomicU64>,
+    pub(crate) failed: Arc<AtomicU64>,
 }
 
 impl ClientContext for Timed {}
@@ -224,6 +224,28 @@ impl ProducerContext for Timed {
             }
         }
     }
+}
+
+/// A producer that sends each record as soon as it can (linger.ms=0) and records each
+/// delivery's latency, for a run of about `duration`.
+pub(crate) fn timed_producer(
+    bootstrap: &str,
+    acks: &str,
+    duration: Duration,
+) -> anyhow::Result<(ThreadedProducer<Timed>, Timed)> {
+    let ctx = Timed {
+        recorded: Arc::new(Mutex::new(Recorded::new(Instant::now(), duration))),
+        delivered: Arc::new(AtomicU64::new(0)),
+        failed: Arc::new(AtomicU64::new(0)),
+    };
+    let p = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .set("acks", acks)
+        .set("message.timeout.ms", "120000")
+        .create_with_context(ctx.clone())
+        .context("create producer")?;
+    Ok((p, ctx))
 }
 
 fn catch_up(
@@ -280,18 +302,7 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
         None => None,
     };
     let duration = Duration::from_secs(cfg.duration_s);
-    let ctx = Timed {
-        recorded: Arc::new(Mutex::new(Recorded::new(Instant::now(), duration))),
-        delivered: Arc::new(AtomicU64::new(0)),
-        failed: Arc::new(AtomicU64::new(0)),
-    };
-    let p: ThreadedProducer<Timed> = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.bootstrap)
-        .set("linger.ms", "0")
-        .set("acks", &cfg.acks)
-        .set("message.timeout.ms", "120000")
-        .create_with_context(ctx.clone())
-        .context("create producer")?;
+    let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, duration)?;
     let value = payload(cfg.record_bytes);
     // Connect and learn metadata before the clock starts.
     send_retrying(

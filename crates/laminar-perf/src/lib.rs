@@ -3,5 +3,6 @@
 
 pub mod client_perf;
 pub mod log_perf;
+pub mod partitions;
 pub mod plot;
 pub mod verify;

@@ -151,9 +151,11 @@ fn producer(cfg: &VerifyConfig, acks: &Acks) -> anyhow::Result<ThreadedProducer<
         .context("create producer")
 }
 
-fn ensure_topic(cfg: &VerifyConfig) -> anyhow::Result<()> {
+/// Creates `topic` with `partitions` partitions unless it exists, waiting for a broker that
+/// is down.
+pub(crate) fn ensure_topic(bootstrap: &str, topic_name: &str, partitions: i32) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.bootstrap)
+        .set("bootstrap.servers", bootstrap)
         .create()
         .context("create admin client")?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -162,16 +164,16 @@ fn ensure_topic(cfg: &VerifyConfig) -> anyhow::Result<()> {
         .context("runtime for the admin client")?;
     let deadline = Instant::now() + BROKER_WAIT;
     loop {
-        let topic = NewTopic::new(&cfg.topic, cfg.partitions, TopicReplication::Fixed(1));
+        let topic = NewTopic::new(topic_name, partitions, TopicReplication::Fixed(1));
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
         match rt.block_on(admin.create_topics([&topic], &opts)) {
             Ok(results) => match results.into_iter().next() {
                 Some(Ok(_)) | Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => return Ok(()),
-                Some(Err((_, e))) if Instant::now() > deadline => bail!("create {}: {e}", cfg.topic),
+                Some(Err((_, e))) if Instant::now() > deadline => bail!("create {topic_name}: {e}"),
                 None => return Ok(()),
                 Some(Err(_)) => {}
             },
-            Err(e) if Instant::now() > deadline => bail!("create {}: {e}", cfg.topic),
+            Err(e) if Instant::now() > deadline => bail!("create {topic_name}: {e}"),
             Err(_) => {}
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -254,7 +256,7 @@ pub fn verify(cfg: &VerifyConfig) -> anyhow::Result<VerifyReport> {
     if cfg.record_bytes < HEADER_BYTES {
         bail!("--record-bytes must be at least {HEADER_BYTES}");
     }
-    ensure_topic(cfg)?;
+    ensure_topic(&cfg.bootstrap, &cfg.topic, cfg.partitions)?;
     let run: u64 = rand::random();
     let acks = Acks::default();
     let mut p = producer(cfg, &acks)?;

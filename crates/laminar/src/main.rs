@@ -191,6 +191,16 @@ enum PerfSuite {
         #[arg(long)]
         json: bool,
     },
+    /// One producer per partition at a fixed rate (each on its own connection) and a consumer
+    /// reading every partition from its end, against any Kafka-compatible broker: produce and
+    /// end-to-end latency per partition, and for the partitions other than --watch-partition
+    /// together (scenario S4: one partition's disk stalls).
+    Partitions {
+        #[command(flatten)]
+        config: laminar_perf::partitions::PartitionsConfig,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check delivery, as Kafka's validate_delivery does: produce at a fixed rate with the
     /// idempotent producer at acks=all (through librdkafka) to any Kafka-compatible broker,
     /// record every acknowledged (partition, offset, record), then read every partition back
@@ -438,6 +448,40 @@ fn main() -> anyhow::Result<()> {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
                     report.print_table();
+                }
+                Ok(())
+            }
+            PerfSuite::Partitions { config, json } => {
+                let r = laminar_perf::partitions::run(&config)?;
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    let ms4 = |p: &laminar_metrics::Percentiles| {
+                        let ms = |us: u64| us as f64 / 1000.0;
+                        format!(
+                            "{:.2}/{:.2}/{:.2}/{:.2}",
+                            ms(p.p50),
+                            ms(p.p99),
+                            ms(p.p999),
+                            ms(p.max)
+                        )
+                    };
+                    println!("sent {}, delivered {}, failed {}", r.sent, r.delivered, r.failed);
+                    println!("partition  produce p50/p99/p99.9/max ms  end-to-end p50/p99/p99.9/max ms");
+                    for p in &r.partitions {
+                        println!(
+                            "{:>9}  {}  {}",
+                            p.partition,
+                            ms4(&p.produce_us),
+                            ms4(&p.end_to_end_us)
+                        );
+                    }
+                    println!(
+                        "{:>9}  {}  {}",
+                        "others",
+                        ms4(&r.others_produce_us),
+                        ms4(&r.others_end_to_end_us)
+                    );
                 }
                 Ok(())
             }
