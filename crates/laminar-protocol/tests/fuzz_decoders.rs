@@ -420,6 +420,11 @@ fn mutated_requests_never_panic_nor_allocate_from_untrusted_lengths() {
     for spec in API_TABLE {
         for v in spec.min_version..=spec.max_version {
             let seed = seed(spec.key as i16, v);
+            // Seeds for coverage-guided fuzzing (fuzz/corpus/request_decoders).
+            if let Some(dir) = std::env::var_os("LAMINAR_FUZZ_SEEDS_OUT") {
+                let path = std::path::Path::new(&dir).join(format!("seed-{}-v{v}", spec.key as i16));
+                std::fs::write(path, &seed).unwrap();
+            }
             let (_, request) = decode(Bytes::from(seed.clone()))
                 .unwrap_or_else(|e| panic!("the seed of {:?} v{v} must decode: {e}", spec.key));
             drop(request);

@@ -1,0 +1,68 @@
+// What each fuzz target does with one input. Shared by the targets (fuzz_targets/*.rs) and by
+// the test that replays the kept corpus on stable Rust (crates/laminar/tests/fuzz_corpus.rs),
+// through `include!`, so both run exactly this. None of it may panic, whatever the bytes.
+
+/// Every request decoder: the input is a whole frame body (API key, version, correlation
+/// id, client id, then the request), as the network layer hands it over.
+pub fn request_decoders(data: &[u8]) {
+    let _ = laminar_protocol::requests::decode(bytes::Bytes::copy_from_slice(data));
+}
+
+/// Record batch validation, record parsing, and decompression of every codec (the first
+/// byte picks one for a raw decompression of the rest).
+pub fn record_batches(data: &[u8]) {
+    if let Ok(batches) = laminar_records::validate_batches(data) {
+        for (_, start, end) in batches {
+            let _ = laminar_records::decode_records(&data[start..end], 1 << 20);
+        }
+    }
+    // Also past the CRC, which a mutation almost always breaks: the record parser must stand
+    // on its own.
+    let _ = laminar_records::decode_records(data, 1 << 20);
+    if let Some((&codec, rest)) = data.split_first() {
+        let codec = match codec % 5 {
+            0 => laminar_records::Compression::None,
+            1 => laminar_records::Compression::Gzip,
+            2 => laminar_records::Compression::Snappy,
+            3 => laminar_records::Compression::Lz4,
+            _ => laminar_records::Compression::Zstd,
+        };
+        let _ = laminar_records::decompress(codec, rest, 1 << 20);
+    }
+}
+
+/// Log recovery from arbitrary bytes: the input, cut in two at a point its first byte
+/// chooses, becomes a segment file and its offset index; the log is opened as after a crash
+/// and read to its end. Recovery may refuse or truncate, never panic.
+pub fn log_recovery(data: &[u8]) {
+    use laminar_storage::backend::{SimStorage, Storage};
+    use std::path::Path;
+    let Some((&cut, rest)) = data.split_first() else {
+        return;
+    };
+    let cut = (cut as usize * rest.len() / 256).min(rest.len());
+    let (segment, index) = rest.split_at(cut);
+    let sim = SimStorage::new();
+    let dir = Path::new("/fuzz/t-0");
+    if sim.create_dir_all(dir).is_err() {
+        return;
+    }
+    sim.write_file_durably(&dir.join("00000000000000000000.log"), segment);
+    sim.write_file_durably(&dir.join("00000000000000000000.index"), index);
+    let config = laminar_storage::LogConfig::default();
+    let metrics = std::sync::Arc::new(laminar_storage::StorageMetrics::default());
+    let storage: std::sync::Arc<dyn Storage> = sim;
+    let Ok(log) = laminar_storage::Log::open("t-0", dir, storage, config, metrics, false) else {
+        return;
+    };
+    let mut offset = log.log_start();
+    for _ in 0..10_000 {
+        match log.read(offset, 1 << 20, true) {
+            Ok(r) => match r.range {
+                Some(range) if range.next_offset > offset => offset = range.next_offset,
+                _ => break,
+            },
+            Err(_) => break,
+        }
+    }
+}

@@ -1,0 +1,5 @@
+#![no_main]
+
+include!("../bodies.rs");
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| request_decoders(data));
