@@ -49,8 +49,17 @@ pub fn log_recovery(data: &[u8]) {
     }
     sim.write_file_durably(&dir.join("00000000000000000000.log"), segment);
     sim.write_file_durably(&dir.join("00000000000000000000.index"), index);
-    let config = laminar_storage::LogConfig::default();
-    let metrics = std::sync::Arc::new(laminar_storage::StorageMetrics::default());
+    // Small, and without preallocation: the simulated disk holds files in memory.
+    let config = laminar_storage::LogConfig {
+        segment_bytes: 1 << 20,
+        preallocate_bytes: 0,
+        index_interval_bytes: 512,
+        ..laminar_storage::LogConfig::default()
+    };
+    // One set of histograms for every run: allocating them is most of a run's cost.
+    static METRICS: std::sync::OnceLock<std::sync::Arc<laminar_storage::StorageMetrics>> =
+        std::sync::OnceLock::new();
+    let metrics = METRICS.get_or_init(Default::default).clone();
     let storage: std::sync::Arc<dyn Storage> = sim;
     let Ok(log) = laminar_storage::Log::open("t-0", dir, storage, config, metrics, false) else {
         return;
