@@ -9,6 +9,8 @@
 #   s3, flush interference (seed 001): no consumer; the producer runs at a fixed rate against
 #       a broker without background flushes, then against a fresh one that flushes every
 #       FLUSH_MS (Laminar and Kafka: log.flush.interval.ms).
+#   s4, stalled disk writes (seed 002): each broker on a laminar-faultfs mount that delays
+#       every write and fsync of one partition's files by 2 s; runs bench/s4.sh (see there).
 #
 # For each broker (s2 skips steps 3 and 4; s3 runs steps 1, 5a and 6 once per flush setting):
 #   1. start it on 127.0.0.1 with NETWORK_THREADS socket threads, data on this disk;
@@ -29,17 +31,18 @@
 # s1 needs root (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
 # The brokers listen on 127.0.0.1:PORT (default 19092; Kafka's controller takes PORT+1).
 #
-# Usage: bench/scenarios.sh s1|s2|s3 [OUT]
+# Usage: bench/scenarios.sh s1|s2|s3|s4 [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
 source bench/machine.sh
-scenario=${1:?usage: bench/scenarios.sh s1|s2|s3 [OUT]}
+scenario=${1:?usage: bench/scenarios.sh s1|s2|s3|s4 [OUT]}
 case $scenario in
+  s4) exec bench/s4.sh "${2:-bench/results/$(date +%F)-$(hostname)-s4}" ;;
   s1) default_rate=5000 title="S1 cold catch-up" ;;
   s2) default_rate=0 title="S2 lagging consumer" ;;
   s3) default_rate=50000 title="S3 flush interference" ;;
-  *) echo "unknown scenario $scenario: s1, s2 or s3" >&2; exit 2 ;;
+  *) echo "unknown scenario $scenario: s1, s2, s3 or s4" >&2; exit 2 ;;
 esac
 FLUSH_MS=${FLUSH_MS:-100}
 out=${2:-bench/results/$(date +%F)-$(hostname)-$scenario}
