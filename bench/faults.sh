@@ -6,14 +6,19 @@
 #   bench/faults.sh OUT_DIR [laminar|kafka|both]
 #
 # For each broker: KILL_CYCLES cycles of SIGKILL, then CUT_CYCLES cycles of SIGKILL followed
-# by a faultfs power cut (unsynced writes dropped), restarting the broker each time. In each
+# by a faultfs power cut (unsynced writes dropped), restarting the broker each time; then
+# ERR_CYCLES cycles each of ENOSPC and of EIO: every write(2) to partition 1 of the cycle's
+# topic fails for ERR_SECS seconds, then the fault is lifted; whether the broker is still up
+# is recorded, and it is restarted if it is not. In each
 # cycle `laminar perf verify` produces RATE records/s for SECS seconds at acks=all with the
 # idempotent producer into a fresh topic of PARTITIONS partitions; the fault strikes at a
 # random moment inside the run; the verifier rides out the restart, reads everything back and
 # prints its counts, one JSON line per cycle, into OUT_DIR/<broker>.jsonl. A summary goes to
 # OUT_DIR/summary.md.
 #
-# Env: KILL_CYCLES (50), CUT_CYCLES (50), RATE (1000), SECS (4), PARTITIONS (4),
+# Env: KILL_CYCLES (50), CUT_CYCLES (50), ERR_CYCLES (10), ERR_SECS (1), RATE (1000), SECS (4),
+#      PARTITIONS (4), FAULTS (the phases to run, default "kill powercut enospc eio"), APPEND=1
+#      (add to OUT_DIR/<broker>.jsonl instead of starting it again),
 #      LAMINAR_PORT (19192), KAFKA_PORT (19193; its controller uses +1), KAFKA_LIB.
 # Needs root, /dev/fuse and fusermount3. Stops everything it started, by PID, and unmounts.
 set -uo pipefail
@@ -23,6 +28,9 @@ OUT="${1:?usage: faults.sh OUT_DIR [laminar|kafka|both]}"
 WHICH="${2:-both}"
 KILL_CYCLES="${KILL_CYCLES:-50}"
 CUT_CYCLES="${CUT_CYCLES:-50}"
+ERR_CYCLES="${ERR_CYCLES:-10}"
+ERR_SECS="${ERR_SECS:-1}"
+FAULTS="${FAULTS:-kill powercut enospc eio}"
 RATE="${RATE:-1000}"
 SECS="${SECS:-4}"
 PARTITIONS="${PARTITIONS:-4}"
@@ -75,7 +83,8 @@ start_broker() {
       >>"$work/broker.log" 2>&1 &
   fi
   broker_pid=$!
-  for _ in $(seq 1 120); do
+  # Up to 2 minutes: Kafka recovering a few hundred partitions after a power cut is slow.
+  for _ in $(seq 1 480); do
     timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null && return 0
     kill -0 "$broker_pid" 2>/dev/null || break
     sleep 0.25
@@ -99,10 +108,14 @@ run_broker() {
   # machine that has been up a while.
   "$FAULTFS" ctl "$work/$broker.sock" sync >/dev/null
   local jsonl="$OUT/$broker.jsonl"
-  : >"$jsonl"
+  [[ "${APPEND:-0}" == 1 ]] || : >"$jsonl"
   local cycle=0 fault n
-  for fault in kill powercut; do
-    [[ "$fault" == kill ]] && n="$KILL_CYCLES" || n="$CUT_CYCLES"
+  for fault in $FAULTS; do
+    case "$fault" in
+      kill) n="$KILL_CYCLES" ;;
+      powercut) n="$CUT_CYCLES" ;;
+      *) n="$ERR_CYCLES" ;;
+    esac
     for i in $(seq 1 "$n"); do
       cycle=$((cycle + 1))
       local topic="faults-$fault-$i"
@@ -111,18 +124,33 @@ run_broker() {
       local vpid=$!
       # Strike somewhere in the middle of the run (after the topic exists and records flow).
       sleep "$(awk -v s="$SECS" 'BEGIN { srand(); printf "%.2f", 1 + rand() * (s - 1.5) }')"
-      stop_broker KILL
-      local cut="{}"
-      if [[ "$fault" == powercut ]]; then
-        cut="$("$FAULTFS" ctl "$work/$broker.sock" powercut)"
-      fi
-      start_broker || { kill "$vpid" 2>/dev/null; return 1; }
+      local cut="{}" survived=true
+      case "$fault" in
+        kill|powercut)
+          stop_broker KILL
+          [[ "$fault" == powercut ]] && cut="$("$FAULTFS" ctl "$work/$broker.sock" powercut)"
+          start_broker || { kill "$vpid" 2>/dev/null; return 1; }
+          ;;
+        enospc|eio)
+          local errno; errno="$(echo "$fault" | tr a-z A-Z)"
+          "$FAULTFS" ctl "$work/$broker.sock" fail write "*$topic-1/*" "$errno" >/dev/null
+          sleep "$ERR_SECS"
+          "$FAULTFS" ctl "$work/$broker.sock" clear >/dev/null
+          sleep 2
+          local p; p="$(data_pid)"
+          if [[ -z "$p" ]] || ! kill -0 "$p" 2>/dev/null; then
+            survived=false
+            stop_broker KILL
+            start_broker || { kill "$vpid" 2>/dev/null; return 1; }
+          fi
+          ;;
+      esac
       if wait "$vpid"; then
-        python3 - "$broker" "$fault" "$i" "$cut" "$work/verify.json" >>"$jsonl" <<'PY'
+        python3 - "$broker" "$fault" "$i" "$cut" "$survived" "$work/verify.json" >>"$jsonl" <<'PY'
 import json, sys
-broker, fault, i, cut, path = sys.argv[1:]
+broker, fault, i, cut, survived, path = sys.argv[1:]
 r = json.load(open(path))
-r.update(broker=broker, fault=fault, cycle=int(i), power_cut=json.loads(cut))
+r.update(broker=broker, fault=fault, cycle=int(i), power_cut=json.loads(cut), broker_survived=survived == "true")
 print(json.dumps(r))
 PY
       else
@@ -146,17 +174,20 @@ python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
 import json, os, sys
 out = sys.argv[1]
 keys = ["acked", "lost", "duplicated", "reordered", "corrupted", "moved", "not_acked", "producer_restarts"]
-print("| broker | fault | cycles | cycles with a verifier error | " + " | ".join(keys) + " | cycles losing acked records |")
-print("|---|---|---|---|" + "---|" * (len(keys) + 1))
+print("| broker | fault | cycles | cycles with a verifier error | " + " | ".join(keys) + " | cycles losing acked records | cycles the broker did not survive |")
+print("|---|---|---|---|" + "---|" * (len(keys) + 2))
 for broker in ["laminar", "kafka"]:
     path = os.path.join(out, broker + ".jsonl")
     if not os.path.exists(path):
         continue
     rows = [json.loads(l) for l in open(path) if l.strip()]
-    for fault in ["kill", "powercut"]:
+    for fault in ["kill", "powercut", "enospc", "eio"]:
         rs = [r for r in rows if r["fault"] == fault]
+        if not rs:
+            continue
         ok = [r for r in rs if "error" not in r]
         sums = [sum(r[k] for r in ok) for k in keys]
         losing = sum(1 for r in ok if r["lost"] > 0)
-        print(f"| {broker} | {fault} | {len(rs)} | {len(rs) - len(ok)} | " + " | ".join(str(s) for s in sums) + f" | {losing} |")
+        died = sum(1 for r in ok if not r.get("broker_survived", True)) if fault in ("enospc", "eio") else "-"
+        print(f"| {broker} | {fault} | {len(rs)} | {len(rs) - len(ok)} | " + " | ".join(str(s) for s in sums) + f" | {losing} | {died} |")
 PY

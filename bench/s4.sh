@@ -11,7 +11,7 @@
 # faultfs delays every write(2) and fsync of partition 3's files by 2 s until the run ends.
 # Two rounds, in alternating broker order; results and charts go to OUT_DIR.
 #
-# Env: RATE (4000), SECS (30), STALL_AFTER (5), ROUNDS (2), LAMINAR_PORT (19292),
+# Env: RATE (4000), SECS (30), STALL_AFTER (5), ROUNDS (2), BROKERS ("laminar kafka"), LAMINAR_PORT (19292),
 #      KAFKA_PORT (19293; +1 for its controller), KAFKA_LIB. Kafka runs with its own defaults
 #      for threads (num.network.threads=3, num.io.threads=8). Needs root, /dev/fuse and
 #      fusermount3. Stops everything it started, by PID, and unmounts.
@@ -23,6 +23,7 @@ RATE="${RATE:-4000}"
 SECS="${SECS:-30}"
 STALL_AFTER="${STALL_AFTER:-5}"
 ROUNDS="${ROUNDS:-2}"
+BROKERS="${BROKERS:-laminar kafka}"
 LAMINAR_PORT="${LAMINAR_PORT:-19292}"
 KAFKA_PORT="${KAFKA_PORT:-19293}"
 LAMINAR="$repo/target/release/laminar"
@@ -86,7 +87,8 @@ run() {  # BROKER MODE ROUND
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  if (( round % 2 == 1 )); then order="laminar kafka"; else order="kafka laminar"; fi
+  # Alternate the order between rounds.
+  if (( round % 2 == 1 )); then order="$BROKERS"; else order="$(echo "$BROKERS" | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
   for b in $order; do
     run "$b" none "$round"
     run "$b" stall "$round"

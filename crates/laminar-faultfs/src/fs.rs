@@ -28,9 +28,13 @@ use rand::Rng;
 use crate::pages::Unsynced;
 use crate::rules::{Op, Rules};
 
-/// Attributes and entries are never cached by the kernel: sizes change behind its back at a
-/// power cut, and a stale size would hide or invent bytes.
-const TTL: Duration = Duration::ZERO;
+/// In lazy mode attributes and entries are never cached by the kernel: sizes change behind
+/// its back at a power cut, and a stale size would hide or invent bytes. Otherwise every
+/// change goes through the mount, which the kernel sees, so it may cache them for a second
+/// (without it, a broker that stats its files often, as Kafka does, runs several times
+/// slower on the mount).
+const LAZY_TTL: Duration = Duration::ZERO;
+const TTL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -151,6 +155,14 @@ impl Shared {
 
     pub fn lazy(&self) -> bool {
         self.options.lazy
+    }
+
+    fn ttl(&self) -> &'static Duration {
+        if self.options.lazy {
+            &LAZY_TTL
+        } else {
+            &TTL
+        }
     }
 
     fn rel(&self, ino: INodeNo) -> Result<PathBuf, Errno> {
@@ -434,14 +446,14 @@ impl Filesystem for FaultFs {
             .rel(parent)
             .and_then(|p| self.shared.entry(p.join(name)));
         match r {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => reply.entry(self.shared.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.shared.rel(ino).and_then(|rel| self.shared.attr(ino.0, &rel)) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(self.shared.ttl(), &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -510,7 +522,7 @@ impl Filesystem for FaultFs {
             s.attr(ino.0, &rel)
         })();
         match r {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(s.ttl(), &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -534,7 +546,7 @@ impl Filesystem for FaultFs {
                 Err,
             );
             match r {
-                Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                Ok(attr) => reply.entry(s.ttl(), &attr, Generation(0)),
                 Err(e) => reply.error(e),
             }
         });
@@ -660,7 +672,7 @@ impl Filesystem for FaultFs {
             );
             match r {
                 Ok(attr) => reply.created(
-                    &TTL,
+                    s.ttl(),
                     &attr,
                     Generation(0),
                     FileHandle(attr.ino.0),
