@@ -605,19 +605,26 @@ impl Log {
                 >= self.config.read().unwrap().checkpoint_interval_ms as i64;
         if checkpoint_due && *self.checkpointed.lock().unwrap() != target {
             // The active segment's new index entries are written but not synced: recovery
-            // validates them and rebuilds whatever is missing.
-            if let Some(active) = segments.last().filter(|s| !s.is_sealed()) {
-                if let Err(e) = active.persist_indexes(self.storage.as_ref(), false) {
-                    return Err(self.go_offline(&e));
+            // validates them and rebuilds whatever is missing. The data is already durable,
+            // so a failure here (ENOSPC, EIO) costs only recovery time: the old checkpoint
+            // stays, the log stays online, and the next flush tries again. Unlike a failed
+            // fsync, nothing about the data is left unknown.
+            let t = Instant::now();
+            let written = match segments.last().filter(|s| !s.is_sealed()) {
+                Some(active) => active.persist_indexes(self.storage.as_ref(), false),
+                None => Ok(()),
+            }
+            .and_then(|()| checkpoint::write(self.storage.as_ref(), &self.dir, &target));
+            match written {
+                Ok(()) => {
+                    *self.checkpointed.lock().unwrap() = target;
+                    self.last_checkpoint_ms.store(now_ms(), Ordering::Relaxed);
+                    self.metrics.metadata_fsync_us.record_since(t);
+                }
+                Err(_) => {
+                    self.metrics.checkpoint_failures.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            let t = Instant::now();
-            if let Err(e) = checkpoint::write(self.storage.as_ref(), &self.dir, &target) {
-                return Err(self.go_offline(&e));
-            }
-            *self.checkpointed.lock().unwrap() = target;
-            self.last_checkpoint_ms.store(now_ms(), Ordering::Relaxed);
-            self.metrics.metadata_fsync_us.record_since(t);
         }
         self.metrics.log_flush_us.record_since(started);
         Ok(Flushed::Synced)

@@ -17,4 +17,7 @@ pub struct StorageMetrics {
     pub segment_allocate_us: LatencyHistogram,
     /// Checkpoint, index and directory syncs.
     pub metadata_fsync_us: LatencyHistogram,
+    /// Checkpoint (or active index) writes that failed after a successful data fsync; the
+    /// log stayed online and kept its previous checkpoint.
+    pub checkpoint_failures: std::sync::atomic::AtomicU64,
 }

@@ -151,6 +151,11 @@ impl BrokerMetrics {
             [(&[][..], crate::logging::DROPPED_LINES.load(Ordering::Relaxed))],
         );
         e.counters(
+            "laminar_checkpoint_failures_total",
+            "Recovery-point checkpoints (or index writes) that failed after their data fsync succeeded; the log stayed online.",
+            [(&[][..], store.metrics().checkpoint_failures.load(Ordering::Relaxed))],
+        );
+        e.counters(
             "laminar_storage_threads_added_total",
             "Storage threads added because every thread was busy and a job had run past 20 ms (a disk stalled a write).",
             [(
