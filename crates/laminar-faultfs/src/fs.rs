@@ -298,47 +298,47 @@ impl Shared {
     /// Power cut: every file's unsynced writes are dropped; with `torn`, each file keeps a
     /// random page-aligned prefix of them instead.
     pub fn power_cut(&self, torn: bool) -> io::Result<PowerCut> {
-        let files = self.snapshot();
         let mut out = PowerCut::default();
         let mut rng = rand::thread_rng();
-        for (ino, f) in files {
-            {
-                let mut f = f.lock().unwrap();
-                if f.unsynced.is_empty() {
-                    continue;
-                }
-                let pages = f.unsynced.page_count();
-                let keep = if torn { rng.gen_range(0..=pages) } else { 0 };
-                out.files += 1;
-                out.bytes_kept += keep as u64 * crate::pages::PAGE_BYTES;
-                out.bytes_dropped += (pages - keep) as u64 * crate::pages::PAGE_BYTES;
-                let FileState {
-                    backing, unsynced, ..
-                } = &mut *f;
-                unsynced.power_cut(backing, keep)?;
+        self.each_file(|unsynced, backing| {
+            if unsynced.is_empty() {
+                return Ok(());
             }
-            self.maybe_drop(ino);
-        }
+            let pages = unsynced.page_count();
+            let keep = if torn { rng.gen_range(0..=pages) } else { 0 };
+            out.files += 1;
+            out.bytes_kept += keep as u64 * crate::pages::PAGE_BYTES;
+            out.bytes_dropped += (pages - keep) as u64 * crate::pages::PAGE_BYTES;
+            unsynced.power_cut(backing, keep)
+        })?;
         self.stats.power_cuts.fetch_add(1, Ordering::Relaxed);
         Ok(out)
     }
 
     /// Writes every file's unsynced data to the disk and syncs it.
     pub fn sync_all(&self) -> io::Result<u64> {
-        let files = self.snapshot();
         let mut bytes = 0;
-        for (ino, f) in files {
+        self.each_file(|unsynced, backing| {
+            bytes += unsynced.bytes();
+            unsynced.sync(backing, false)
+        })?;
+        Ok(bytes)
+    }
+
+    /// Runs `f` on each file's unsynced pages and disk file, one file locked at a time, and
+    /// forgets the files that nobody has open and that hold nothing unsynced any more.
+    fn each_file(&self, mut f: impl FnMut(&mut Unsynced, &File) -> io::Result<()>) -> io::Result<()> {
+        for (ino, state) in self.snapshot() {
             {
-                let mut f = f.lock().unwrap();
-                bytes += f.unsynced.bytes();
+                let mut state = state.lock().unwrap();
                 let FileState {
                     backing, unsynced, ..
-                } = &mut *f;
-                unsynced.sync(backing, false)?;
+                } = &mut *state;
+                f(unsynced, backing)?;
             }
             self.maybe_drop(ino);
         }
-        Ok(bytes)
+        Ok(())
     }
 
     fn write(&self, ino: INodeNo, offset: u64, data: &[u8]) -> Result<u32, Errno> {

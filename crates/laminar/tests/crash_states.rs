@@ -6,16 +6,7 @@ mod common;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-
-fn high_watermark(addr: &str, topic: &str) -> i64 {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .create()
-        .unwrap();
-    c.fetch_watermarks(topic, 0, Duration::from_secs(30)).unwrap().1
-}
 
 /// DeleteTopics persists the topics file, then removes the partitions' directories. A crash
 /// in between leaves the directories; re-creating the topic must not serve their old data.
@@ -44,7 +35,7 @@ fn a_topic_deleted_just_before_a_crash_does_not_come_back_with_its_data() {
     }
     p.flush(Duration::from_secs(30)).unwrap();
     drop(p);
-    assert_eq!(high_watermark(&addr, "gone"), 5);
+    assert_eq!(common::high_watermark(&addr, "gone"), 5);
     broker.kill9();
 
     // The state right after the topics file was written without the topic.
@@ -72,7 +63,7 @@ fn a_topic_deleted_just_before_a_crash_does_not_come_back_with_its_data() {
         &broker.addr,
     ]);
     assert_eq!(
-        high_watermark(&broker.addr, "gone"),
+        common::high_watermark(&broker.addr, "gone"),
         0,
         "a new topic starts empty"
     );

@@ -12,16 +12,7 @@ use std::time::Duration;
 use laminar_faultfs::{Mount, Options};
 use laminar_perf::verify::{verify, VerifyConfig};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-
-fn high_watermark(addr: &str, topic: &str) -> i64 {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .create()
-        .unwrap();
-    c.fetch_watermarks(topic, 0, Duration::from_secs(30)).unwrap().1
-}
 
 #[test]
 fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
@@ -59,7 +50,7 @@ fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
     }
     p.flush(Duration::from_secs(30)).unwrap();
     drop(p);
-    assert_eq!(high_watermark(&addr, "unsynced"), 100);
+    assert_eq!(common::high_watermark(&addr, "unsynced"), 100);
 
     broker.kill9();
     let cut = mount.command("powercut").unwrap();
@@ -80,7 +71,7 @@ fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
         "{report:?}"
     );
     assert!(
-        high_watermark(&broker.addr, "unsynced") < 100,
+        common::high_watermark(&broker.addr, "unsynced") < 100,
         "records never fsynced must not survive a power cut ({cut})"
     );
     broker.terminate();

@@ -83,3 +83,15 @@ pub fn laminar(args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// The high watermark of `topic` partition 0, as a librdkafka consumer sees it.
+pub fn high_watermark(addr: &str, topic: &str) -> i64 {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .create()
+        .unwrap();
+    c.fetch_watermarks(topic, 0, std::time::Duration::from_secs(30))
+        .unwrap()
+        .1
+}
