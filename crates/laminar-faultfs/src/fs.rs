@@ -245,6 +245,15 @@ impl Shared {
         (v.delay, v.error.map(Errno::from_i32))
     }
 
+    /// The rules' verdict for `op` on an open file. A file unlinked while still open (a
+    /// reader may keep reading it) has no path, and gets no fault.
+    fn verdict_for(&self, op: Op, ino: INodeNo) -> (Option<Duration>, Option<Errno>) {
+        match self.rel(ino) {
+            Ok(rel) => self.verdict(op, &rel),
+            Err(_) => (None, None),
+        }
+    }
+
     /// Opens (or reuses) the backing file of `ino` for one more open.
     fn open_file(&self, ino: u64, backing: impl FnOnce() -> io::Result<File>) -> Result<(), Errno> {
         let mut files = self.files.lock().unwrap();
@@ -695,12 +704,7 @@ impl Filesystem for FaultFs {
         reply: ReplyData,
     ) {
         let s = self.shared.clone();
-        let (delay, error) = match s.rel(ino) {
-            Ok(rel) => s.verdict(Op::Read, &rel),
-            // Readers may keep reading a file after it was unlinked; it has no path, and
-            // gets no fault.
-            Err(_) => (None, None),
-        };
+        let (delay, error) = s.verdict_for(Op::Read, ino);
         self.after(delay, move || match error {
             Some(e) => reply.error(e),
             None => match s.read(ino, offset, size) {
@@ -723,11 +727,7 @@ impl Filesystem for FaultFs {
         reply: ReplyWrite,
     ) {
         let s = self.shared.clone();
-        let (delay, error) = match s.rel(ino) {
-            Ok(rel) => s.verdict(Op::Write, &rel),
-            // An unlinked file that is still open has no path; it gets no fault.
-            Err(_) => (None, None),
-        };
+        let (delay, error) = s.verdict_for(Op::Write, ino);
         let finish = move |data: &[u8], reply: ReplyWrite| match error {
             Some(e) => reply.error(e),
             None => match s.write(ino, offset, data) {
@@ -767,10 +767,7 @@ impl Filesystem for FaultFs {
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let s = self.shared.clone();
-        let (delay, error) = match s.rel(ino) {
-            Ok(rel) => s.verdict(Op::Fsync, &rel),
-            Err(_) => (None, None),
-        };
+        let (delay, error) = s.verdict_for(Op::Fsync, ino);
         self.after(delay, move || {
             match error.map_or_else(|| s.fsync(ino, datasync), Err) {
                 Ok(()) => reply.ok(),

@@ -16,15 +16,7 @@ fn a_topic_deleted_just_before_a_crash_does_not_come_back_with_its_data() {
     let data = tmp.path().join("data");
     let broker = common::serve(&data);
     let addr = broker.addr.clone();
-    common::laminar(&[
-        "topics",
-        "create",
-        "gone",
-        "--partitions",
-        "1",
-        "--bootstrap",
-        &addr,
-    ]);
+    common::create_topic(&addr, "gone", 1);
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", &addr)
         .create()
@@ -53,15 +45,7 @@ fn a_topic_deleted_just_before_a_crash_does_not_come_back_with_its_data() {
         !data.join("gone-0").exists(),
         "the orphaned log is removed at start"
     );
-    common::laminar(&[
-        "topics",
-        "create",
-        "gone",
-        "--partitions",
-        "1",
-        "--bootstrap",
-        &broker.addr,
-    ]);
+    common::create_topic(&broker.addr, "gone", 1);
     assert_eq!(
         common::high_watermark(&broker.addr, "gone"),
         0,

@@ -18,15 +18,7 @@ fn a_topic_created_on_a_slow_disk_does_not_stall_produce_to_other_topics() {
     let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
     let broker = common::serve(&mnt.join("data"));
     let addr = broker.addr.clone();
-    common::laminar(&[
-        "topics",
-        "create",
-        "fast",
-        "--partitions",
-        "1",
-        "--bootstrap",
-        &addr,
-    ]);
+    common::create_topic(&addr, "fast", 1);
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", &addr)
         .set("acks", "all")
@@ -49,15 +41,7 @@ fn a_topic_created_on_a_slow_disk_does_not_stall_produce_to_other_topics() {
         let addr = addr.clone();
         std::thread::spawn(move || {
             let t = Instant::now();
-            common::laminar(&[
-                "topics",
-                "create",
-                "slow",
-                "--partitions",
-                "1",
-                "--bootstrap",
-                &addr,
-            ]);
+            common::create_topic(&addr, "slow", 1);
             t.elapsed()
         })
     };

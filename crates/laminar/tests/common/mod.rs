@@ -95,3 +95,16 @@ pub fn high_watermark(addr: &str, topic: &str) -> i64 {
         .unwrap()
         .1
 }
+
+/// `laminar topics create NAME --partitions N` against `addr`.
+pub fn create_topic(addr: &str, name: &str, partitions: u32) {
+    laminar(&[
+        "topics",
+        "create",
+        name,
+        "--partitions",
+        &partitions.to_string(),
+        "--bootstrap",
+        addr,
+    ]);
+}
