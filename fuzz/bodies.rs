@@ -28,6 +28,18 @@ pub fn record_batches(data: &[u8]) {
             _ => laminar_records::Compression::Zstd,
         };
         let _ = laminar_records::decompress(codec, rest, 1 << 20);
+        // The streaming validator (Produce's) accepts exactly what decompressing the whole
+        // and validating it accepts.
+        // Fed both the input as compressed data and the input compressed, so that arbitrary
+        // records reach the parser.
+        let count = rest.first().map_or(0, |&b| b as i32 % 16);
+        let compressed = laminar_records::compress(codec, rest.get(1..).unwrap_or_default());
+        for data in [rest, &compressed[..]] {
+            let whole = laminar_records::decompress(codec, data, 1 << 20)
+                .and_then(|plain| laminar_records::RecordIter::new(&plain, count).validate());
+            let streamed = laminar_records::validate_compressed(codec, data, count, 1 << 20);
+            assert_eq!(whole.is_ok(), streamed.is_ok(), "{whole:?} against {streamed:?}");
+        }
     }
 }
 

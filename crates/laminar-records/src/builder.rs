@@ -82,6 +82,18 @@ impl BatchBuilder {
     /// Returns the finished batch with base offset 0 and a correct CRC.
     pub fn build(self) -> Result<Vec<u8>> {
         let body = compress(self.compression, &self.records);
+        self.finish(&body)
+    }
+
+    /// A batch of `count` records that the caller has encoded and compressed with this
+    /// builder's codec (records pushed before are ignored). For crafted input too large to
+    /// build in memory, such as a benchmark's decompression bomb.
+    pub fn build_precompressed(mut self, count: i32, compressed_records: &[u8]) -> Result<Vec<u8>> {
+        self.count = count;
+        self.finish(compressed_records)
+    }
+
+    fn finish(self, body: &[u8]) -> Result<Vec<u8>> {
         let total = BATCH_HEADER_BYTES + body.len();
         let mut out = Vec::with_capacity(total);
         out.extend_from_slice(&0i64.to_be_bytes());
@@ -98,7 +110,7 @@ impl BatchBuilder {
         out.extend_from_slice(&self.base_sequence.to_be_bytes());
         out.extend_from_slice(&self.count.to_be_bytes());
         debug_assert_eq!(out.len(), BATCH_HEADER_BYTES);
-        out.extend_from_slice(&body);
+        out.extend_from_slice(body);
         let crc = crc_of(&out);
         out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(out)

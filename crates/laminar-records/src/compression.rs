@@ -63,7 +63,7 @@ impl Compression {
     }
 }
 
-fn corrupt(codec: Compression, e: impl std::fmt::Display) -> RecordsError {
+pub(crate) fn corrupt(codec: Compression, e: impl std::fmt::Display) -> RecordsError {
     RecordsError::CorruptCompressed {
         codec,
         reason: e.to_string(),

@@ -26,11 +26,13 @@
 mod builder;
 mod compression;
 mod record;
-mod varint;
+mod stream;
+pub mod varint;
 
 pub use builder::{BatchBuilder, RecordSpec};
 pub use compression::{compress, decompress, Compression};
 pub use record::{Header, Record, RecordIter};
+pub use stream::validate_compressed;
 
 /// Bytes before `batch_length` ends: base offset (8) and the length itself (4).
 pub const LOG_OVERHEAD_BYTES: usize = 12;
