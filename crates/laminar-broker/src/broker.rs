@@ -86,6 +86,8 @@ pub struct Broker {
     pub cluster_id: String,
     pub metrics: BrokerMetrics,
     pub quotas: Quotas,
+    /// Partitions whose fetch reads are stuck on the disk, skipped until they return.
+    pub stuck_reads: crate::handlers::fetch::StuckReads,
 }
 
 impl Service for Broker {
@@ -367,9 +369,10 @@ impl RunningBroker {
             config: config.clone(),
             metrics: BrokerMetrics::default(),
             quotas,
+            stuck_reads: Default::default(),
         });
         let limits = ServerLimits {
-            max_connections: config.max_connections,
+            max_connections: net::open_files::fit_connections(config.max_connections),
             max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
             socket_request_max_bytes: config.socket_request_max_bytes,
             queued_max_request_bytes: config.queued_max_request_bytes,

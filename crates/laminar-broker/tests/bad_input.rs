@@ -75,6 +75,21 @@ fn adversarial_requests_are_refused_and_the_broker_carries_on() {
     assert!(bomb.len() < 1 << 20);
     let body = exchange(&b.addr, &produce_v3("victim", &bomb)).expect("an answer");
     assert_eq!(produce_error(&body, "victim"), 2);
+    // 8. A batch that expands past the 4 MiB a storage thread decompresses, within 64 MiB:
+    // validated on the large-batch thread, then appended.
+    let large = batch(Compression::Gzip, 8 << 20);
+    let body = exchange(&b.addr, &produce_v3("victim", &large)).expect("an answer");
+    assert_eq!(produce_error(&body, "victim"), 0);
+    let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
+    let large_batches = metric(&metrics, "laminar_produce_large_batches_total");
+    assert!(
+        large_batches >= 2.0,
+        "the bomb and the large batch went apart: {large_batches}"
+    );
+    // 9. zstd in a Produce older than v7: UNSUPPORTED_COMPRESSION_TYPE (76), as Kafka answers.
+    let zstd = batch(Compression::Zstd, 100);
+    let body = exchange(&b.addr, &produce_v3("victim", &zstd)).expect("an answer");
+    assert_eq!(produce_error(&body, "victim"), 76);
     // A good batch on a raw connection still works: error 0.
     let body = exchange(&b.addr, &produce_v3("victim", &good)).expect("an answer");
     assert_eq!(produce_error(&body, "victim"), 0);
@@ -82,9 +97,9 @@ fn adversarial_requests_are_refused_and_the_broker_carries_on() {
     background.join().unwrap();
     let got = consume(&b.addr, "bystander", 0, 2000, Duration::from_secs(60));
     assert_eq!(got.len(), 2000, "the bystander producer lost nothing");
-    // Only the two good batches reached the victim topic.
-    let victim = consume(&b.addr, "victim", 0, 2, Duration::from_secs(30));
-    assert_eq!(victim.len(), 2);
+    // Only the three good batches reached the victim topic.
+    let victim = consume(&b.addr, "victim", 0, 3, Duration::from_secs(30));
+    assert_eq!(victim.len(), 3);
 }
 
 #[test]

@@ -57,3 +57,77 @@ fn a_topic_created_on_a_slow_disk_does_not_stall_produce_to_other_topics() {
     broker.terminate();
     mount.unmount().unwrap();
 }
+
+/// How long the disk takes to answer each read of the stalled partition's files.
+const READ_STALL: Duration = Duration::from_secs(4);
+
+#[test]
+fn a_partition_whose_reads_stall_does_not_hold_up_fetches_of_the_others() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
+    let broker = common::serve(&mnt.join("data"));
+    let addr = broker.addr.clone();
+    common::create_topic(&addr, "two", 2);
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    // Every read of partition 1's files takes 4 s. The record just written there is in a
+    // page the kernel has not read whole, so the fetch's read of it reaches the disk.
+    mount
+        .command(&format!("delay read *two-1/* {}", READ_STALL.as_millis()))
+        .unwrap();
+    for partition in [0, 1] {
+        p.send(
+            BaseRecord::<(), _>::to("two")
+                .partition(partition)
+                .payload(&format!("p{partition}")),
+        )
+        .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+
+    // One consumer of both partitions: librdkafka asks for both in each Fetch.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("group.id", "stalled-reads")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for partition in [0, 1] {
+        tpl.add_partition_offset("two", partition, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let mut arrived = [None, None];
+    while arrived.iter().any(Option::is_none) && started.elapsed() < Duration::from_secs(60) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
+            arrived[m.partition() as usize].get_or_insert(started.elapsed());
+        }
+    }
+    let stats = mount.command("stats").unwrap();
+    mount.command("clear").unwrap();
+    let [p0, p1] = arrived.map(|a| a.expect("both records arrived"));
+    assert!(
+        !stats.contains("\"delayed\":0"),
+        "the read of partition 1 stalled: {stats}"
+    );
+    assert!(
+        p1 >= READ_STALL,
+        "partition 1's record came after its stall: {p1:?}"
+    );
+    assert!(
+        p0 < Duration::from_millis(2000),
+        "partition 0's record waited {p0:?} behind partition 1's stalled read"
+    );
+    drop(c);
+    drop(p);
+    broker.terminate();
+    mount.unmount().unwrap();
+}

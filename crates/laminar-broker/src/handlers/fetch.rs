@@ -5,7 +5,9 @@
 //! on the I/O pool. The response carries file ranges; the network layer sends them with
 //! `sendfile` if they are resident and reads them on the I/O pool first if not.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use laminar_protocol::requests::FetchRequest;
@@ -20,6 +22,51 @@ use crate::quotas::QuotaKind;
 
 /// The longest a fetch may wait for data, whatever it asks.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
+/// A partition whose read has taken this long is taken as stuck (behind a stalled write or
+/// a slow disk): the fetch is answered without it, and later fetches skip it until that read
+/// returns, so one stalled partition does not hold up the others a consumer reads.
+pub const STUCK_READ_MS: u64 = 100;
+
+/// The partitions whose read is stuck on the I/O pool, and how many times one was found.
+#[derive(Default)]
+pub struct StuckReads {
+    partitions: Mutex<HashSet<(String, i32)>>,
+    /// The set's size, so that the common case (none) takes no lock.
+    len: AtomicUsize,
+    /// `laminar_fetch_stuck_reads_total`.
+    pub found_total: AtomicU64,
+}
+
+impl StuckReads {
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<(String, i32)>> {
+        self.partitions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn contains(&self, topic: &str, partition: i32) -> bool {
+        self.len.load(Ordering::SeqCst) > 0 && self.set().contains(&(topic.to_string(), partition))
+    }
+
+    fn mark(&self, topic: &str, partition: i32) -> bool {
+        let mut set = self.set();
+        let new = set.insert((topic.to_string(), partition));
+        self.len.store(set.len(), Ordering::SeqCst);
+        new
+    }
+
+    fn clear(&self, topic: &str, partition: i32) {
+        if self.len.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut set = self.set();
+        set.remove(&(topic.to_string(), partition));
+        self.len.store(set.len(), Ordering::SeqCst);
+    }
+
+    /// How many partitions fetches skip now (`laminar_fetch_stuck_partitions`).
+    pub fn count(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+}
 
 struct Wanted {
     name: String,
@@ -28,8 +75,16 @@ struct Wanted {
     partitions: Vec<(i32, i64, i32)>,
 }
 
-/// Reads every requested partition once. Runs on the I/O pool.
-fn read_once(b: &Broker, wanted: &[Wanted], max_bytes: i32) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
+/// Reads every requested partition once, except those whose read is stuck (answered with
+/// no records and the offsets known in memory). Runs on the I/O pool; `reading` holds the
+/// index (from 1, over all requested partitions) of the partition being read, 0 between reads.
+fn read_once(
+    b: &Broker,
+    wanted: &[Wanted],
+    max_bytes: i32,
+    reading: &AtomicUsize,
+) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
+    let mut index = 0;
     let mut budget = max_bytes.max(0) as u64;
     let mut total = 0u64;
     let mut out = Vec::new();
@@ -40,6 +95,7 @@ fn read_once(b: &Broker, wanted: &[Wanted], max_bytes: i32) -> (Vec<FetchTopicRe
             partitions: Vec::new(),
         };
         for &(partition, fetch_offset, partition_max_bytes) in &w.partitions {
+            index += 1;
             let mut p = FetchPartitionResponse {
                 partition_index: partition,
                 error_code: ec::NONE,
@@ -62,11 +118,23 @@ fn read_once(b: &Broker, wanted: &[Wanted], max_bytes: i32) -> (Vec<FetchTopicRe
                 topic.partitions.push(p);
                 continue;
             };
+            if b.stuck_reads.contains(&w.name, partition) {
+                p.high_watermark = log.log_end().0;
+                p.last_stable_offset = p.high_watermark;
+                p.log_start_offset = log.log_start().0;
+                topic.partitions.push(p);
+                continue;
+            }
             let limit = (partition_max_bytes.max(0) as u64).min(budget);
             // As Kafka does, the first batch is returned whole even over the budget when
             // nothing has been returned yet, so a consumer always makes progress.
             let min_one = total == 0;
-            match log.read(Offset(fetch_offset), limit, min_one) {
+            reading.store(index, Ordering::SeqCst);
+            let read = log.read(Offset(fetch_offset), limit, min_one);
+            reading.store(0, Ordering::SeqCst);
+            // If this read was found stuck, later fetches may read the partition again.
+            b.stuck_reads.clear(&w.name, partition);
+            match read {
                 Ok(read) => {
                     p.high_watermark = read.log_end.0;
                     p.last_stable_offset = read.log_end.0;
@@ -99,6 +167,59 @@ fn read_once(b: &Broker, wanted: &[Wanted], max_bytes: i32) -> (Vec<FetchTopicRe
         out.push(topic);
     }
     (out, total)
+}
+
+/// Runs `read_once` on the I/O pool. If a partition's read takes past `STUCK_READ_MS`, it
+/// is marked stuck and the partitions are read again without it; the stuck read finishes on
+/// its own (holding one I/O thread) and unmarks it.
+async fn read_unstuck(
+    b: &Arc<Broker>,
+    wanted: &Arc<Vec<Wanted>>,
+    max_bytes: i32,
+) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
+    loop {
+        let reading = Arc::new(AtomicUsize::new(0));
+        let (b2, w2, r2) = (b.clone(), wanted.clone(), reading.clone());
+        let job = b.io.run(move || read_once(&b2, &w2, max_bytes, &r2));
+        tokio::pin!(job);
+        let mut slow_since: Option<(usize, Instant)> = None;
+        let stuck = loop {
+            tokio::select! {
+                out = &mut job => return out,
+                _ = tokio::time::sleep(Duration::from_millis(STUCK_READ_MS / 4)) => {}
+            }
+            // The same partition being read past the threshold, not the job as a whole (which
+            // may wait for an I/O permit, or read many partitions).
+            let at = reading.load(Ordering::SeqCst);
+            match slow_since {
+                Some((i, since)) if i == at && at > 0 => {
+                    if since.elapsed() >= Duration::from_millis(STUCK_READ_MS) {
+                        break at;
+                    }
+                }
+                _ => slow_since = (at > 0).then(|| (at, Instant::now())),
+            }
+        };
+        let Some((topic, partition)) = wanted
+            .iter()
+            .flat_map(|w| w.partitions.iter().map(move |p| (&w.name, p.0)))
+            .nth(stuck - 1)
+        else {
+            unreachable!("the index counts the requested partitions")
+        };
+        if b.stuck_reads.mark(topic, partition) {
+            b.stuck_reads.found_total.fetch_add(1, Ordering::Relaxed);
+            crate::warn!(
+                "fetch: reading {topic}-{partition} has taken over {STUCK_READ_MS} ms; \
+                 answering fetches without it until that read returns"
+            );
+        }
+        // The read may have returned (and cleared its mark) before the mark was made: then
+        // nothing else would clear it.
+        if reading.load(Ordering::SeqCst) != stuck {
+            b.stuck_reads.clear(topic, partition);
+        }
+    }
 }
 
 pub async fn handle(
@@ -148,8 +269,7 @@ pub async fn handle(
             Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
             None => r.max_bytes,
         };
-        let (b2, w2) = (b.clone(), wanted.clone());
-        let (topics, total) = b.io.run(move || read_once(&b2, &w2, max_bytes)).await;
+        let (topics, total) = read_unstuck(b, &wanted, max_bytes).await;
         let any_error = topics
             .iter()
             .flat_map(|t| &t.partitions)

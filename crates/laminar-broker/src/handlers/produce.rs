@@ -5,6 +5,7 @@
 //! finished (group commit on the flusher threads). Nothing else waits for an fsync, not
 //! even the same connection's next request: it is appended while this one's fsync runs.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,7 +14,9 @@ use kafka_protocol::messages::ProduceResponse;
 use laminar_protocol::requests::ProduceRequest;
 use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey};
-use laminar_records::{decompress, validate_batches, Compression, RecordIter, BATCH_HEADER_BYTES};
+use laminar_records::{
+    validate_batches, validate_compressed, BatchHeader, Compression, RecordsError, BATCH_HEADER_BYTES,
+};
 use laminar_storage::{FlushWait, Offset, StorageError};
 
 use super::topic_name;
@@ -25,6 +28,30 @@ use crate::storage_pool::partition_key;
 
 /// A compressed batch may expand to at most this much: the bound on a decompression bomb.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
+/// A storage thread decompresses at most this much of a request's batches while validating
+/// them. A batch that expands further (rare for real producers, the rule for a bomb) is
+/// validated on one thread of its own at the lowest CPU priority ([`LARGE_BATCHES`]), and
+/// then appended: bombs then cost at most one CPU, the CPU nothing else wants, and never
+/// hold a storage thread that other partitions' appends need.
+pub const INLINE_DECOMPRESSED_BYTES_MAX: usize = 1 << 20;
+
+type LargeJob = (Bytes, tokio::sync::oneshot::Sender<Result<(), i16>>);
+/// The one thread that validates large compressed batches, in arrival order, at the lowest
+/// CPU priority (nice 19): a stream of bombs then takes only the CPU nothing else wants.
+static LARGE_BATCHES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<LargeJob>>> =
+    std::sync::OnceLock::new();
+/// Batches validated apart because they expanded past the inline bound
+/// (`laminar_produce_large_batches_total`), and those of them refused.
+pub static LARGE_BATCHES_VALIDATED: AtomicU64 = AtomicU64::new(0);
+pub static LARGE_BATCHES_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Why an append did not happen.
+enum Refused {
+    /// A Kafka error code for the partition.
+    Code(i16),
+    /// A compressed batch expands past the inline bound: validate it apart, then retry.
+    Large,
+}
 
 struct Appended {
     base_offset: i64,
@@ -48,29 +75,30 @@ fn append(
     partition: i32,
     records: Bytes,
     max_message_bytes: usize,
-) -> Result<Appended, i16> {
+    records_validated: bool,
+    zstd_allowed: bool,
+) -> Result<Appended, Refused> {
     let log = b
         .topics
         .log(topic, partition)
-        .ok_or(ec::UNKNOWN_TOPIC_OR_PARTITION)?;
+        .ok_or(Refused::Code(ec::UNKNOWN_TOPIC_OR_PARTITION))?;
     let mut buf = records.to_vec();
-    let batches = validate_batches(&buf).map_err(|_| ec::CORRUPT_MESSAGE)?;
+    let batches = validate_batches(&buf).map_err(|_| Refused::Code(ec::CORRUPT_MESSAGE))?;
     if batches.is_empty() {
-        return Err(ec::CORRUPT_MESSAGE);
+        return Err(Refused::Code(ec::CORRUPT_MESSAGE));
     }
     for (h, start, end) in &batches {
         if end - start > max_message_bytes {
-            return Err(ec::MESSAGE_TOO_LARGE);
+            return Err(Refused::Code(ec::MESSAGE_TOO_LARGE));
         }
-        let compression = h.compression().map_err(|_| ec::CORRUPT_MESSAGE)?;
-        if compression != Compression::None {
-            let body = &buf[start + BATCH_HEADER_BYTES..*end];
-            let plain = decompress(compression, body, DECOMPRESSED_BATCH_BYTES_MAX)
-                .map_err(|_| ec::CORRUPT_MESSAGE)?;
-            RecordIter::new(&plain, h.records_count)
-                .validate()
-                .map_err(|_| ec::CORRUPT_MESSAGE)?;
+        // As Kafka refuses it: zstd came with Produce v7 (KIP-110), so that a client too old
+        // to read it never finds it in a topic.
+        if !zstd_allowed && matches!(h.compression(), Ok(Compression::Zstd)) {
+            return Err(Refused::Code(ec::UNSUPPORTED_COMPRESSION_TYPE));
         }
+    }
+    if !records_validated {
+        validate_records(&buf, &batches, INLINE_DECOMPRESSED_BYTES_MAX)?;
     }
     let (first, last) = (&batches[0].0, &batches[batches.len() - 1].0);
     let (pid, epoch) = (first.producer_id, first.producer_epoch);
@@ -96,11 +124,11 @@ fn append(
                 log_start: log.log_start().0,
             });
         }
-        SeqCheck::Reject(code) => return Err(code),
+        SeqCheck::Reject(code) => return Err(Refused::Code(code)),
     }
     let info = log.append(&mut buf).map_err(|e| {
         crate::warn!("append to {topic}-{partition} failed: {e}");
-        storage_code(&e)
+        Refused::Code(storage_code(&e))
     })?;
     b.producers.record(topic, partition, seqs, info.base_offset.0);
     Ok(Appended {
@@ -108,6 +136,77 @@ fn append(
         last_offset: info.last_offset.0,
         log_start: log.log_start().0,
     })
+}
+
+/// Checks the records of the compressed batches in `buf`, decompressing at most
+/// `limit_bytes` of each. Streamed: the decompressed records are checked as they come and
+/// never held, so a bomb costs the time to reach the bound, not the memory.
+fn validate_records(
+    buf: &[u8],
+    batches: &[(BatchHeader, usize, usize)],
+    limit_bytes: usize,
+) -> Result<(), Refused> {
+    for (h, start, end) in batches {
+        let compression = h.compression().map_err(|_| Refused::Code(ec::CORRUPT_MESSAGE))?;
+        if compression == Compression::None {
+            continue;
+        }
+        let body = &buf[start + BATCH_HEADER_BYTES..*end];
+        match validate_compressed(compression, body, h.records_count, limit_bytes) {
+            Ok(()) => {}
+            Err(RecordsError::DecompressedTooLarge { .. }) if limit_bytes < DECOMPRESSED_BATCH_BYTES_MAX => {
+                return Err(Refused::Large)
+            }
+            Err(_) => return Err(Refused::Code(ec::CORRUPT_MESSAGE)),
+        }
+    }
+    Ok(())
+}
+
+fn validate_fully(records: &[u8]) -> Result<(), i16> {
+    let batches = validate_batches(records).map_err(|_| ec::CORRUPT_MESSAGE)?;
+    validate_records(records, &batches, DECOMPRESSED_BATCH_BYTES_MAX).map_err(|r| match r {
+        Refused::Code(c) => c,
+        Refused::Large => unreachable!("the full bound is never escalated"),
+    })
+}
+
+fn large_batches_thread() -> std::sync::mpsc::Sender<LargeJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<LargeJob>();
+    std::thread::Builder::new()
+        .name("laminar-large-batches".into())
+        .spawn(move || {
+            // SAFETY: setpriority on this thread's own id changes only its scheduling weight.
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+            }
+            for (records, answer) in rx {
+                let verdict = std::panic::catch_unwind(|| validate_fully(&records))
+                    .unwrap_or(Err(ec::UNKNOWN_SERVER_ERROR));
+                let _ = answer.send(verdict);
+            }
+        })
+        .expect("spawn the large-batch validation thread");
+    tx
+}
+
+/// Validates a request's batches up to the full bound, on the large-batch thread.
+async fn validate_large(records: Bytes) -> Result<(), i16> {
+    LARGE_BATCHES_VALIDATED.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let queue = LARGE_BATCHES.get_or_init(|| std::sync::Mutex::new(large_batches_thread()));
+    let sent = queue
+        .lock()
+        .expect("never poisoned: send does not panic")
+        .send((records, tx));
+    let verdict = match sent {
+        Ok(()) => rx.await.unwrap_or(Err(ec::UNKNOWN_SERVER_ERROR)),
+        Err(_) => Err(ec::UNKNOWN_SERVER_ERROR),
+    };
+    if verdict.is_err() {
+        LARGE_BATCHES_REFUSED.fetch_add(1, Ordering::Relaxed);
+    }
+    verdict
 }
 
 /// Appends one partition's batches. With `acks=all`, also returns the wait for the fsync
@@ -137,18 +236,29 @@ async fn produce_partition(
         return (out, None);
     };
     let max_message_bytes = b.topics.max_message_bytes(&meta);
-    let b2 = b.clone();
-    let t = topic.clone();
-    let result = b
-        .storage
-        .run(partition_key(&topic, partition), move || {
-            append(&b2, &t, partition, records, max_message_bytes)
-        })
-        .await
-        .unwrap_or_else(|e| {
-            crate::warn!("produce to {topic}-{partition}: {e}");
-            Err(ec::UNKNOWN_SERVER_ERROR)
-        });
+    let mut validated = false;
+    let result = loop {
+        let (b2, t, r) = (b.clone(), topic.clone(), records.clone());
+        let attempt = b
+            .storage
+            .run(partition_key(&topic, partition), move || {
+                append(&b2, &t, partition, r, max_message_bytes, validated, version >= 7)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                crate::warn!("produce to {topic}-{partition}: {e}");
+                Err(Refused::Code(ec::UNKNOWN_SERVER_ERROR))
+            });
+        match attempt {
+            Ok(a) => break Ok(a),
+            Err(Refused::Code(c)) => break Err(c),
+            Err(Refused::Large) if !validated => match validate_large(records.clone()).await {
+                Ok(()) => validated = true,
+                Err(c) => break Err(c),
+            },
+            Err(Refused::Large) => unreachable!("validated records are not checked again"),
+        }
+    };
     match result {
         Err(code) => {
             out.error_code = code;

@@ -66,7 +66,7 @@ async fn answer(mut stream: TcpStream, broker: &Arc<Broker>) {
             // Snapshotting every histogram is a few milliseconds of CPU: not on a socket
             // thread.
             let b = broker.clone();
-            let body = tokio::task::spawn_blocking(move || b.metrics.render(&b.store))
+            let body = tokio::task::spawn_blocking(move || b.metrics.render(&b.store, &b.stuck_reads))
                 .await
                 .unwrap_or_default();
             ("200 OK", body)

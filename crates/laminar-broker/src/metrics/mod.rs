@@ -43,7 +43,7 @@ impl BrokerMetrics {
 
     /// The text of `GET /metrics`. Takes a snapshot of every histogram: run it off the
     /// socket threads.
-    pub fn render(&self, store: &Store) -> String {
+    pub fn render(&self, store: &Store, stuck_reads: &crate::handlers::fetch::StuckReads) -> String {
         let mut e = Exposition::default();
         let phase_names = [
             "request_queue",
@@ -161,6 +161,32 @@ impl BrokerMetrics {
             [(
                 &[][..],
                 crate::storage_pool::THREADS_ADDED.load(Ordering::Relaxed),
+            )],
+        );
+        e.counters(
+            "laminar_fetch_stuck_reads_total",
+            "Partition reads that took over 100 ms on the I/O pool (a stalled write or a slow disk): fetches were answered without the partition until the read returned.",
+            [(&[][..], stuck_reads.found_total.load(Ordering::Relaxed))],
+        );
+        e.gauges(
+            "laminar_fetch_stuck_partitions",
+            "Partitions fetches skip now because a read of theirs is stuck.",
+            [(&[][..], stuck_reads.count() as i64)],
+        );
+        e.counters(
+            "laminar_produce_large_batches_total",
+            "Compressed batches that expanded past 1 MiB in validation and were validated apart, one at a time (decompression bombs, or very compressible data).",
+            [(
+                &[][..],
+                crate::handlers::produce::LARGE_BATCHES_VALIDATED.load(Ordering::Relaxed),
+            )],
+        );
+        e.counters(
+            "laminar_produce_large_batches_refused_total",
+            "Of those, batches refused (past the 64 MiB bound, or malformed): CORRUPT_MESSAGE.",
+            [(
+                &[][..],
+                crate::handlers::produce::LARGE_BATCHES_REFUSED.load(Ordering::Relaxed),
             )],
         );
         e.counters(

@@ -17,6 +17,7 @@
 
 pub mod io_pool;
 pub mod observe;
+pub mod open_files;
 pub mod send;
 pub mod server;
 pub mod watchdog;
