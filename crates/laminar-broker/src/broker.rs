@@ -377,6 +377,7 @@ impl RunningBroker {
             socket_request_max_bytes: config.socket_request_max_bytes,
             queued_max_request_bytes: config.queued_max_request_bytes,
             socket_send_chunk_bytes: config.socket_send_chunk_bytes,
+            socket_send_buffer_bytes: config.socket_send_buffer_bytes,
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
             cold_reads_inline: config.cold_reads_inline,
         };

@@ -164,6 +164,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "A socket thread busy this long in one poll is logged as a stall, with what it was doing.",
     },
     SettingDoc {
+        name: "socket.send.buffer.bytes",
+        default: "-1",
+        doc: "SO_SNDBUF of each client connection; -1 leaves the kernel's autotuning (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default). Kafka's default is 102400: it bounds the kernel memory a consumer that stops reading can hold.",
+    },
+    SettingDoc {
         name: "socket.send.chunk.bytes",
         default: "65536",
         doc: "Largest piece of a response written before other connections get a turn.",
@@ -197,6 +202,8 @@ pub struct BrokerConfig {
     pub num_io_threads: usize,
     pub num_storage_threads: usize,
     pub socket_send_chunk_bytes: usize,
+    /// SO_SNDBUF of client connections; `None`: the kernel's autotuning.
+    pub socket_send_buffer_bytes: Option<usize>,
     pub group_initial_rebalance_delay_ms: u64,
     pub offsets_retention_minutes: u64,
     pub producer_id_expiration_ms: u64,
@@ -238,6 +245,7 @@ impl Default for BrokerConfig {
             num_io_threads: 4,
             num_storage_threads: 2,
             socket_send_chunk_bytes: 64 << 10,
+            socket_send_buffer_bytes: None,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
             producer_id_expiration_ms: 86_400_000,
@@ -330,6 +338,9 @@ impl BrokerConfig {
                 self.producer_id_expiration_check_interval_ms = positive(int()?)?
             }
             "socket.send.chunk.bytes" => self.socket_send_chunk_bytes = positive(int()?)? as usize,
+            "socket.send.buffer.bytes" => {
+                self.socket_send_buffer_bytes = opt_i64(int()?).filter(|&v| v > 0).map(|v| v as usize)
+            }
             "metrics.listeners" => {
                 self.metrics_listen = match value {
                     "none" | "" => None,
@@ -386,6 +397,10 @@ impl BrokerConfig {
             format!("queued.max.request.bytes = {}", self.queued_max_request_bytes),
             format!("max.connections = {}", self.max_connections),
             format!(
+                "socket.send.buffer.bytes = {}",
+                self.socket_send_buffer_bytes.map_or(-1, |v| v as i64)
+            ),
+            format!(
                 "max.inflight.requests.per.connection = {}",
                 self.max_inflight_requests_per_connection
             ),
@@ -429,9 +444,13 @@ mod tests {
 "log.retention.ms" = -1
 "listeners" = "127.0.0.1:19999"
 "advertised.listeners" = "broker.example:9092"
+"socket.send.buffer.bytes" = 102400
 "#,
         )
         .unwrap();
+        assert_eq!(c.socket_send_buffer_bytes, Some(102_400));
+        c.set("socket.send.buffer.bytes", "-1").unwrap();
+        assert_eq!(c.socket_send_buffer_bytes, None);
         assert!(!c.auto_create_topics_enable);
         assert_eq!(c.num_partitions, 3);
         assert_eq!(c.log_retention_ms, None);

@@ -26,6 +26,8 @@ pub struct ServerLimits {
     /// At least `socket_request_max_bytes`, so that any valid frame fits eventually.
     pub queued_max_request_bytes: usize,
     pub socket_send_chunk_bytes: usize,
+    /// SO_SNDBUF of each connection (`socket.send.buffer.bytes`); `None`: autotuning.
+    pub socket_send_buffer_bytes: Option<usize>,
     /// A poll of a connection task longer than this is logged as a stall.
     pub event_loop_stall_threshold: Duration,
     /// Tests only: see `BrokerConfig::cold_reads_inline`.
@@ -118,6 +120,11 @@ pub fn serve<S: Service>(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
+                    if let Some(bytes) = limits.socket_send_buffer_bytes {
+                        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(bytes) {
+                            crate::warn!("socket.send.buffer.bytes on the connection from {peer}: {e}");
+                        }
+                    }
                     let conn = Conn {
                         peer,
                         request_bytes: request_bytes.clone(),
