@@ -2,6 +2,7 @@
 //! configuration and the versions; none of them is a test.
 
 pub mod client_perf;
+pub mod hostile;
 pub mod log_perf;
 pub mod partitions;
 pub mod plot;

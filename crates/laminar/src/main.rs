@@ -213,6 +213,18 @@ enum PerfSuite {
         #[arg(long)]
         json: bool,
     },
+    /// Hostile clients, one kind per phase, against any Kafka-compatible broker, while a
+    /// well-behaved producer (librdkafka) sends at a fixed rate: idle connections, consumers
+    /// that never read their responses, a connection flood, frames announcing 100 MB that
+    /// never come, decompression bombs, requests with huge counts. Per phase: the producer's
+    /// latency against the baseline phase, the broker's RSS (--broker-pid), and what the
+    /// hostile clients saw (an error code, a closed connection, or no answer).
+    Hostile {
+        #[command(flatten)]
+        config: laminar_perf::hostile::HostileConfig,
+        #[arg(long)]
+        json: bool,
+    },
     /// Draw the series that runs saved (perf latency or perf log --series-out) on one pair of
     /// charts: PREFIX-over-time.svg (latency against time) and PREFIX-percentiles.svg
     /// (latency by percentile, HdrHistogram's scale); no over-time chart when no series has
@@ -508,6 +520,15 @@ fn main() -> anyhow::Result<()> {
                         r.not_acked_present,
                         r.producer_restarts
                     );
+                }
+                Ok(())
+            }
+            PerfSuite::Hostile { config, json } => {
+                let r = laminar_perf::hostile::run(&config)?;
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    r.print_table();
                 }
                 Ok(())
             }
