@@ -378,6 +378,7 @@ impl RunningBroker {
             queued_max_request_bytes: config.queued_max_request_bytes,
             socket_send_chunk_bytes: config.socket_send_chunk_bytes,
             socket_send_buffer_bytes: config.socket_send_buffer_bytes,
+            max_connection_creation_rate: config.max_connection_creation_rate,
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
             cold_reads_inline: config.cold_reads_inline,
         };

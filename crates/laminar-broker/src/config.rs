@@ -114,6 +114,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Connections accepted at once; more are closed at accept. Kept within the open-file limit (raised to the hard limit at start, less 1024 for logs). An idle connection costs about 3 KiB.",
     },
     SettingDoc {
+        name: "max.connection.creation.rate",
+        default: "none",
+        doc: "New connections accepted per second at most (Kafka's name, KIP-612, listener-wide); more wait in the listen backlog, so a connection flood costs the broker no tasks.",
+    },
+    SettingDoc {
         name: "max.inflight.requests.per.connection",
         default: "100",
         doc: "Requests of one connection being handled at once; reading pauses beyond it.",
@@ -204,6 +209,7 @@ pub struct BrokerConfig {
     pub socket_send_chunk_bytes: usize,
     /// SO_SNDBUF of client connections; `None`: the kernel's autotuning.
     pub socket_send_buffer_bytes: Option<usize>,
+    pub max_connection_creation_rate: Option<u32>,
     pub group_initial_rebalance_delay_ms: u64,
     pub offsets_retention_minutes: u64,
     pub producer_id_expiration_ms: u64,
@@ -246,6 +252,7 @@ impl Default for BrokerConfig {
             num_storage_threads: 2,
             socket_send_chunk_bytes: 64 << 10,
             socket_send_buffer_bytes: None,
+            max_connection_creation_rate: None,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
             producer_id_expiration_ms: 86_400_000,
@@ -323,6 +330,9 @@ impl BrokerConfig {
             "socket.request.max.bytes" => self.socket_request_max_bytes = positive(int()?)? as usize,
             "queued.max.request.bytes" => self.queued_max_request_bytes = positive(int()?)? as usize,
             "max.connections" => self.max_connections = positive(int()?)? as usize,
+            "max.connection.creation.rate" => {
+                self.max_connection_creation_rate = Some(positive(int()?)?.min(u32::MAX as u64) as u32)
+            }
             "max.inflight.requests.per.connection" => {
                 self.max_inflight_requests_per_connection = positive(int()?)? as usize
             }
@@ -396,6 +406,11 @@ impl BrokerConfig {
             format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),
             format!("queued.max.request.bytes = {}", self.queued_max_request_bytes),
             format!("max.connections = {}", self.max_connections),
+            format!(
+                "max.connection.creation.rate = {}",
+                self.max_connection_creation_rate
+                    .map_or("none".to_string(), |r| r.to_string())
+            ),
             format!(
                 "socket.send.buffer.bytes = {}",
                 self.socket_send_buffer_bytes.map_or(-1, |v| v as i64)

@@ -130,3 +130,24 @@ fn connections_over_max_connections_are_closed() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn max_connection_creation_rate_holds_a_flood_in_the_backlog() {
+    let b = TestBroker::start_with(|c| c.max_connection_creation_rate = Some(20));
+    let api_versions = frame(&header(18, 0, 1));
+    let started = std::time::Instant::now();
+    // A burst of 20 goes at once; the next 40 at 20 a second: about 2 s.
+    for _ in 0..60 {
+        assert!(
+            exchange(&b.addr, &api_versions).is_some(),
+            "every connection is answered"
+        );
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "60 connections at 20/s took only {took:?}"
+    );
+    let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
+    assert!(metric(&metrics, "laminar_connection_accept_throttled_seconds_total") >= 1.0);
+}

@@ -120,6 +120,14 @@ impl BrokerMetrics {
             [(&[][..], n.connections_open.load(Ordering::Relaxed))],
         );
         e.counters(
+            "laminar_connection_accept_throttled_seconds_total",
+            "Time new connections waited in the listen backlog because max.connection.creation.rate was reached.",
+            [(
+                &[][..],
+                n.accept_throttled_us_total.load(Ordering::Relaxed) / 1_000_000,
+            )],
+        );
+        e.counters(
             "laminar_connections_refused_total",
             "Connections closed at accept because max.connections was reached.",
             [(&[][..], n.connections_refused_total.load(Ordering::Relaxed))],

@@ -70,6 +70,8 @@ pub struct NetMetrics {
     pub inflight_request_bytes_max: AtomicU64,
     pub connections_refused_total: AtomicU64,
     pub connections_closed_for_errors_total: AtomicU64,
+    /// Time accepts were held back by `max.connection.creation.rate`, in microseconds.
+    pub accept_throttled_us_total: AtomicU64,
 }
 
 impl NetMetrics {

@@ -26,6 +26,9 @@ pub struct ServerLimits {
     /// At least `socket_request_max_bytes`, so that any valid frame fits eventually.
     pub queued_max_request_bytes: usize,
     pub socket_send_chunk_bytes: usize,
+    /// Connections accepted per second at most (`max.connection.creation.rate`); more wait
+    /// in the listen backlog. `None`: no limit.
+    pub max_connection_creation_rate: Option<u32>,
     /// SO_SNDBUF of each connection (`socket.send.buffer.bytes`); `None`: autotuning.
     pub socket_send_buffer_bytes: Option<usize>,
     /// A poll of a connection task longer than this is logged as a stall.
@@ -103,7 +106,22 @@ pub fn serve<S: Service>(
         .set((request_bytes.clone(), limits.queued_max_request_bytes));
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
+        // A token bucket of one second's worth of accepts: a flood waits in the kernel's
+        // listen backlog (whose overflow the client sees as a slow connect), not in tasks.
+        let mut bucket = limits.max_connection_creation_rate.map(AcceptBucket::new);
         loop {
+            if let Some(b) = bucket.as_mut() {
+                let wait = b.take();
+                if !wait.is_zero() {
+                    metrics
+                        .accept_throttled_us_total
+                        .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = shutdown_rx.changed() => break,
+                    }
+                }
+            }
             tokio::select! {
                 accepted = listener.accept() => {
                     let (stream, peer) = match accepted {
@@ -154,6 +172,37 @@ pub fn serve<S: Service>(
         shutdown,
         task,
         watchdog,
+    }
+}
+
+/// Allows `rate` accepts a second, in bursts of at most `rate`.
+struct AcceptBucket {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl AcceptBucket {
+    fn new(rate: u32) -> AcceptBucket {
+        let rate = f64::from(rate.max(1));
+        AcceptBucket {
+            rate,
+            tokens: rate,
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes a token for the next accept; returns how long to wait before it.
+    fn take(&mut self) -> Duration {
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.rate);
+        self.at = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.rate)
+        }
     }
 }
 
