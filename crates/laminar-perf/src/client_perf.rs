@@ -248,6 +248,18 @@ pub(crate) fn timed_producer(
     Ok((p, ctx))
 }
 
+/// Sends one record and waits for it: the producer connects and learns the topic's metadata
+/// before a run's clock starts.
+pub(crate) fn send_first(p: &ThreadedProducer<Timed>, topic: &str, value: &[u8]) -> anyhow::Result<()> {
+    send_retrying(
+        p,
+        BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(value),
+    );
+    p.flush(Duration::from_secs(FLUSH_TIMEOUT_S))
+        .context("first record")?;
+    Ok(())
+}
+
 fn catch_up(
     bootstrap: &str,
     topic: &str,
@@ -304,13 +316,7 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     let duration = Duration::from_secs(cfg.duration_s);
     let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, duration)?;
     let value = payload(cfg.record_bytes);
-    // Connect and learn metadata before the clock starts.
-    send_retrying(
-        &p,
-        BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]),
-    );
-    p.flush(Duration::from_secs(FLUSH_TIMEOUT_S))
-        .context("first record")?;
+    send_first(&p, &cfg.topic, &value)?;
 
     let stop = AtomicBool::new(false);
     let (sent, consumer, seconds) = std::thread::scope(|s| -> anyhow::Result<_> {

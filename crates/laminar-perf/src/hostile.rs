@@ -25,7 +25,9 @@ use laminar_records::{crc_of, BatchBuilder, Compression, RecordSpec};
 use rdkafka::producer::{BaseRecord, Producer};
 use serde::Serialize;
 
-use crate::client_perf::{self, payload, send_retrying, timed_producer, Recorded, FLUSH_TIMEOUT_S};
+use crate::client_perf::{
+    self, payload, send_first, send_retrying, timed_producer, Recorded, FLUSH_TIMEOUT_S,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -178,12 +180,7 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
 
     let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, Duration::from_secs(cfg.long_phase_s))?;
     let value = payload(cfg.record_bytes);
-    send_retrying(
-        &p,
-        BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]),
-    );
-    p.flush(Duration::from_secs(FLUSH_TIMEOUT_S))
-        .context("first record")?;
+    send_first(&p, &cfg.topic, &value)?;
 
     let done = AtomicBool::new(false);
     let sent = AtomicU64::new(0);
@@ -412,15 +409,25 @@ fn connection_state(s: &mut TcpStream) -> &'static str {
     }
 }
 
+/// A new connection, or `None` with the failure noted.
+fn connect(addr: SocketAddr, o: &mut Outcomes) -> Option<TcpStream> {
+    match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            note(o, format!("connect failed: {}", e.kind()));
+            None
+        }
+    }
+}
+
 fn connect_all(addr: SocketAddr, n: usize, stop: &AtomicBool, o: &mut Outcomes) -> Vec<TcpStream> {
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(s) => held.push(s),
-            Err(e) => note(o, format!("connect failed: {}", e.kind())),
+        if let Some(s) = connect(addr, o) {
+            held.push(s);
         }
     }
     o.insert("connected".into(), held.len() as u64);
@@ -476,12 +483,8 @@ fn flood(cfg: &HostileConfig, addr: SocketAddr, ready: &AtomicBool, stop: &Atomi
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     i += 1;
-                    let mut c = match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            note(&mut o, format!("connect failed: {}", e.kind()));
-                            continue;
-                        }
+                    let Some(mut c) = connect(addr, &mut o) else {
+                        continue;
                     };
                     note(&mut o, "connections");
                     // Every other one closes at once, without a request.
@@ -700,12 +703,8 @@ fn huge_counts(addr: SocketAddr, ready: &AtomicBool, stop: &AtomicBool) -> Outco
     while !stop.load(Ordering::Relaxed) {
         let (name, body) = &cases[i % cases.len()];
         i += 1;
-        let mut c = match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(c) => c,
-            Err(e) => {
-                note(&mut o, format!("connect failed: {}", e.kind()));
-                continue;
-            }
+        let Some(mut c) = connect(addr, &mut o) else {
+            continue;
         };
         let mut framed = (body.len() as i32).to_be_bytes().to_vec();
         framed.extend_from_slice(body);
