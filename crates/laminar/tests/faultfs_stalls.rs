@@ -131,3 +131,81 @@ fn a_partition_whose_reads_stall_does_not_hold_up_fetches_of_the_others() {
     broker.terminate();
     mount.unmount().unwrap();
 }
+
+/// How long the disk takes to answer each write of the stalled partition's files.
+const WRITE_STALL: Duration = Duration::from_secs(3);
+
+#[test]
+fn a_partition_whose_writes_stall_does_not_hold_up_fetches_of_the_others() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
+    let broker = common::serve(&mnt.join("data"));
+    let addr = broker.addr.clone();
+    common::create_topic(&addr, "two", 2);
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    // Partition 1's first batch starts in the segment's first page and ends in its second,
+    // which the write leaves partly written: the page cache holds it, not read whole.
+    let big = "x".repeat(5000);
+    for (partition, payload) in [(0, "p0"), (1, big.as_str())] {
+        p.send(
+            BaseRecord::<(), _>::to("two")
+                .partition(partition)
+                .payload(payload),
+        )
+        .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+
+    // The next write to partition 1 takes 3 s. Through FUSE, a write to a page not read
+    // whole keeps that page locked until the write returns, so reading the end of the first
+    // batch waits for it.
+    mount
+        .command(&format!("delay write *two-1/* {}", WRITE_STALL.as_millis()))
+        .unwrap();
+    p.send(BaseRecord::<(), _>::to("two").partition(1).payload("stalled"))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("group.id", "stalled-writes")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for partition in [0, 1] {
+        tpl.add_partition_offset("two", partition, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let mut arrived = [None, None];
+    while arrived.iter().any(Option::is_none) && started.elapsed() < Duration::from_secs(60) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
+            arrived[m.partition() as usize].get_or_insert(started.elapsed());
+        }
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    let stats = mount.command("stats").unwrap();
+    mount.command("clear").unwrap();
+    let [p0, p1] = arrived.map(|a| a.expect("both partitions' first records arrived"));
+    assert!(
+        !stats.contains("\"delayed\":0"),
+        "the write to partition 1 stalled: {stats}"
+    );
+    assert!(
+        p0 < Duration::from_millis(1500),
+        "partition 0's record waited {p0:?} behind partition 1's stalled write (partition 1's: {p1:?})"
+    );
+    drop(c);
+    drop(p);
+    broker.terminate();
+    mount.unmount().unwrap();
+}

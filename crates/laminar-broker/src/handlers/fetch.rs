@@ -14,7 +14,8 @@ use laminar_protocol::requests::FetchRequest;
 use laminar_protocol::responses::{
     encode_fetch, Chunk, FetchPartitionResponse, FetchResponse, FetchTopicResponse, ResponseFrame,
 };
-use laminar_storage::{Offset, StorageError};
+use laminar_storage::backend::read_exact_at;
+use laminar_storage::{FileRange, Offset, StorageError};
 
 use crate::broker::{Broker, RecordsFile};
 use crate::error_codes as ec;
@@ -130,7 +131,12 @@ fn read_once(
             // nothing has been returned yet, so a consumer always makes progress.
             let min_one = total == 0;
             reading.store(index, Ordering::SeqCst);
-            let read = log.read(Offset(fetch_offset), limit, min_one);
+            let read = log.read(Offset(fetch_offset), limit, min_one).and_then(|read| {
+                if let Some(range) = &read.range {
+                    touch_last_page(range)?;
+                }
+                Ok(read)
+            });
             reading.store(0, Ordering::SeqCst);
             // If this read was found stuck, later fetches may read the partition again.
             b.stuck_reads.clear(&w.name, partition);
@@ -167,6 +173,21 @@ fn read_once(
         out.push(topic);
     }
     (out, total)
+}
+
+/// Reads the last byte of a range found for a fetch, here (on the I/O pool, watched for
+/// stuck reads) rather than when the response is sent. Every page of the range but the last
+/// was written whole; the last may be partly written, and the next append to the partition
+/// writes into it. Some file systems (FUSE without a writeback cache) keep a page that was
+/// never read whole locked for the whole of a write into it, so with a stalled disk the send
+/// (and every partition framed before it in the response) would wait for that write. Once
+/// read, the page is up to date and later writes into it do not hold it locked. A cached
+/// page costs a one-byte copy.
+fn touch_last_page(range: &FileRange) -> Result<(), StorageError> {
+    debug_assert!(range.len > 0, "a range holds at least one batch");
+    let mut last = [0u8; 1];
+    let at = range.position.0 + range.len - 1;
+    read_exact_at(range.file.as_ref(), &mut last, at).map_err(|e| StorageError::io("read", &range.path, e))
 }
 
 /// Runs `read_once` on the I/O pool. If a partition's read takes past `STUCK_READ_MS`, it
