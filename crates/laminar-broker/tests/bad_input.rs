@@ -151,3 +151,33 @@ fn max_connection_creation_rate_holds_a_flood_in_the_backlog() {
     let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
     assert!(metric(&metrics, "laminar_connection_accept_throttled_seconds_total") >= 1.0);
 }
+
+#[test]
+fn an_idle_connection_holds_one_task() {
+    let b = TestBroker::start();
+    let tasks = || {
+        let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
+        metric(&metrics, "laminar_runtime_tasks")
+    };
+    let before = tasks();
+    let idle: Vec<TcpStream> = (0..500).map(|_| TcpStream::connect(&b.addr).unwrap()).collect();
+    // The broker accepts them in its own time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
+        if metric(&metrics, "laminar_connections_open") >= 500.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "500 connections accepted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let per_connection = (tasks() - before) / 500.0;
+    assert!(
+        per_connection < 1.2,
+        "an idle connection holds {per_connection} tasks"
+    );
+    // One that sends a request is served as before.
+    let api_versions = frame(&header(18, 0, 1));
+    assert!(exchange(&b.addr, &api_versions).is_some());
+    drop(idle);
+}

@@ -119,6 +119,16 @@ impl BrokerMetrics {
             "Client connections open now.",
             [(&[][..], n.connections_open.load(Ordering::Relaxed))],
         );
+        // The broker's runtime: the socket threads' tasks (one per idle connection, three per
+        // connection that has sent a request) and the broker's own.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            e.gauges(
+                "laminar_runtime_tasks",
+                "Tasks alive on the broker's runtime: one per idle connection, three per \
+                 connection that has sent a request, and the broker's own.",
+                [(&[][..], rt.metrics().num_alive_tasks() as i64)],
+            );
+        }
         e.counters(
             "laminar_connection_accept_throttled_seconds_total",
             "Time new connections waited in the listen backlog because max.connection.creation.rate was reached.",
