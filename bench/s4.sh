@@ -9,7 +9,8 @@
 # from its end, for SECS seconds; it reports produce and end-to-end latency of the 7 healthy
 # partitions together, and of partition 3. In the "stall" run, STALL_AFTER seconds in,
 # faultfs delays every write(2) and fsync of partition 3's files by 2 s until the run ends.
-# Two rounds, in alternating broker order; results and charts go to OUT_DIR.
+# Two rounds, in alternating broker order; results and charts go to OUT_DIR, with each run's
+# broker warnings (the first 500 WARN/ERROR lines of its log).
 #
 # Env: RATE (4000), SECS (30), STALL_AFTER (5), ROUNDS (2), BROKERS ("laminar kafka"), LAMINAR_PORT (19292),
 #      KAFKA_PORT (19293; +1 for its controller), KAFKA_LIB. Kafka runs with its own defaults
@@ -82,6 +83,8 @@ run() {  # BROKER MODE ROUND
   [[ -n "$stall_pid" ]] && wait "$stall_pid"
   "$FAULTFS" ctl "$work/ctl.sock" stats >"$OUT/$name.faultfs-stats.json" 2>/dev/null
   "$FAULTFS" ctl "$work/ctl.sock" clear >/dev/null 2>&1
+  # The broker's warnings (Laminar: stuck reads, socket-thread stalls), for the README.
+  grep -E 'WARN|ERROR' "$work/broker.log" | head -n 500 >"$OUT/$name.broker-warnings.txt" || true
   echo "$name: $(python3 -c "import json,sys; r=json.load(open('$OUT/$name.json')); print('others produce p99', r['others_produce_us']['p99']/1000, 'ms; e2e p99', r['others_end_to_end_us']['p99']/1000, 'ms; watched produce p99', (r['watched_produce_us'] or {}).get('p99', 0)/1000, 'ms')" 2>/dev/null)"
   cleanup
 }
