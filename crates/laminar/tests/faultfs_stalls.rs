@@ -69,7 +69,14 @@ fn a_partition_whose_reads_stall_does_not_hold_up_fetches_of_the_others() {
 
     let tmp = tempfile::tempdir().unwrap();
     let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
-    let broker = common::serve(&mnt.join("data"));
+    // One I/O thread: the stuck read must not keep the pool's only permit either.
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(&config, "\"num.io.threads\" = 1\n").unwrap();
+    let broker = common::serve_with(
+        &mnt.join("data"),
+        "127.0.0.1:0",
+        &["--config", config.to_str().unwrap()],
+    );
     let addr = broker.addr.clone();
     common::create_topic(&addr, "two", 2);
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()

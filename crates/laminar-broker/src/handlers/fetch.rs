@@ -192,7 +192,7 @@ fn touch_last_page(range: &FileRange) -> Result<(), StorageError> {
 
 /// Runs `read_once` on the I/O pool. If a partition's read takes past `STUCK_READ_MS`, it
 /// is marked stuck and the partitions are read again without it; the stuck read finishes on
-/// its own (holding one I/O thread) and unmarks it.
+/// its own (holding one I/O thread, its permit lent back to the pool) and unmarks it.
 async fn read_unstuck(
     b: &Arc<Broker>,
     wanted: &Arc<Vec<Wanted>>,
@@ -201,7 +201,7 @@ async fn read_unstuck(
     loop {
         let reading = Arc::new(AtomicUsize::new(0));
         let (b2, w2, r2) = (b.clone(), wanted.clone(), reading.clone());
-        let job = b.io.run(move || read_once(&b2, &w2, max_bytes, &r2));
+        let (job, watched) = b.io.run_watched(move || read_once(&b2, &w2, max_bytes, &r2));
         tokio::pin!(job);
         let mut slow_since: Option<(usize, Instant)> = None;
         let stuck = loop {
@@ -228,6 +228,9 @@ async fn read_unstuck(
         else {
             unreachable!("the index counts the requested partitions")
         };
+        // The stuck read keeps its I/O thread until it returns, but not its permit: the
+        // pool lends another, so stuck partitions do not shrink it for everyone else.
+        watched.lend();
         if b.stuck_reads.mark(topic, partition) {
             b.stuck_reads.found_total.fetch_add(1, Ordering::Relaxed);
             crate::warn!(

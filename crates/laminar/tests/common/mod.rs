@@ -18,6 +18,11 @@ pub fn serve(dir: &Path) -> Serve {
 
 /// Like [`serve`], listening on `listen` (a restart on the address clients already know).
 pub fn serve_at(dir: &Path, listen: &str) -> Serve {
+    serve_with(dir, listen, &[])
+}
+
+/// Like [`serve_at`], with more arguments for `laminar serve` (a `--config` file).
+pub fn serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
         .args([
             "serve",
@@ -28,6 +33,7 @@ pub fn serve_at(dir: &Path, listen: &str) -> Serve {
             "--data-dir",
         ])
         .arg(dir)
+        .args(extra)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
