@@ -29,6 +29,8 @@
 # one pair of charts (`laminar perf plot`): OUT/chart-SCENARIO-over-time.svg and
 # OUT/chart-SCENARIO-percentiles.svg.
 # s1 needs root (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
+# LAMINAR_TOML adds lines to Laminar's config file (an A/B of one setting), for example
+# LAMINAR_TOML='"socket.send.buffer.bytes" = 102400'.
 # The brokers listen on 127.0.0.1:PORT (default 19092; Kafka's controller takes PORT+1).
 #
 # Usage: bench/scenarios.sh s1|s2|s3|s4 [OUT]
@@ -140,6 +142,7 @@ start_broker() {
     laminar)
       printf '"num.network.threads" = %s\n' "$NETWORK_THREADS" > "$work/laminar.toml"
       [[ -n $flush_ms ]] && printf '"log.flush.interval.ms" = %s\n' "$flush_ms" >> "$work/laminar.toml"
+      [[ -n ${LAMINAR_TOML:-} ]] && printf '%s\n' "$LAMINAR_TOML" >> "$work/laminar.toml"
       "$broker_bin" serve --listen "127.0.0.1:$PORT" --metrics-listen none --data-dir "$data" \
         --config "$work/laminar.toml" > "$work/laminar.log" 2>&1 &
       launcher_pid=$!

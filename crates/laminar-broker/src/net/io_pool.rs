@@ -116,7 +116,7 @@ mod tests {
         let pool = IoPool::new(1);
         let (release, stuck_until) = std::sync::mpsc::channel::<()>();
         let (stuck, watched) = pool.run_watched(move || stuck_until.recv().unwrap());
-        let stuck = tokio::spawn(async move { stuck.await });
+        let stuck = tokio::spawn(stuck);
         // Wait until the stuck job holds the only permit.
         while !watched.lend() {
             tokio::time::sleep(Duration::from_millis(1)).await;
