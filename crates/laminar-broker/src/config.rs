@@ -216,6 +216,9 @@ pub struct BrokerConfig {
     pub producer_id_expiration_check_interval_ms: u64,
     pub metrics_listen: Option<SocketAddr>,
     pub event_loop_stall_threshold_ms: u64,
+    /// The settings given in `laminar.toml` or on the command line (the rest are defaults):
+    /// DescribeConfigs reports them as `STATIC_BROKER_CONFIG`.
+    pub set_names: std::collections::BTreeSet<&'static str>,
     /// For tests: wraps the storage backend in a fault injector.
     pub faults: Option<std::sync::Arc<laminar_storage::backend::FaultyStorage>>,
     /// For tests only: read non-resident file ranges on the socket thread, as Kafka does,
@@ -259,6 +262,7 @@ impl Default for BrokerConfig {
             producer_id_expiration_check_interval_ms: 600_000,
             metrics_listen: Some("127.0.0.1:9644".parse().unwrap()),
             event_loop_stall_threshold_ms: 50,
+            set_names: Default::default(),
             faults: None,
             cold_reads_inline: false,
         }
@@ -360,7 +364,24 @@ impl BrokerConfig {
             "event.loop.stall.threshold.ms" => self.event_loop_stall_threshold_ms = positive(int()?)?,
             _ => return Err(format!("unknown setting {key:?}")),
         }
+        self.mark_set(key);
         Ok(())
+    }
+
+    /// Records that `key` was given (a command-line flag that sets a field directly).
+    pub fn mark_set(&mut self, key: &str) {
+        if let Some(s) = SETTINGS.iter().find(|s| s.name == key) {
+            self.set_names.insert(s.name);
+        }
+    }
+
+    /// A setting's value, as `describe` prints it; `None` for a name that is not a setting.
+    pub fn value_of(&self, key: &str) -> Option<String> {
+        self.describe().lines().find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|r| r.strip_prefix(" = "))
+                .map(str::to_string)
+        })
     }
 
     pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {

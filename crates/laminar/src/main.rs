@@ -362,9 +362,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(l) = args.listen {
         config.listen = l;
+        config.mark_set("listeners");
     }
     if let Some(d) = args.data_dir {
         config.data_dir = d;
+        config.mark_set("log.dirs");
     }
     if let Some(a) = &args.advertised {
         config

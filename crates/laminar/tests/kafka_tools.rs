@@ -534,6 +534,64 @@ fn kafka_configs_alter_topics_and_survive_a_restart() {
     broker.terminate();
 }
 
+/// `kafka-configs --describe --all` shows where each value comes from: a topic override, the
+/// broker's config file, or the default, with the synonyms under it, as Kafka prints them.
+#[test]
+fn kafka_configs_describe_all_shows_sources_and_synonyms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(&config, "\"log.retention.ms\" = 3600000\n").unwrap();
+    let broker = common::serve_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--config", config.to_str().unwrap()],
+    );
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "cfg", "--partitions", "1"]);
+    let line = |described: &str, name: &str| -> String {
+        described
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in {described}"))
+            .trim()
+            .to_string()
+    };
+    let topic = ["--entity-type", "topics", "--entity-name", "cfg"];
+    let described = tools.ok(CONFIGS, &[&topic[..], &["--describe", "--all"]].concat());
+    assert_eq!(
+        line(&described, "retention.ms"),
+        "retention.ms=3600000 sensitive=false \
+         synonyms={STATIC_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.ms=604800000}"
+    );
+    assert_eq!(
+        line(&described, "segment.bytes"),
+        "segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+    );
+    tools.ok(
+        CONFIGS,
+        &[&topic[..], &["--alter", "--add-config", "retention.ms=86400000"]].concat(),
+    );
+    let described = tools.ok(CONFIGS, &[&topic[..], &["--describe", "--all"]].concat());
+    assert_eq!(
+        line(&described, "retention.ms"),
+        "retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000, \
+         STATIC_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.ms=604800000}"
+    );
+
+    let brokers = ["--entity-type", "brokers", "--entity-name", "0"];
+    let described = tools.ok(CONFIGS, &[&brokers[..], &["--describe", "--all"]].concat());
+    assert_eq!(
+        line(&described, "log.retention.ms"),
+        "log.retention.ms=3600000 sensitive=false \
+         synonyms={STATIC_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.ms=604800000}"
+    );
+    assert_eq!(
+        line(&described, "num.partitions"),
+        "num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}"
+    );
+    broker.terminate();
+}
+
 /// `kafka-transactions describe-producers` lists the idempotent producers a partition
 /// remembers: librdkafka's, with its epoch and last sequence, also after a restart (rebuilt
 /// from the log's tail).

@@ -1,7 +1,9 @@
-//! DescribeConfigs v1-4: topic configs (overrides and defaults) and broker configs.
+//! DescribeConfigs v1-4: topic configs and broker configs, each with the source of the value
+//! in effect and, when asked, its synonyms (the broker setting a topic config falls back on,
+//! and the default under it) and documentation, as Kafka reports them.
 
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::DescribeConfigsResponse;
 use laminar_protocol::requests::DescribeConfigsRequest;
@@ -9,28 +11,71 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::config::SETTINGS;
+use crate::config::{BrokerConfig, SETTINGS};
 use crate::error_codes as ec;
 use crate::topics::TOPIC_CONFIGS;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 /// Kafka's config sources.
-const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+/// Kafka's config types (v3+).
+const TYPE_UNKNOWN: i8 = 0;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+const TYPE_LIST: i8 = 7;
 
-fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
-    let mut e = DescribeConfigsResourceResult::default();
-    e.name = sb(name);
-    e.value = Some(sb(&value));
-    e.config_source = source;
-    e.read_only = read_only;
-    e
+/// A topic config: the broker setting it falls back on, its type and what it means.
+struct TopicConfig {
+    name: &'static str,
+    broker_name: &'static str,
+    config_type: i8,
+    doc: &'static str,
 }
 
-fn topic_default(b: &Broker, name: &str) -> String {
-    let c = &b.config;
+const TOPIC_CONFIG_DOCS: &[TopicConfig] = &[
+    TopicConfig {
+        name: "retention.ms",
+        broker_name: "log.retention.ms",
+        config_type: TYPE_LONG,
+        doc: "How long a closed segment is kept; -1: no time limit.",
+    },
+    TopicConfig {
+        name: "retention.bytes",
+        broker_name: "log.retention.bytes",
+        config_type: TYPE_LONG,
+        doc: "The most a partition keeps before its oldest segments are deleted; -1: no limit.",
+    },
+    TopicConfig {
+        name: "segment.bytes",
+        broker_name: "log.segment.bytes",
+        config_type: TYPE_INT,
+        doc: "Size at which a segment rolls.",
+    },
+    TopicConfig {
+        name: "segment.ms",
+        broker_name: "log.roll.ms",
+        config_type: TYPE_LONG,
+        doc: "Age at which a segment rolls.",
+    },
+    TopicConfig {
+        name: "max.message.bytes",
+        broker_name: "message.max.bytes",
+        config_type: TYPE_INT,
+        doc: "The largest record batch the topic accepts.",
+    },
+    TopicConfig {
+        name: "cleanup.policy",
+        broker_name: "log.cleanup.policy",
+        config_type: TYPE_LIST,
+        doc: "delete: old segments are deleted by retention.",
+    },
+];
+
+/// What a topic without an override gets from the broker's settings `c`.
+fn topic_default(c: &BrokerConfig, name: &str) -> String {
     let opt = |v: Option<i64>| v.unwrap_or(-1).to_string();
     match name {
         "retention.ms" => opt(c.log_retention_ms),
@@ -43,27 +88,56 @@ fn topic_default(b: &Broker, name: &str) -> String {
     }
 }
 
-fn broker_value(b: &Broker, name: &str) -> String {
-    let described = b.config.describe();
-    described
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(name)
-                .and_then(|r| r.strip_prefix(" = "))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| {
-            SETTINGS
-                .iter()
-                .find(|s| s.name == name)
-                .map(|s| s.default.to_string())
-                .unwrap_or_default()
-        })
+fn synonym(name: &str, value: String, source: i8) -> DescribeConfigsSynonym {
+    let mut s = DescribeConfigsSynonym::default();
+    s.name = sb(name);
+    s.value = Some(sb(&value));
+    s.source = source;
+    s
+}
+
+/// A broker setting's value from the config file or command line (if given there) and its
+/// default, most specific first, as Kafka orders synonyms.
+fn broker_levels(b: &Broker, name: &'static str, default: String) -> Vec<(String, i8)> {
+    let mut levels = Vec::new();
+    if b.config.set_names.contains(name) {
+        levels.push((b.config.value_of(name).unwrap_or_default(), SOURCE_STATIC_BROKER));
+    }
+    levels.push((default, SOURCE_DEFAULT));
+    levels
+}
+
+fn entry(
+    name: &str,
+    levels: Vec<(String, &str, i8)>,
+    read_only: bool,
+    config_type: i8,
+    doc: &str,
+    r: &DescribeConfigsRequest,
+) -> DescribeConfigsResourceResult {
+    let (value, _, source) = levels.first().cloned().expect("a default at least");
+    let mut e = DescribeConfigsResourceResult::default();
+    e.name = sb(name);
+    e.value = Some(sb(&value));
+    e.config_source = source;
+    e.read_only = read_only;
+    e.config_type = config_type;
+    if r.include_synonyms {
+        e.synonyms = levels
+            .into_iter()
+            .map(|(v, n, source)| synonym(n, v, source))
+            .collect();
+    }
+    if r.include_documentation {
+        e.documentation = Some(sb(doc));
+    }
+    e
 }
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsRequest) -> Encoded {
+    let defaults = BrokerConfig::default();
     let mut resp = DescribeConfigsResponse::default();
-    for res in r.resources {
+    for res in &r.resources {
         let mut out = DescribeConfigsResult::default();
         out.resource_type = res.resource_type;
         out.resource_name = sb(&res.resource_name);
@@ -76,10 +150,25 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
             RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
                 Some(t) => {
                     for name in TOPIC_CONFIGS.iter().filter(|n| wanted(n)) {
-                        out.configs.push(match t.configs.get(*name) {
-                            Some(v) => entry(name, v.clone(), SOURCE_TOPIC, false),
-                            None => entry(name, topic_default(b, name), SOURCE_DEFAULT, false),
-                        });
+                        let c = TOPIC_CONFIG_DOCS
+                            .iter()
+                            .find(|c| c.name == *name)
+                            .expect("every topic config is documented");
+                        let mut levels: Vec<(String, &str, i8)> = Vec::new();
+                        if let Some(v) = t.configs.get(*name) {
+                            levels.push((v.clone(), c.name, SOURCE_DYNAMIC_TOPIC));
+                        }
+                        // The broker's levels, in the topic config's terms.
+                        if b.config.set_names.contains(c.broker_name) {
+                            levels.push((
+                                topic_default(&b.config, name),
+                                c.broker_name,
+                                SOURCE_STATIC_BROKER,
+                            ));
+                        }
+                        levels.push((topic_default(&defaults, name), c.broker_name, SOURCE_DEFAULT));
+                        out.configs
+                            .push(entry(name, levels, false, c.config_type, c.doc, &r));
                     }
                 }
                 None => {
@@ -89,8 +178,14 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
             },
             RESOURCE_BROKER => {
                 for s in SETTINGS.iter().filter(|s| wanted(s.name)) {
+                    let default = defaults.value_of(s.name).unwrap_or_else(|| s.default.to_string());
+                    let levels = broker_levels(b, s.name, default)
+                        .into_iter()
+                        .map(|(v, source)| (v, s.name, source))
+                        .collect();
+                    // Broker settings are static: read from laminar.toml at start.
                     out.configs
-                        .push(entry(s.name, broker_value(b, s.name), SOURCE_STATIC_BROKER, true));
+                        .push(entry(s.name, levels, true, TYPE_UNKNOWN, s.doc, &r));
                 }
             }
             other => {
@@ -101,4 +196,20 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
         resp.results.push(out);
     }
     responses::encode(ApiKey::DescribeConfigs, version, correlation_id, &resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_topic_config_has_its_broker_synonym_type_and_doc() {
+        for name in TOPIC_CONFIGS {
+            assert!(
+                TOPIC_CONFIG_DOCS.iter().any(|c| c.name == *name),
+                "{name} is described"
+            );
+        }
+        assert_eq!(TOPIC_CONFIG_DOCS.len(), TOPIC_CONFIGS.len());
+    }
 }
