@@ -288,7 +288,15 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// Sets `key` as given in `laminar.toml` or on the command line.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.set_value(key, value)?;
+        self.mark_set(key);
+        Ok(())
+    }
+
+    /// Sets `key` without recording it as given at start (a dynamic broker config).
+    pub fn set_value(&mut self, key: &str, value: &str) -> Result<(), String> {
         let int = || {
             value
                 .parse::<i64>()
@@ -364,7 +372,6 @@ impl BrokerConfig {
             "event.loop.stall.threshold.ms" => self.event_loop_stall_threshold_ms = positive(int()?)?,
             _ => return Err(format!("unknown setting {key:?}")),
         }
-        self.mark_set(key);
         Ok(())
     }
 

@@ -10,6 +10,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod dynamic_configs;
 pub mod error_codes;
 pub mod groups;
 pub mod handlers;

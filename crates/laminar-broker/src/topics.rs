@@ -11,6 +11,7 @@ use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::config::BrokerConfig;
+use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
 use crate::error_codes as ec;
 use crate::groups::store::GROUPS_LOG_TOPIC;
 
@@ -55,7 +56,11 @@ struct TopicsFile {
 
 pub struct Topics {
     store: Arc<Store>,
+    /// The settings read at start (`laminar.toml`, the command line, the defaults).
     config: BrokerConfig,
+    /// Dynamic broker configs, and `config` with them applied: the settings in effect.
+    dynamic: RwLock<DynamicConfigs>,
+    effective: RwLock<Arc<BrokerConfig>>,
     topics: RwLock<BTreeMap<String, TopicMeta>>,
     /// Serialises creates, deletes and the file rewrite.
     write_lock: std::sync::Mutex<()>,
@@ -86,9 +91,20 @@ impl Topics {
                 .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
             None => TopicsFile::default(),
         };
+        let path = store.dir().join(BROKER_CONFIGS_FILE);
+        let dynamic: DynamicConfigs = match read_whole(store.storage().as_ref(), &path)? {
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
+            None => DynamicConfigs::default(),
+        };
+        let effective = dynamic
+            .effective(&config)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
         let topics = Topics {
             store,
             config,
+            dynamic: RwLock::new(dynamic),
+            effective: RwLock::new(Arc::new(effective)),
             topics: RwLock::new(file.topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
             write_lock: std::sync::Mutex::new(()),
         };
@@ -143,56 +159,118 @@ impl Topics {
         self.store.log(&LogId::new(topic, partition as u32))
     }
 
-    /// The log config of a topic: broker defaults, overridden by the topic's configs.
-    pub fn log_config(&self, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
-        let c = &self.config;
-        let mut lc = LogConfig {
-            segment_bytes: c.log_segment_bytes,
-            segment_ms: c.log_roll_ms,
-            preallocate_bytes: c.log_preallocate_bytes,
-            retention_ms: c.log_retention_ms,
-            retention_bytes: c.log_retention_bytes,
-            flush_interval_ms: c.log_flush_interval_ms,
-            flush_messages: c.log_flush_interval_messages,
-            checkpoint_interval_ms: c.log_flush_offset_checkpoint_interval_ms,
-            ..LogConfig::default()
-        };
-        for (k, v) in configs {
-            let int = || {
-                v.parse::<i64>()
-                    .map_err(|_| format!("{k}: {v:?} is not an integer"))
-            };
-            match k.as_str() {
-                "retention.ms" => lc.retention_ms = Some(int()?).filter(|v| *v >= 0),
-                "retention.bytes" => lc.retention_bytes = Some(int()?).filter(|v| *v >= 0).map(|v| v as u64),
-                "segment.bytes" => lc.segment_bytes = int()?.max(0) as u64,
-                "segment.ms" => lc.segment_ms = Some(int()?.max(1) as u64),
-                "max.message.bytes" => {
-                    if int()? <= 0 {
-                        return Err("max.message.bytes must be positive".into());
-                    }
-                }
-                "cleanup.policy" => {
-                    if v != "delete" {
-                        return Err(format!(
-                            "cleanup.policy={v} is not supported: Laminar has no log compaction yet (only delete)"
-                        ));
-                    }
-                }
-                _ => return Err(format!("unknown or unsupported topic config {k:?}")),
-            }
-        }
-        lc.validate()?;
-        Ok(lc)
+    /// The broker settings in effect: those read at start, with the dynamic ones applied.
+    pub fn effective_config(&self) -> Arc<BrokerConfig> {
+        self.effective.read().unwrap().clone()
     }
 
+    /// The dynamic broker configs, both levels.
+    pub fn dynamic_configs(&self) -> DynamicConfigs {
+        self.dynamic.read().unwrap().clone()
+    }
+
+    /// The log config of a topic: broker defaults, overridden by the topic's configs.
+    pub fn log_config(&self, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+        log_config(&self.effective_config(), configs)
+    }
+
+    /// Changes one level of the dynamic broker configs with `change`, after checking that
+    /// the result is valid and that every topic's logs accept it; then persists it and
+    /// applies it to the logs of every topic (those with an override of their own keep it).
+    pub fn alter_broker_configs(
+        &self,
+        level: Level,
+        change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        let _w = self.write_lock.lock().unwrap();
+        let mut dynamic = self.dynamic_configs();
+        change(dynamic.level_mut(level)).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        let effective = dynamic
+            .effective(&self.config)
+            .map_err(|e| (ec::INVALID_CONFIG, e))?;
+        for t in self.list() {
+            log_config(&effective, &t.configs)
+                .map_err(|e| (ec::INVALID_CONFIG, format!("topic {}: {e}", t.name)))?;
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let bytes =
+            serde_json::to_vec_pretty(&dynamic).map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        write_atomically(
+            self.store.storage().as_ref(),
+            self.store.dir(),
+            BROKER_CONFIGS_FILE,
+            &bytes,
+        )
+        .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        crate::info!(
+            "dynamic broker configs now: cluster default {:?}, this broker {:?}",
+            dynamic.cluster_default,
+            dynamic.broker
+        );
+        *self.dynamic.write().unwrap() = dynamic;
+        *self.effective.write().unwrap() = Arc::new(effective);
+        for t in self.list() {
+            for p in 0..t.partitions {
+                self.ensure_log(&t, p).map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The log config of a topic with `configs`, on a broker with settings `c`.
+fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+    let mut lc = LogConfig {
+        segment_bytes: c.log_segment_bytes,
+        segment_ms: c.log_roll_ms,
+        preallocate_bytes: c.log_preallocate_bytes,
+        retention_ms: c.log_retention_ms,
+        retention_bytes: c.log_retention_bytes,
+        flush_interval_ms: c.log_flush_interval_ms,
+        flush_messages: c.log_flush_interval_messages,
+        checkpoint_interval_ms: c.log_flush_offset_checkpoint_interval_ms,
+        ..LogConfig::default()
+    };
+    for (k, v) in configs {
+        let int = || {
+            v.parse::<i64>()
+                .map_err(|_| format!("{k}: {v:?} is not an integer"))
+        };
+        match k.as_str() {
+            "retention.ms" => lc.retention_ms = Some(int()?).filter(|v| *v >= 0),
+            "retention.bytes" => lc.retention_bytes = Some(int()?).filter(|v| *v >= 0).map(|v| v as u64),
+            "segment.bytes" => lc.segment_bytes = int()?.max(0) as u64,
+            "segment.ms" => lc.segment_ms = Some(int()?.max(1) as u64),
+            "max.message.bytes" => {
+                if int()? <= 0 {
+                    return Err("max.message.bytes must be positive".into());
+                }
+            }
+            "cleanup.policy" => {
+                if v != "delete" {
+                    return Err(format!(
+                        "cleanup.policy={v} is not supported: Laminar has no log compaction yet (only delete)"
+                    ));
+                }
+            }
+            _ => return Err(format!("unknown or unsupported topic config {k:?}")),
+        }
+    }
+    lc.validate()?;
+    Ok(lc)
+}
+
+impl Topics {
     /// The largest batch a producer may send to this topic.
     pub fn max_message_bytes(&self, topic: &TopicMeta) -> usize {
         topic
             .configs
             .get("max.message.bytes")
             .and_then(|v| v.parse().ok())
-            .unwrap_or(self.config.message_max_bytes)
+            .unwrap_or_else(|| self.effective_config().message_max_bytes)
     }
 
     fn ensure_log(&self, t: &TopicMeta, partition: u32) -> Result<Arc<Log>, String> {

@@ -535,9 +535,13 @@ fn every_advertised_version_round_trips() {
                     res.resource_type = 2;
                     res.resource_name = sb("conf");
                     res.configs = vec![c];
+                    let mut threads = alter_configs_request::AlterableConfig::default();
+                    threads.name = sb("num.io.threads");
+                    threads.value = Some(sb("8"));
                     let mut broker = alter_configs_request::AlterConfigsResource::default();
                     broker.resource_type = 4;
                     broker.resource_name = sb("0");
+                    broker.configs = vec![threads];
                     let mut r = AlterConfigsRequest::default();
                     r.resources = vec![res, broker];
                     let resp: AlterConfigsResponse = call(&mut s, ApiKey::AlterConfigs, v, next(), &r);
@@ -545,7 +549,7 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(
                         codes,
                         [0, 40],
-                        "AlterConfigs v{v}: topics yes, static broker settings no"
+                        "AlterConfigs v{v}: topics yes, broker settings read only at start no"
                     );
                 }
                 43 => {

@@ -469,7 +469,7 @@ fn dynamic_configs(described: &str) -> Vec<String> {
 
 /// `kafka-configs` alters a topic's configs (IncrementalAlterConfigs), they survive a restart,
 /// and what Laminar cannot do is refused with a reason: compaction (not built yet) and broker
-/// settings (static, in its config file).
+/// settings that are read at start only.
 #[test]
 fn kafka_configs_alter_topics_and_survive_a_restart() {
     let tmp = tempfile::tempdir().unwrap();
@@ -513,11 +513,11 @@ fn kafka_configs_alter_topics_and_survive_a_restart() {
             "0",
             "--alter",
             "--add-config",
-            "log.retention.ms=1",
+            "num.io.threads=8",
         ],
     );
     assert!(
-        !r.ok && r.stderr.contains("broker settings are static"),
+        !r.ok && r.stderr.contains("set it in its config file"),
         "{}",
         r.stderr
     );
@@ -589,6 +589,111 @@ fn kafka_configs_describe_all_shows_sources_and_synonyms() {
         line(&described, "num.partitions"),
         "num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}"
     );
+    broker.terminate();
+}
+
+/// Dynamic broker configs with `kafka-configs --entity-type brokers`: the cluster default
+/// (`--entity-default`) and this broker's (`--entity-name 0`) apply at once to topics without
+/// an override (a smaller `log.segment.bytes` rolls segments), survive a restart, and can be
+/// deleted; settings read only at start are refused with the reason.
+#[test]
+fn kafka_configs_alter_broker_configs_dynamically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "dyn", "--partitions", "1"]);
+    let default = ["--entity-type", "brokers", "--entity-default"];
+    let this = ["--entity-type", "brokers", "--entity-name", "0"];
+    tools.ok(
+        CONFIGS,
+        &[
+            &default[..],
+            &["--alter", "--add-config", "log.retention.ms=7200000"],
+        ]
+        .concat(),
+    );
+    tools.ok(
+        CONFIGS,
+        &[
+            &this[..],
+            &["--alter", "--add-config", "log.segment.bytes=1048576"],
+        ]
+        .concat(),
+    );
+    let r = tools.run(
+        CONFIGS,
+        &[&this[..], &["--alter", "--add-config", "num.io.threads=8"]].concat(),
+    );
+    assert!(
+        !r.ok && r.stderr.contains("set it in its config file"),
+        "{}",
+        r.stderr
+    );
+
+    // The topic has no override: 3 MiB of records now roll 1 MiB segments.
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .create()
+        .unwrap();
+    let record = vec![b'x'; 100 << 10];
+    for _ in 0..30 {
+        p.send(BaseRecord::<(), _>::to("dyn").payload(&record[..]))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    let segments = std::fs::read_dir(data.join("dyn-0"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+        .count();
+    assert!(segments >= 3, "{segments} segments of 3 MiB at 1 MiB each");
+    drop(p);
+
+    let check = |tools: &Tools| {
+        let described = tools.ok(CONFIGS, &[&this[..], &["--describe"]].concat());
+        assert!(
+            described.contains(
+                "log.segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.segment.bytes=1048576, \
+                 DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+            ),
+            "{described}"
+        );
+        let described = tools.ok(CONFIGS, &[&default[..], &["--describe"]].concat());
+        assert!(
+            described.contains(
+                "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}"
+            ),
+            "{described}"
+        );
+        let topic = [
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "dyn",
+            "--describe",
+            "--all",
+        ];
+        let described = tools.ok(CONFIGS, &topic);
+        assert!(
+            described.contains(
+                "retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000, \
+                 DEFAULT_CONFIG:log.retention.ms=604800000}"
+            ),
+            "{described}"
+        );
+    };
+    check(&tools);
+    broker.terminate();
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    check(&tools);
+
+    tools.ok(
+        CONFIGS,
+        &[&default[..], &["--alter", "--delete-config", "log.retention.ms"]].concat(),
+    );
+    let described = tools.ok(CONFIGS, &[&default[..], &["--describe"]].concat());
+    assert!(!described.contains("log.retention.ms"), "{described}");
     broker.terminate();
 }
 

@@ -3,9 +3,10 @@
 //! topics. A change is validated as CreateTopics validates configs, applied to the topic's
 //! logs, and persisted with the topic, so it survives a restart.
 //!
-//! Broker settings are static in Laminar (its config file); asking to alter them is answered
-//! with INVALID_CONFIG and says so. Client quotas are altered with AlterClientQuotas, which is
-//! what `kafka-configs --entity-type clients` sends.
+//! For brokers, the dynamic broker configs (see `dynamic_configs`): this broker's (resource
+//! name = its node id) or the cluster default (empty name); settings that are not dynamic are
+//! answered with INVALID_CONFIG and the reason. Client quotas are altered with
+//! AlterClientQuotas, which is what `kafka-configs --entity-type clients` sends.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::dynamic_configs::Level;
 use crate::error_codes as ec;
 use crate::topics::Topics;
 
@@ -34,6 +36,7 @@ const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: AlterConfigsRequest) -> Encoded {
     let topics = b.topics.clone();
+    let node_id = b.config.node_id;
     let incremental = r.incremental;
     // Persisting a topic's configs writes a file: off the socket thread.
     let results: Vec<(i8, String, i16, Option<String>)> =
@@ -41,7 +44,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Alter
             r.resources
                 .into_iter()
                 .map(|res| {
-                    let outcome = alter(&topics, &res, incremental, r.validate_only);
+                    let outcome = alter(&topics, node_id, &res, incremental, r.validate_only);
                     let (code, message) = match outcome {
                         Ok(()) => (ec::NONE, None),
                         Err((code, message)) => (code, Some(message)),
@@ -84,33 +87,39 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Alter
 
 fn alter(
     topics: &Topics,
+    node_id: i32,
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
+    let change = |configs: &mut BTreeMap<String, String>| {
+        if incremental {
+            res.configs.iter().try_for_each(|c| apply(configs, c))
+        } else {
+            // AlterConfigs replaces the whole set: what is not named returns to its default.
+            *configs = res
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.name.clone(), c.value.clone()?)))
+                .collect();
+            Ok(())
+        }
+    };
     match res.resource_type {
-        RESOURCE_TOPIC => topics.alter_configs(
-            &res.resource_name,
-            |configs| {
-                if incremental {
-                    res.configs.iter().try_for_each(|c| apply(configs, c))
-                } else {
-                    // AlterConfigs replaces the whole set: what is not named returns to its default.
-                    *configs = res
-                        .configs
-                        .iter()
-                        .filter_map(|c| Some((c.name.clone(), c.value.clone()?)))
-                        .collect();
-                    Ok(())
+        RESOURCE_TOPIC => topics.alter_configs(&res.resource_name, change, validate_only),
+        RESOURCE_BROKER => {
+            let level = match res.resource_name.as_str() {
+                "" => Level::ClusterDefault,
+                name if name == node_id.to_string() => Level::Broker,
+                other => {
+                    return Err((
+                        ec::INVALID_REQUEST,
+                        format!("no broker {other} here: this is broker {node_id}"),
+                    ))
                 }
-            },
-            validate_only,
-        ),
-        RESOURCE_BROKER => Err((
-            ec::INVALID_CONFIG,
-            "broker settings are static in Laminar: set them in its config file (laminar serve --config)"
-                .to_string(),
-        )),
+            };
+            topics.alter_broker_configs(level, change, validate_only)
+        }
         other => Err((
             ec::INVALID_REQUEST,
             format!("resource type {other} cannot be altered here (topics: 2)"),

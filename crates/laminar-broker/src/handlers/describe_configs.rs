@@ -1,4 +1,5 @@
-//! DescribeConfigs v1-4: topic configs and broker configs, each with the source of the value
+//! DescribeConfigs v1-4: topic configs and broker configs (this broker's, and the cluster
+//! default's dynamic ones), each with the source of the value
 //! in effect and, when asked, its synonyms (the broker setting a topic config falls back on,
 //! and the default under it) and documentation, as Kafka reports them.
 
@@ -12,6 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, SETTINGS};
+use crate::dynamic_configs::{DynamicConfigs, DYNAMIC_SETTINGS};
 use crate::error_codes as ec;
 use crate::topics::TOPIC_CONFIGS;
 
@@ -19,6 +21,8 @@ const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 /// Kafka's config sources.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's config types (v3+).
@@ -96,14 +100,32 @@ fn synonym(name: &str, value: String, source: i8) -> DescribeConfigsSynonym {
     s
 }
 
-/// A broker setting's value from the config file or command line (if given there) and its
-/// default, most specific first, as Kafka orders synonyms.
-fn broker_levels(b: &Broker, name: &'static str, default: String) -> Vec<(String, i8)> {
+/// Where a broker setting has a value, most specific first, as Kafka orders synonyms: this
+/// broker's dynamic config, the cluster default's, the config file or command line, the
+/// default. Each value is given as `show` makes it of a config with that one value set.
+fn broker_levels(
+    b: &Broker,
+    dynamic: &DynamicConfigs,
+    name: &'static str,
+    show: impl Fn(&BrokerConfig) -> String,
+) -> Vec<(String, i8)> {
+    let defaults = BrokerConfig::default();
     let mut levels = Vec::new();
-    if b.config.set_names.contains(name) {
-        levels.push((b.config.value_of(name).unwrap_or_default(), SOURCE_STATIC_BROKER));
+    for (map, source) in [
+        (&dynamic.broker, SOURCE_DYNAMIC_BROKER),
+        (&dynamic.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+    ] {
+        if let Some(v) = map.get(name) {
+            let mut c = defaults.clone();
+            if c.set_value(name, v).is_ok() {
+                levels.push((show(&c), source));
+            }
+        }
     }
-    levels.push((default, SOURCE_DEFAULT));
+    if b.config.set_names.contains(name) {
+        levels.push((show(&b.config), SOURCE_STATIC_BROKER));
+    }
+    levels.push((show(&defaults), SOURCE_DEFAULT));
     levels
 }
 
@@ -135,7 +157,8 @@ fn entry(
 }
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsRequest) -> Encoded {
-    let defaults = BrokerConfig::default();
+    let dynamic = b.topics.dynamic_configs();
+    let node = b.config.node_id.to_string();
     let mut resp = DescribeConfigsResponse::default();
     for res in &r.resources {
         let mut out = DescribeConfigsResult::default();
@@ -159,14 +182,11 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
                             levels.push((v.clone(), c.name, SOURCE_DYNAMIC_TOPIC));
                         }
                         // The broker's levels, in the topic config's terms.
-                        if b.config.set_names.contains(c.broker_name) {
-                            levels.push((
-                                topic_default(&b.config, name),
-                                c.broker_name,
-                                SOURCE_STATIC_BROKER,
-                            ));
-                        }
-                        levels.push((topic_default(&defaults, name), c.broker_name, SOURCE_DEFAULT));
+                        levels.extend(
+                            broker_levels(b, &dynamic, c.broker_name, |bc| topic_default(bc, name))
+                                .into_iter()
+                                .map(|(v, source)| (v, c.broker_name, source)),
+                        );
                         out.configs
                             .push(entry(name, levels, false, c.config_type, c.doc, &r));
                     }
@@ -176,17 +196,35 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
                     out.error_message = Some(sb(&format!("no topic {}", res.resource_name)));
                 }
             },
-            RESOURCE_BROKER => {
-                for s in SETTINGS.iter().filter(|s| wanted(s.name)) {
-                    let default = defaults.value_of(s.name).unwrap_or_else(|| s.default.to_string());
-                    let levels = broker_levels(b, s.name, default)
-                        .into_iter()
-                        .map(|(v, source)| (v, s.name, source))
-                        .collect();
-                    // Broker settings are static: read from laminar.toml at start.
+            // The cluster default: only what is set at that level, as Kafka answers.
+            RESOURCE_BROKER if res.resource_name.is_empty() => {
+                for (name, value) in dynamic.cluster_default.iter().filter(|(n, _)| wanted(n)) {
+                    let doc = SETTINGS.iter().find(|s| s.name == name).map_or("", |s| s.doc);
+                    let levels = vec![(value.clone(), name.as_str(), SOURCE_DYNAMIC_DEFAULT_BROKER)];
                     out.configs
-                        .push(entry(s.name, levels, true, TYPE_UNKNOWN, s.doc, &r));
+                        .push(entry(name, levels, false, TYPE_UNKNOWN, doc, &r));
                 }
+            }
+            RESOURCE_BROKER if res.resource_name == node => {
+                for s in SETTINGS.iter().filter(|s| wanted(s.name)) {
+                    let levels = broker_levels(b, &dynamic, s.name, |c| {
+                        c.value_of(s.name).unwrap_or_else(|| s.default.to_string())
+                    })
+                    .into_iter()
+                    .map(|(v, source)| (v, s.name, source))
+                    .collect();
+                    // Only the dynamic settings can change while the broker runs.
+                    let read_only = !DYNAMIC_SETTINGS.contains(&s.name);
+                    out.configs
+                        .push(entry(s.name, levels, read_only, TYPE_UNKNOWN, s.doc, &r));
+                }
+            }
+            RESOURCE_BROKER => {
+                out.error_code = ec::INVALID_REQUEST;
+                out.error_message = Some(sb(&format!(
+                    "no broker {} here: this is broker {node}",
+                    res.resource_name
+                )));
             }
             other => {
                 out.error_code = ec::INVALID_REQUEST;
