@@ -170,8 +170,8 @@ pub const SETTINGS: &[SettingDoc] = &[
     },
     SettingDoc {
         name: "socket.send.buffer.bytes",
-        default: "-1",
-        doc: "SO_SNDBUF of each client connection; -1 leaves the kernel's autotuning (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default). Kafka's default is 102400: it bounds the kernel memory a consumer that stops reading can hold.",
+        default: "102400",
+        doc: "SO_SNDBUF of each client connection, as Kafka's default: it bounds the kernel memory a consumer that stops reading can hold (1,000 such consumers: 100 MiB, not the 1.6 GiB that put the kernel's TCP memory under pressure). -1 leaves the kernel's autotuning (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default); consume throughput measured the same either way (bench/results/2026-11-23-vm-sndbuf).",
     },
     SettingDoc {
         name: "socket.send.chunk.bytes",
@@ -254,7 +254,7 @@ impl Default for BrokerConfig {
             num_io_threads: 4,
             num_storage_threads: 2,
             socket_send_chunk_bytes: 64 << 10,
-            socket_send_buffer_bytes: None,
+            socket_send_buffer_bytes: Some(102_400),
             max_connection_creation_rate: None,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
@@ -487,11 +487,11 @@ mod tests {
 "log.retention.ms" = -1
 "listeners" = "127.0.0.1:19999"
 "advertised.listeners" = "broker.example:9092"
-"socket.send.buffer.bytes" = 102400
+"socket.send.buffer.bytes" = 65536
 "#,
         )
         .unwrap();
-        assert_eq!(c.socket_send_buffer_bytes, Some(102_400));
+        assert_eq!(c.socket_send_buffer_bytes, Some(65_536));
         c.set("socket.send.buffer.bytes", "-1").unwrap();
         assert_eq!(c.socket_send_buffer_bytes, None);
         assert!(!c.auto_create_topics_enable);
