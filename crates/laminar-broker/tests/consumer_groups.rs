@@ -272,6 +272,8 @@ fn shutdown_does_not_wait_for_a_pending_rebalance() {
         "shutdown took {:?}",
         t.elapsed()
     );
-    drop(first);
-    drop(second);
+    // Not closed: with the broker gone and a join in flight, librdkafka's consumer close can
+    // wait for ever (seen once in a full suite run). Their threads end with the process.
+    std::mem::forget(first);
+    std::mem::forget(second);
 }

@@ -697,6 +697,72 @@ fn kafka_configs_alter_broker_configs_dynamically() {
     broker.terminate();
 }
 
+/// `kafka-configs --entity-type clients` sets, describes and deletes client quotas (through
+/// AlterClientQuotas and DescribeClientQuotas), for one client-id and for the default, and
+/// they survive a restart.
+#[test]
+fn kafka_configs_client_quotas_survive_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    let named = ["--entity-type", "clients", "--entity-name", "reporting"];
+    let default = ["--entity-type", "clients", "--entity-default"];
+    let out = tools.ok(
+        CONFIGS,
+        &[
+            &named[..],
+            &[
+                "--alter",
+                "--add-config",
+                "consumer_byte_rate=1048576,producer_byte_rate=2097152",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.contains("Completed updating config for client reporting."),
+        "{out}"
+    );
+    let out = tools.ok(
+        CONFIGS,
+        &[
+            &default[..],
+            &["--alter", "--add-config", "consumer_byte_rate=5000000"],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.contains("Completed updating default config for clients"),
+        "{out}"
+    );
+
+    broker.terminate();
+    let broker = common::serve(&data);
+    let tools = Tools::new(&broker.addr, tmp.path());
+    let out = tools.ok(CONFIGS, &[&named[..], &["--describe"]].concat());
+    assert!(
+        out.contains(
+            "Quota configs for client-id 'reporting' are consumer_byte_rate=1048576.0, producer_byte_rate=2097152.0"
+        ),
+        "{out}"
+    );
+    let out = tools.ok(CONFIGS, &[&default[..], &["--describe"]].concat());
+    assert!(out.contains("consumer_byte_rate=5000000.0"), "{out}");
+
+    tools.ok(
+        CONFIGS,
+        &[&named[..], &["--alter", "--delete-config", "producer_byte_rate"]].concat(),
+    );
+    let out = tools.ok(CONFIGS, &[&named[..], &["--describe"]].concat());
+    assert!(
+        out.contains("Quota configs for client-id 'reporting' are consumer_byte_rate=1048576.0")
+            && !out.contains("producer_byte_rate"),
+        "{out}"
+    );
+    broker.terminate();
+}
+
 /// `kafka-transactions describe-producers` lists the idempotent producers a partition
 /// remembers: librdkafka's, with its epoch and last sequence, also after a restart (rebuilt
 /// from the log's tail).
