@@ -32,6 +32,31 @@ fn write_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
     }
 }
 
+/// Appends one v2 record (its length prefix first) to `out`.
+pub(crate) fn encode_record(
+    out: &mut Vec<u8>,
+    attributes: i8,
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(&[u8], Option<&[u8]>)],
+) {
+    let mut body = Vec::with_capacity(32 + value.map_or(0, |v| v.len()));
+    body.push(attributes as u8);
+    write_varlong(&mut body, timestamp_delta);
+    write_varint(&mut body, offset_delta);
+    write_bytes(&mut body, key);
+    write_bytes(&mut body, value);
+    write_varint(&mut body, headers.len() as i32);
+    for (k, v) in headers {
+        write_bytes(&mut body, Some(k));
+        write_bytes(&mut body, *v);
+    }
+    write_varint(out, body.len() as i32);
+    out.extend_from_slice(&body);
+}
+
 impl BatchBuilder {
     pub fn new(compression: Compression, base_timestamp_ms: i64) -> BatchBuilder {
         BatchBuilder {
@@ -62,19 +87,20 @@ impl BatchBuilder {
     }
 
     pub fn push(&mut self, r: RecordSpec) {
-        let mut body = Vec::with_capacity(32 + r.value.as_ref().map_or(0, |v| v.len()));
-        body.push(0); // attributes: unused in v2
-        write_varlong(&mut body, r.timestamp_ms - self.base_timestamp_ms);
-        write_varint(&mut body, self.count);
-        write_bytes(&mut body, r.key.as_deref());
-        write_bytes(&mut body, r.value.as_deref());
-        write_varint(&mut body, r.headers.len() as i32);
-        for (k, v) in &r.headers {
-            write_bytes(&mut body, Some(k.as_bytes()));
-            write_bytes(&mut body, v.as_deref());
-        }
-        write_varint(&mut self.records, body.len() as i32);
-        self.records.extend_from_slice(&body);
+        let headers: Vec<(&[u8], Option<&[u8]>)> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_bytes(), v.as_deref()))
+            .collect();
+        encode_record(
+            &mut self.records,
+            0,
+            r.timestamp_ms - self.base_timestamp_ms,
+            self.count,
+            r.key.as_deref(),
+            r.value.as_deref(),
+            &headers,
+        );
         self.max_timestamp_ms = self.max_timestamp_ms.max(r.timestamp_ms);
         self.count += 1;
     }
@@ -94,25 +120,46 @@ impl BatchBuilder {
     }
 
     fn finish(self, body: &[u8]) -> Result<Vec<u8>> {
-        let total = BATCH_HEADER_BYTES + body.len();
-        let mut out = Vec::with_capacity(total);
-        out.extend_from_slice(&0i64.to_be_bytes());
-        out.extend_from_slice(&((total - LOG_OVERHEAD_BYTES) as i32).to_be_bytes());
-        out.extend_from_slice(&(-1i32).to_be_bytes());
-        out.push(MAGIC_V2 as u8);
-        out.extend_from_slice(&0u32.to_be_bytes());
-        out.extend_from_slice(&self.compression.attribute_bits().to_be_bytes());
-        out.extend_from_slice(&(self.count - 1).max(0).to_be_bytes());
-        out.extend_from_slice(&self.base_timestamp_ms.to_be_bytes());
-        out.extend_from_slice(&self.max_timestamp_ms.to_be_bytes());
-        out.extend_from_slice(&self.producer_id.to_be_bytes());
-        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
-        out.extend_from_slice(&self.base_sequence.to_be_bytes());
-        out.extend_from_slice(&self.count.to_be_bytes());
-        debug_assert_eq!(out.len(), BATCH_HEADER_BYTES);
-        out.extend_from_slice(body);
-        let crc = crc_of(&out);
-        out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-        Ok(out)
+        let header = BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: -1,
+            magic: MAGIC_V2,
+            crc: 0,
+            attributes: self.compression.attribute_bits(),
+            last_offset_delta: (self.count - 1).max(0),
+            base_timestamp: self.base_timestamp_ms,
+            max_timestamp: self.max_timestamp_ms,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+            records_count: self.count,
+        };
+        Ok(write_batch(&header, body))
     }
+}
+
+/// A whole v2 batch: `header`'s fields (but its length and CRC, which are computed) and the
+/// record section `body`, already compressed as `header.attributes` says.
+pub(crate) fn write_batch(header: &BatchHeader, body: &[u8]) -> Vec<u8> {
+    let total = BATCH_HEADER_BYTES + body.len();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&header.base_offset.to_be_bytes());
+    out.extend_from_slice(&((total - LOG_OVERHEAD_BYTES) as i32).to_be_bytes());
+    out.extend_from_slice(&header.partition_leader_epoch.to_be_bytes());
+    out.push(MAGIC_V2 as u8);
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&header.attributes.to_be_bytes());
+    out.extend_from_slice(&header.last_offset_delta.to_be_bytes());
+    out.extend_from_slice(&header.base_timestamp.to_be_bytes());
+    out.extend_from_slice(&header.max_timestamp.to_be_bytes());
+    out.extend_from_slice(&header.producer_id.to_be_bytes());
+    out.extend_from_slice(&header.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&header.base_sequence.to_be_bytes());
+    out.extend_from_slice(&header.records_count.to_be_bytes());
+    debug_assert_eq!(out.len(), BATCH_HEADER_BYTES);
+    out.extend_from_slice(body);
+    let crc = crc_of(&out);
+    out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    out
 }

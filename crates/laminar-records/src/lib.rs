@@ -24,6 +24,7 @@
 //! bytes that remain.
 
 mod builder;
+pub mod clean;
 mod compression;
 mod record;
 mod stream;
@@ -186,10 +187,21 @@ pub fn crc_of(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[ATTRIBUTES_POS..])
 }
 
-/// Checks one whole batch: its length field matches `batch.len()`, magic 2, the CRC, and a
-/// record count that agrees with `last_offset_delta`. For an uncompressed batch it also walks
-/// every record and checks that the records fill the batch exactly.
+/// Checks one whole batch as a producer must send it: its length field matches
+/// `batch.len()`, magic 2, the CRC, and a record count that agrees with `last_offset_delta`
+/// (one record per offset). For an uncompressed batch it also walks every record and checks
+/// that the records fill the batch exactly.
 pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader> {
+    validate(batch, true)
+}
+
+/// Checks one whole batch as a log may hold it: as [`validate_batch`], except that a batch
+/// compaction has filtered may hold fewer records than the offsets it covers (even none).
+pub fn validate_stored_batch(batch: &[u8]) -> Result<BatchHeader> {
+    validate(batch, false)
+}
+
+fn validate(batch: &[u8], dense: bool) -> Result<BatchHeader> {
     let header = BatchHeader::parse(batch)?;
     let total = header.batch_length as i64 + LOG_OVERHEAD_BYTES as i64;
     if total != batch.len() as i64 || total < BATCH_HEADER_BYTES as i64 {
@@ -209,10 +221,12 @@ pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader> {
             computed,
         });
     }
-    if header.records_count < 0
-        || header.last_offset_delta < 0
-        || (header.records_count > 0 && header.records_count - 1 != header.last_offset_delta)
-    {
+    let count_fits = if dense {
+        header.records_count == 0 || header.records_count - 1 == header.last_offset_delta
+    } else {
+        header.records_count as i64 <= header.last_offset_delta as i64 + 1
+    };
+    if header.records_count < 0 || header.last_offset_delta < 0 || !count_fits {
         return Err(RecordsError::BadCount {
             count: header.records_count,
             last_offset_delta: header.last_offset_delta,
