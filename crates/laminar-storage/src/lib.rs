@@ -10,6 +10,7 @@
 
 pub mod backend;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod flusher;
