@@ -1,7 +1,7 @@
 //! IncrementalAlterConfigs v0-1 (what `kafka-configs --alter` and the Admin client's
 //! `incrementalAlterConfigs` send) and AlterConfigs v0-2 (the older whole-set replacement), for
-//! topics. A change is validated as CreateTopics validates configs, applied to the topic's
-//! logs, and persisted with the topic, so it survives a restart.
+//! topics and brokers. A topic's change is validated as CreateTopics validates configs, applied
+//! to the topic's logs, and persisted with the topic, so it survives a restart.
 //!
 //! For brokers, the dynamic broker configs (see `dynamic_configs`): this broker's (resource
 //! name = its node id) or the cluster default (empty name); settings that are not dynamic are
