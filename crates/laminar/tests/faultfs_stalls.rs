@@ -58,15 +58,40 @@ fn a_topic_created_on_a_slow_disk_does_not_stall_produce_to_other_topics() {
     mount.unmount().unwrap();
 }
 
+/// Assigns one consumer both partitions of topic `two` from the start (librdkafka then asks
+/// for both in each Fetch) and returns it with the time until each partition's first record
+/// arrived (`None` if not within 60 s).
+fn first_record_of_each(addr: &str, group: &str) -> (rdkafka::consumer::BaseConsumer, [Option<Duration>; 2]) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for partition in [0, 1] {
+        tpl.add_partition_offset("two", partition, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let mut arrived = [None, None];
+    while arrived.iter().any(Option::is_none) && started.elapsed() < Duration::from_secs(60) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
+            arrived[m.partition() as usize].get_or_insert(started.elapsed());
+        }
+    }
+    (c, arrived)
+}
+
 /// How long the disk takes to answer each read of the stalled partition's files.
 const READ_STALL: Duration = Duration::from_secs(4);
 
 #[test]
 fn a_partition_whose_reads_stall_does_not_hold_up_fetches_of_the_others() {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::message::Message;
-    use rdkafka::{Offset, TopicPartitionList};
-
     let tmp = tempfile::tempdir().unwrap();
     let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
     // One I/O thread: the stuck read must not keep the pool's only permit either.
@@ -100,24 +125,7 @@ fn a_partition_whose_reads_stall_does_not_hold_up_fetches_of_the_others() {
     p.flush(Duration::from_secs(30)).unwrap();
 
     // One consumer of both partitions: librdkafka asks for both in each Fetch.
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &addr)
-        .set("group.id", "stalled-reads")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for partition in [0, 1] {
-        tpl.add_partition_offset("two", partition, Offset::Beginning)
-            .unwrap();
-    }
-    c.assign(&tpl).unwrap();
-    let started = Instant::now();
-    let mut arrived = [None, None];
-    while arrived.iter().any(Option::is_none) && started.elapsed() < Duration::from_secs(60) {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
-            arrived[m.partition() as usize].get_or_insert(started.elapsed());
-        }
-    }
+    let (c, arrived) = first_record_of_each(&addr, "stalled-reads");
     let stats = mount.command("stats").unwrap();
     mount.command("clear").unwrap();
     let [p0, p1] = arrived.map(|a| a.expect("both records arrived"));
@@ -144,10 +152,6 @@ const WRITE_STALL: Duration = Duration::from_secs(3);
 
 #[test]
 fn a_partition_whose_writes_stall_does_not_hold_up_fetches_of_the_others() {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::message::Message;
-    use rdkafka::{Offset, TopicPartitionList};
-
     let tmp = tempfile::tempdir().unwrap();
     let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
     let broker = common::serve(&mnt.join("data"));
@@ -181,24 +185,7 @@ fn a_partition_whose_writes_stall_does_not_hold_up_fetches_of_the_others() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
 
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &addr)
-        .set("group.id", "stalled-writes")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for partition in [0, 1] {
-        tpl.add_partition_offset("two", partition, Offset::Beginning)
-            .unwrap();
-    }
-    c.assign(&tpl).unwrap();
-    let started = Instant::now();
-    let mut arrived = [None, None];
-    while arrived.iter().any(Option::is_none) && started.elapsed() < Duration::from_secs(60) {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
-            arrived[m.partition() as usize].get_or_insert(started.elapsed());
-        }
-    }
+    let (c, arrived) = first_record_of_each(&addr, "stalled-writes");
     p.flush(Duration::from_secs(30)).unwrap();
     let stats = mount.command("stats").unwrap();
     mount.command("clear").unwrap();
