@@ -148,6 +148,11 @@ fn max_connection_creation_rate_holds_a_flood_in_the_backlog() {
         took >= Duration::from_millis(1500),
         "60 connections at 20/s took only {took:?}"
     );
+    // Closing connections must not spend the accept budget: 60 at 20/s, not 120.
+    assert!(
+        took < Duration::from_millis(4000),
+        "60 connections at 20/s took {took:?}"
+    );
     let (_, metrics) = http_get(&b.metrics_addr, "/metrics");
     assert!(metric(&metrics, "laminar_connection_accept_throttled_seconds_total") >= 1.0);
 }

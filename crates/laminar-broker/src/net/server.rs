@@ -110,8 +110,9 @@ pub fn serve<S: Service>(
         // listen backlog (whose overflow the client sees as a slow connect), not in tasks.
         let mut bucket = limits.max_connection_creation_rate.map(AcceptBucket::new);
         loop {
+            // The loop also turns for each connection that ends: only an accept spends a token.
             if let Some(b) = bucket.as_mut() {
-                let wait = b.take();
+                let wait = b.wait();
                 if !wait.is_zero() {
                     metrics
                         .accept_throttled_us_total
@@ -120,6 +121,7 @@ pub fn serve<S: Service>(
                         _ = tokio::time::sleep(wait) => {}
                         _ = shutdown_rx.changed() => break,
                     }
+                    continue;
                 }
             }
             tokio::select! {
@@ -132,6 +134,9 @@ pub fn serve<S: Service>(
                             continue;
                         }
                     };
+                    if let Some(b) = bucket.as_mut() {
+                        b.spend();
+                    }
                     let Ok(permit) = connection_permits.clone().try_acquire_owned() else {
                         metrics.connections_refused_total.fetch_add(1, Ordering::Relaxed);
                         crate::warn!("closing connection from {peer}: max.connections {} reached", limits.max_connections);
@@ -192,17 +197,22 @@ impl AcceptBucket {
         }
     }
 
-    /// Takes a token for the next accept; returns how long to wait before it.
-    fn take(&mut self) -> Duration {
+    /// How long until a token is there for the next accept (zero if one is), after adding
+    /// what has accrued.
+    fn wait(&mut self) -> Duration {
         let now = Instant::now();
         self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.rate);
         self.at = now;
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
+        if self.tokens >= 1.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-self.tokens / self.rate)
+            Duration::from_secs_f64((1.0 - self.tokens) / self.rate)
         }
+    }
+
+    /// Spends a token on an accept.
+    fn spend(&mut self) {
+        self.tokens -= 1.0;
     }
 }
 
