@@ -9,6 +9,16 @@ use laminar_faultfs::{Mount, Options};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
+/// A librdkafka producer that sends each record at once, acks=all (librdkafka's default).
+fn producer(addr: &str) -> ThreadedProducer<DefaultProducerContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .create()
+        .unwrap()
+}
+
 /// How long the disk takes to create each file and directory of the new topic.
 const STALL: Duration = Duration::from_secs(2);
 
@@ -19,12 +29,7 @@ fn a_topic_created_on_a_slow_disk_does_not_stall_produce_to_other_topics() {
     let broker = common::serve(&mnt.join("data"));
     let addr = broker.addr.clone();
     common::create_topic(&addr, "fast", 1);
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &addr)
-        .set("acks", "all")
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
+    let p = producer(&addr);
     let produce_one = |i: usize| {
         let t = Instant::now();
         p.send(BaseRecord::<(), _>::to("fast").payload(&format!("r{i}")))
@@ -104,11 +109,7 @@ fn a_partition_whose_reads_stall_does_not_hold_up_fetches_of_the_others() {
     );
     let addr = broker.addr.clone();
     common::create_topic(&addr, "two", 2);
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &addr)
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
+    let p = producer(&addr);
     // Every read of partition 1's files takes 4 s. The record just written there is in a
     // page the kernel has not read whole, so the fetch's read of it reaches the disk.
     mount
@@ -157,11 +158,7 @@ fn a_partition_whose_writes_stall_does_not_hold_up_fetches_of_the_others() {
     let broker = common::serve(&mnt.join("data"));
     let addr = broker.addr.clone();
     common::create_topic(&addr, "two", 2);
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &addr)
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
+    let p = producer(&addr);
     // Partition 1's first batch starts in the segment's first page and ends in its second,
     // which the write leaves partly written: the page cache holds it, not read whole.
     let big = "x".repeat(5000);
