@@ -414,6 +414,7 @@ pub fn run(cfg: &LogPerfConfig) -> anyhow::Result<LogPerfReport> {
         StoreConfig {
             default_log: log_config.clone(),
             flush_threads: cfg.flush_threads,
+            ..StoreConfig::default()
         },
     )?;
     let logs: Vec<Arc<Log>> = (0..cfg.partitions)

@@ -26,7 +26,8 @@ pub enum Filtered {
 }
 
 /// Filters the records of one validated v2 `batch` with `keep(offset, record)`. With
-/// `delete_horizon_ms`, a batch without a horizon gets it. With `keep_empty`, a batch
+/// `delete_horizon_ms`, a batch without a horizon that keeps a tombstone gets it, as Kafka
+/// sets it the first time it cleans a tombstone. With `keep_empty`, a batch
 /// whose every record is removed is written with no records (its header only), which a
 /// cleaner does for the last batch of an idempotent producer, so that its sequence state
 /// survives. Control batches are never filtered.
@@ -48,7 +49,7 @@ pub fn filter_batch(
         .filter(|r| keep(header.base_offset + r.offset_delta as i64, r))
         .collect();
     let has_horizon = header.attributes & DELETE_HORIZON_FLAG != 0;
-    let add_horizon = delete_horizon_ms.is_some() && !has_horizon;
+    let add_horizon = delete_horizon_ms.is_some() && !has_horizon && kept.iter().any(|r| r.value.is_none());
     if kept.len() == all && !add_horizon {
         return Ok(Filtered::Unchanged);
     }
@@ -57,8 +58,8 @@ pub fn filter_batch(
     }
     let base_timestamp = match (has_horizon, delete_horizon_ms) {
         (true, _) => header.base_timestamp,
-        (false, Some(horizon)) => horizon,
-        (false, None) => kept.first().map_or(header.base_timestamp, |r| r.timestamp_ms),
+        (false, Some(horizon)) if add_horizon => horizon,
+        (false, _) => kept.first().map_or(header.base_timestamp, |r| r.timestamp_ms),
     };
     let max_timestamp = if header.attributes & LOG_APPEND_TIME_FLAG != 0 || kept.is_empty() {
         header.max_timestamp
@@ -237,6 +238,19 @@ mod tests {
             .map(|r| r.timestamp_ms)
             .collect();
         assert_eq!(ts, [1_000, 1_001, 1_002], "record timestamps kept");
+        // A batch without tombstones gets no horizon.
+        let mut plain = BatchBuilder::new(Compression::None, 1_000);
+        plain.push(RecordSpec {
+            timestamp_ms: 1_000,
+            key: Some(b"k".to_vec()),
+            value: Some(b"v".to_vec()),
+            headers: vec![],
+        });
+        let plain = plain.build().unwrap();
+        assert_eq!(
+            filter_batch(&plain, 1 << 20, Some(9_999), false, |_, _| true).unwrap(),
+            Filtered::Unchanged
+        );
         // A second pass keeps the first horizon.
         assert_eq!(
             filter_batch(&h, 1 << 20, Some(20_000), false, |_, _| true).unwrap(),

@@ -32,6 +32,20 @@ pub struct LogConfig {
     /// durability waiter must not wait behind; recovery after a crash validates what was
     /// appended since the last checkpoint, at most this long's worth of appends.
     pub checkpoint_interval_ms: u64,
+    /// `cleanup.policy` holds `delete`: retention removes old segments.
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` holds `compact`: the cleaner keeps the newest record of each key.
+    pub cleanup_compact: bool,
+    /// `min.cleanable.dirty.ratio`: clean once this share of the cleanable bytes is dirty
+    /// (written since the last pass).
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a segment whose newest record is younger is not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: clean a log whose oldest dirty segment is older than this,
+    /// whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone outlives the pass that first cleaned it.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -46,6 +60,12 @@ impl Default for LogConfig {
             flush_interval_ms: None,
             flush_messages: None,
             checkpoint_interval_ms: 1000,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 24 * 3600 * 1000,
         }
     }
 }
@@ -66,6 +86,15 @@ impl LogConfig {
                 "preallocate_bytes {} exceeds {SEGMENT_BYTES_MAX}",
                 self.preallocate_bytes
             ));
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return Err(format!(
+                "min_cleanable_dirty_ratio {} is outside [0, 1]",
+                self.min_cleanable_dirty_ratio
+            ));
+        }
+        if self.min_compaction_lag_ms < 0 || self.max_compaction_lag_ms < 1 || self.delete_retention_ms < 0 {
+            return Err("compaction lags and delete retention must not be negative".into());
         }
         if self.flush_messages == Some(0) || self.flush_interval_ms == Some(0) {
             return Err("flush_messages and flush_interval_ms must be positive when set".into());

@@ -9,6 +9,10 @@
 //!
 //! `flush_lock` serialises flushes of this log and is held across fsyncs, but appends never
 //! take it: flushing never blocks appending (seed 001).
+//!
+//! `layout` serialises the changes to the segment list other than appends and rolls:
+//! retention, DeleteRecords and the cleaner's swaps. It is taken before `appender`, and
+//! held across file removals and renames, so only those three wait behind a slow disk.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -27,7 +31,9 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::FlusherShared;
 use crate::log_start;
 use crate::metrics::StorageMetrics;
-use crate::segment::{self, Segment, DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::segment::{
+    self, Segment, CLEANED_SUFFIX, DATA_SUFFIX, INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+};
 use crate::types::{now_ms, FilePos, Offset, RecoveryPoint};
 use crate::wait::{Completion, FlushWait};
 
@@ -124,6 +130,10 @@ pub struct Log {
     view: RwLock<View>,
     flush_state: Mutex<FlushState>,
     flush_lock: Mutex<()>,
+    layout: Mutex<()>,
+    /// The cleaner's last measure of the share of cleanable bytes written since its last
+    /// pass, in millionths (a gauge; 0 for logs that are not compacted).
+    dirty_ratio_ppm: AtomicU64,
     /// The recovery point the checkpoint file holds, and when it was written.
     checkpointed: Mutex<RecoveryPoint>,
     last_checkpoint_ms: AtomicI64,
@@ -198,6 +208,8 @@ impl Log {
                 waiters: Vec::new(),
             }),
             flush_lock: Mutex::new(()),
+            layout: Mutex::new(()),
+            dirty_ratio_ppm: AtomicU64::new(0),
             checkpointed: Mutex::new(flushed),
             last_checkpoint_ms: AtomicI64::new(now_ms()),
             offline: Mutex::new(None),
@@ -224,6 +236,36 @@ impl Log {
 
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    pub(crate) fn metrics(&self) -> &Arc<StorageMetrics> {
+        &self.metrics
+    }
+
+    /// The segments, oldest first; the last one takes appends.
+    pub(crate) fn segments(&self) -> Vec<Arc<Segment>> {
+        self.view.read().unwrap().segments.clone()
+    }
+
+    /// The segment the on-disk checkpoint points into. Recovery trusts every byte of the
+    /// segments below it without reading them, so only those may be rewritten by the
+    /// cleaner: a rewritten file's positions mean nothing to an older checkpoint.
+    pub(crate) fn checkpointed_segment_base(&self) -> Offset {
+        self.checkpointed.lock().unwrap().segment_base
+    }
+
+    /// The cleaner's last measure of this log's dirty ratio (0 to 1).
+    pub fn dirty_ratio(&self) -> f64 {
+        self.dirty_ratio_ppm.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    pub(crate) fn set_dirty_ratio(&self, ratio: f64) {
+        self.dirty_ratio_ppm
+            .store((ratio.clamp(0.0, 1.0) * 1e6) as u64, Ordering::Relaxed);
     }
 
     pub fn config(&self) -> LogConfig {
@@ -273,6 +315,17 @@ impl Log {
             .iter()
             .map(|s| s.end_pos().0)
             .sum()
+    }
+
+    /// The base offset of each segment, oldest first; the last one takes appends.
+    pub fn segment_bases(&self) -> Vec<Offset> {
+        self.view
+            .read()
+            .unwrap()
+            .segments
+            .iter()
+            .map(|s| s.base)
+            .collect()
     }
 
     pub fn segment_count(&self) -> usize {
@@ -799,6 +852,10 @@ impl Log {
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
         self.check_online()?;
         let config = self.config();
+        if !config.cleanup_delete {
+            return Ok(0);
+        }
+        let _layout = self.layout.lock().unwrap();
         let doomed: Vec<Arc<Segment>> = {
             let mut view = self.view.write().unwrap();
             let mut total: u64 = view.segments.iter().map(|s| s.end_pos().0).sum();
@@ -830,7 +887,9 @@ impl Log {
     /// not above it); `before` past the log end is OffsetOutOfRange.
     pub fn delete_records(&self, before: Offset) -> Result<Offset> {
         self.check_online()?;
-        // Serializes with appends and rolls, so the segment list below is the current one.
+        // Serializes with retention and the cleaner's swaps, then with appends and rolls, so
+        // the segment list below is the current one.
+        let _layout = self.layout.lock().unwrap();
         let _app = self.appender.lock().unwrap();
         let (log_start, log_end) = {
             let view = self.view.read().unwrap();
@@ -862,6 +921,89 @@ impl Log {
         debug_assert!(self.log_start() == before && self.log_start() <= self.log_end());
         self.remove_segments(&doomed)?;
         Ok(before)
+    }
+
+    /// Replaces `old`, consecutive sealed segments, with `cleaned`: their cleaned copy, whose
+    /// data file `cleaned_path` (`B.log.cleaned`, where B is `old[0]`'s base) is written and
+    /// synced, and whose last batch ends where `old` ends. Each step is durable before the
+    /// next, and recovery finishes a swap that a crash interrupted (see `finish_swaps`):
+    ///
+    /// 1. rename `B.log.cleaned` to `B.log.swap`: from here on, the swap happens;
+    /// 2. remove the files of every segment in `old`;
+    /// 3. rename `B.log.swap` to `B.log`, and write its index files;
+    /// 4. readers see `cleaned` in place of `old` (those reading `old` keep its descriptors).
+    ///
+    /// Returns false, and removes the cleaned file, if `old` is no longer in the log
+    /// (retention or DeleteRecords removed some of it meanwhile). A failure after step 1
+    /// takes the log offline: what the directory holds is then known only to recovery.
+    pub(crate) fn swap_cleaned(
+        &self,
+        old: &[Arc<Segment>],
+        cleaned: Arc<Segment>,
+        cleaned_path: &Path,
+    ) -> Result<bool> {
+        assert!(!old.is_empty() && cleaned.base == old[0].base && cleaned.is_sealed());
+        assert_eq!(
+            cleaned.next_offset(),
+            old.last().unwrap().next_offset(),
+            "a cleaned segment covers the offsets it replaces"
+        );
+        let _layout = self.layout.lock().unwrap();
+        self.check_online()?;
+        let at = {
+            let view = self.view.read().unwrap();
+            let at = view.segments.iter().position(|s| Arc::ptr_eq(s, &old[0]));
+            at.filter(|&i| {
+                i + old.len() < view.segments.len()
+                    && view.segments[i..i + old.len()]
+                        .iter()
+                        .zip(old)
+                        .all(|(a, b)| Arc::ptr_eq(a, b))
+            })
+        };
+        let Some(at) = at else {
+            self.storage
+                .remove_file(cleaned_path)
+                .ctx("remove", cleaned_path)?;
+            return Ok(false);
+        };
+        let swap_path = self.dir.join(segment::file_name(cleaned.base, SWAP_SUFFIX));
+        self.storage
+            .rename(cleaned_path, &swap_path)
+            .ctx("rename", cleaned_path)?;
+        let steps = || -> Result<()> {
+            self.storage
+                .sync_dir(&self.dir)
+                .ctx("fsync directory", &self.dir)?;
+            for seg in old {
+                for path in [&seg.index_path, &seg.time_index_path, &seg.data_path] {
+                    match self.storage.remove_file(path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(StorageError::io("remove", path, e)),
+                    }
+                }
+            }
+            self.storage
+                .sync_dir(&self.dir)
+                .ctx("fsync directory", &self.dir)?;
+            self.storage
+                .rename(&swap_path, &cleaned.data_path)
+                .ctx("rename", &swap_path)?;
+            self.storage
+                .sync_dir(&self.dir)
+                .ctx("fsync directory", &self.dir)?;
+            cleaned.persist_indexes(self.storage.as_ref(), true)
+        };
+        let t = Instant::now();
+        if let Err(e) = steps() {
+            return Err(self.go_offline(&e));
+        }
+        self.metrics.metadata_fsync_us.record_since(t);
+        debug_assert!(cleaned.indexes_durable());
+        let mut view = self.view.write().unwrap();
+        view.segments.splice(at..at + old.len(), [cleaned]);
+        Ok(true)
     }
 
     /// Unlinks the files of segments already taken out of the view, then syncs the directory.
@@ -902,6 +1044,10 @@ impl Log {
             .file
             .set_len(active.end_pos().0)
             .ctx("truncate", &active.data_path)?;
+        // The flush below syncs nothing if nothing was appended since the last one, and the
+        // trim must be durable too: else a crash after a clean close brings back the
+        // preallocated zeros, which the next recovery reads as a torn tail.
+        active.file.sync_data().ctx("fdatasync", &active.data_path)?;
         active.indexes.lock().unwrap().add_time_entry();
         self.flush()?;
         active.persist_indexes(self.storage.as_ref(), true)?;
@@ -929,18 +1075,22 @@ fn recover(
     config: &LogConfig,
     clean: bool,
 ) -> Result<(Vec<Arc<Segment>>, RecoveryReport)> {
-    let names = storage.list_dir(dir).ctx("list", dir)?;
+    let mut names = storage.list_dir(dir).ctx("list", dir)?;
+    if finish_swaps(storage, dir, &names)? {
+        names = storage.list_dir(dir).ctx("list", dir)?;
+    }
     let mut bases: Vec<Offset> = names
         .iter()
         .filter_map(|n| segment::parse_file_name(n, DATA_SUFFIX))
         .collect();
     bases.sort();
-    // Index files without a data file, and temporary files, are left-overs of a crash.
+    // Index files without a data file, temporary files and a cleaning pass's unfinished
+    // output are left-overs of a crash.
     for name in &names {
         let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
             .iter()
             .any(|sfx| segment::parse_file_name(name, sfx).is_some_and(|b| !bases.contains(&b)));
-        if orphan || name.ends_with(".tmp") {
+        if orphan || name.ends_with(".tmp") || segment::parse_file_name(name, CLEANED_SUFFIX).is_some() {
             let path = dir.join(name);
             storage.remove_file(&path).ctx("remove", &path)?;
         }
@@ -1023,6 +1173,55 @@ fn recover(
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
     }
     Ok((segments, report))
+}
+
+/// Finishes every cleaner swap a crash interrupted after its commit point: a `B.log.swap`
+/// file replaces every segment whose base lies between B and the swap file's end offset
+/// (see `Log::swap_cleaned`). The swap file was synced before it was renamed, so it is
+/// whole. Returns whether there was one.
+fn finish_swaps(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<bool> {
+    let mut swaps: Vec<Offset> = names
+        .iter()
+        .filter_map(|n| segment::parse_file_name(n, SWAP_SUFFIX))
+        .collect();
+    swaps.sort();
+    for &base in &swaps {
+        let path = dir.join(segment::file_name(base, SWAP_SUFFIX));
+        let file = storage.open(&path, false).ctx("open", &path)?;
+        let len = file.len().ctx("stat", &path)?;
+        let (mut pos, mut end) = (0u64, None);
+        let mut buf = [0u8; BATCH_HEADER_BYTES];
+        while pos + BATCH_HEADER_BYTES as u64 <= len {
+            read_exact_at(file.as_ref(), &mut buf, pos).ctx("read", &path)?;
+            let h = BatchHeader::parse(&buf).expect("a whole header");
+            if h.batch_length <= 0 || pos + h.total_bytes() as u64 > len {
+                break;
+            }
+            end = Some(Offset(h.next_offset()));
+            pos += h.total_bytes() as u64;
+        }
+        let Some(end) = end.filter(|_| pos == len) else {
+            return Err(StorageError::Corrupt {
+                what: "cleaned segment",
+                path,
+                reason: format!("its batches end at byte {pos} of {len}"),
+            });
+        };
+        for name in names {
+            let replaced = [DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+                .iter()
+                .any(|sfx| segment::parse_file_name(name, sfx).is_some_and(|b| b >= base && b < end));
+            if replaced {
+                let p = dir.join(name);
+                storage.remove_file(&p).ctx("remove", &p)?;
+            }
+        }
+        storage.sync_dir(dir).ctx("fsync directory", dir)?;
+        let data = dir.join(segment::file_name(base, DATA_SUFFIX));
+        storage.rename(&path, &data).ctx("rename", &path)?;
+        storage.sync_dir(dir).ctx("fsync directory", dir)?;
+    }
+    Ok(!swaps.is_empty())
 }
 
 fn delete_segments(
@@ -1180,9 +1379,11 @@ impl Walk<'_> {
                 }
                 h
             };
-            if header.base_offset != self.next.0 {
+            // Compaction leaves gaps between batches (never within one segment's range
+            // end: a cleaned segment keeps its last batch), so offsets only have to grow.
+            if header.base_offset < self.next.0 {
                 return Ok(Some(format!(
-                    "batch at {} has base offset {}, expected {}",
+                    "batch at {} has base offset {}, below {}",
                     self.pos, header.base_offset, self.next
                 )));
             }
@@ -1193,7 +1394,7 @@ impl Walk<'_> {
                 )));
             }
             self.seg.indexes.lock().unwrap().on_batch(
-                self.seg.relative(self.next),
+                self.seg.relative(Offset(header.base_offset)),
                 self.pos as u32,
                 total as u64,
                 header.max_timestamp,

@@ -20,4 +20,13 @@ pub struct StorageMetrics {
     /// Checkpoint (or active index) writes that failed after a successful data fsync; the
     /// log stayed online and kept its previous checkpoint.
     pub checkpoint_failures: std::sync::atomic::AtomicU64,
+    /// Cleaning passes finished, and what they read, wrote and removed.
+    pub cleaner_passes: std::sync::atomic::AtomicU64,
+    pub cleaner_bytes_read: std::sync::atomic::AtomicU64,
+    pub cleaner_bytes_written: std::sync::atomic::AtomicU64,
+    pub cleaner_records_removed: std::sync::atomic::AtomicU64,
+    /// Passes (or examinations) that failed; the log waits a backoff before the next.
+    pub cleaner_failures: std::sync::atomic::AtomicU64,
+    /// The time of one whole pass.
+    pub cleaner_pass_us: LatencyHistogram,
 }

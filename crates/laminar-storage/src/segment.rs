@@ -14,6 +14,10 @@ use crate::types::{FilePos, Offset};
 pub const DATA_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// A cleaning pass's output while it is written: removed by recovery.
+pub const CLEANED_SUFFIX: &str = ".log.cleaned";
+/// A cleaning pass's output once committed: recovery finishes its swap.
+pub const SWAP_SUFFIX: &str = ".log.swap";
 
 /// Segment file names are the base offset in 20 digits, as Kafka names them, so that a
 /// directory listing sorts in offset order.
@@ -107,11 +111,22 @@ impl Segment {
     ) -> Result<Segment> {
         let data_path = dir.join(file_name(base, DATA_SUFFIX));
         let file = storage.open(&data_path, create).ctx("open", &data_path)?;
-        Ok(Segment {
+        Ok(Segment::with_file(dir, base, file, created_ms))
+    }
+
+    /// A segment over an open `file` (a cleaning pass's output), to be found at
+    /// `dir/<base>.log` once swapped in.
+    pub(crate) fn with_file(
+        dir: &Path,
+        base: Offset,
+        file: Arc<dyn StorageFile>,
+        created_ms: i64,
+    ) -> Segment {
+        Segment {
             base,
             index_path: dir.join(file_name(base, INDEX_SUFFIX)),
             time_index_path: dir.join(file_name(base, TIME_INDEX_SUFFIX)),
-            data_path,
+            data_path: dir.join(file_name(base, DATA_SUFFIX)),
             file,
             end_pos: AtomicU64::new(0),
             next_offset: AtomicI64::new(base.0),
@@ -122,7 +137,7 @@ impl Segment {
             }),
             sealed: AtomicBool::new(false),
             indexes_durable: AtomicBool::new(false),
-        })
+        }
     }
 
     pub fn end_pos(&self) -> FilePos {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use crate::backend::Storage;
+use crate::cleaner::{Cleaner, CleanerConfig};
 use crate::config::LogConfig;
 use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::Flusher;
@@ -24,6 +25,7 @@ pub struct StoreConfig {
     pub flush_threads: usize,
     /// The config of logs found at startup, until their owner sets their own.
     pub default_log: LogConfig,
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for StoreConfig {
@@ -31,6 +33,7 @@ impl Default for StoreConfig {
         StoreConfig {
             flush_threads: 2,
             default_log: LogConfig::default(),
+            cleaner: CleanerConfig::default(),
         }
     }
 }
@@ -82,6 +85,7 @@ pub struct Store {
     metrics: Arc<StorageMetrics>,
     config: StoreConfig,
     flusher: std::sync::Mutex<Flusher>,
+    cleaner: std::sync::Mutex<Cleaner>,
     /// Socket threads read this on every produce and fetch, so it is never held across a
     /// disk call: a log being created is reserved in `creating` instead.
     logs: RwLock<BTreeMap<LogId, Arc<Log>>>,
@@ -98,6 +102,7 @@ impl Store {
         let clean = storage.exists(&marker);
         let metrics = Arc::new(StorageMetrics::default());
         let flusher = Flusher::start(config.flush_threads);
+        let cleaner = Cleaner::start(config.cleaner.clone());
         let mut logs = BTreeMap::new();
         for name in storage.list_dir(dir).ctx("list", dir)? {
             let Some(id) = LogId::parse_dir_name(&name) else {
@@ -112,6 +117,7 @@ impl Store {
                 clean,
             )?;
             flusher.register(&log);
+            cleaner.register(&log);
             logs.insert(id, log);
         }
         if clean {
@@ -124,6 +130,7 @@ impl Store {
             metrics,
             config,
             flusher: std::sync::Mutex::new(flusher),
+            cleaner: std::sync::Mutex::new(cleaner),
             logs: RwLock::new(logs),
             creating: std::sync::Mutex::new(Default::default()),
             opened_clean: clean,
@@ -197,6 +204,7 @@ impl Store {
             .sync_dir(&self.dir)
             .ctx("fsync directory", &self.dir)?;
         self.flusher.lock().unwrap().register(&log);
+        self.cleaner.lock().unwrap().register(&log);
         Ok(log)
     }
 
@@ -222,6 +230,7 @@ impl Store {
     /// Flushes and closes every log, then writes the clean-shutdown marker. If any log
     /// failed to close cleanly the marker is not written, so the next start recovers.
     pub fn close(&self) -> Result<()> {
+        self.cleaner.lock().unwrap().stop();
         self.flusher.lock().unwrap().stop();
         let mut first_error = None;
         for (_, log) in self.logs() {
@@ -236,6 +245,16 @@ impl Store {
         let f = self.storage.open(&marker, true).ctx("create", &marker)?;
         f.sync_data().ctx("fdatasync", &marker)?;
         self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir)
+    }
+
+    /// Where the cleaner reports its passes and failures.
+    pub fn set_cleaner_events(&self, sink: crate::cleaner::EventSink) {
+        self.cleaner.lock().unwrap().set_event_sink(sink);
+    }
+
+    /// Has the cleaner look at every log now (a log's config changed).
+    pub fn wake_cleaner(&self) {
+        self.cleaner.lock().unwrap().wake();
     }
 
     pub fn config(&self) -> &StoreConfig {

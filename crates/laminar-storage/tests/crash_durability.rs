@@ -24,6 +24,7 @@ fn store_config() -> StoreConfig {
             segment_bytes: 64 << 10,
             ..small_config()
         },
+        ..StoreConfig::default()
     }
 }
 

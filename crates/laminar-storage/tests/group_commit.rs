@@ -44,6 +44,7 @@ fn gated_store(
             checkpoint_interval_ms: 3_600_000,
             ..small_config()
         },
+        ..StoreConfig::default()
     };
     let store = Store::open(Path::new("/data"), faulty.clone(), config.clone()).unwrap();
     let gates = OpenGatesAtEnd(faulty.clone());
@@ -162,6 +163,7 @@ fn recovery_after_fsyncs_past_a_stale_checkpoint_keeps_every_acknowledged_record
                 checkpoint_interval_ms: 3_600_000,
                 ..small_config()
             },
+            ..StoreConfig::default()
         };
         let store = Store::open(Path::new("/data"), sim.clone(), config.clone()).unwrap();
         let log = store

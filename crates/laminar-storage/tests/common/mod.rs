@@ -62,6 +62,7 @@ pub fn small_config() -> LogConfig {
         flush_interval_ms: None,
         flush_messages: None,
         checkpoint_interval_ms: 1000,
+        ..LogConfig::default()
     }
 }
 

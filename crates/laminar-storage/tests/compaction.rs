@@ -1,0 +1,369 @@
+//! Log compaction: a cleaning pass keeps the newest record of each key at its offset,
+//! tombstones until their delete horizon, and everything it may not clean; and a crash at
+//! any step of a pass leaves a log that recovery brings back to either side of each swap.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use laminar_records::{
+    decode_records, validate_stored_batch, BatchBuilder, BatchHeader, Compression, RecordSpec,
+};
+use laminar_storage::backend::{read_exact_at, SimStorage, Storage, StorageFile};
+use laminar_storage::cleaner::pass::{clean, examine, Throttle};
+use laminar_storage::cleaner::{PassLimits, PassStats};
+use laminar_storage::{Log, LogConfig, Offset};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+type Rec = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+const T0_MS: i64 = 1_700_000_000_000;
+const DELETE_RETENTION_MS: i64 = 60_000;
+
+fn compact_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4 << 10,
+        cleanup_compact: true,
+        cleanup_delete: false,
+        min_cleanable_dirty_ratio: 0.0,
+        delete_retention_ms: DELETE_RETENTION_MS,
+        ..small_config()
+    }
+}
+
+fn limits() -> PassLimits {
+    PassLimits {
+        dedupe_buffer_bytes: 1 << 20,
+        io_buffer_bytes: 4 << 10,
+        io_max_bytes_per_s: None,
+    }
+}
+
+/// Every record of the log, read as a consumer would: from the log start, batch by batch.
+/// Offsets must grow, and may skip what compaction removed.
+fn records(log: &Log) -> Vec<Rec> {
+    let mut out = Vec::new();
+    let mut next = log.log_start();
+    while next < log.log_end() {
+        let read = log.read(next, 64 << 10, true).expect("read");
+        let range = read.range.expect("data below the log end");
+        let mut buf = vec![0u8; range.len as usize];
+        read_exact_at(range.file.as_ref(), &mut buf, range.position.0).unwrap();
+        let mut at = 0;
+        while at < buf.len() {
+            let total = BatchHeader::parse(&buf[at..]).unwrap().total_bytes();
+            let bytes = &buf[at..at + total];
+            let h = validate_stored_batch(bytes).expect("a valid batch");
+            assert!(
+                h.base_offset >= next.0 || h.last_offset() >= next.0,
+                "offsets grow"
+            );
+            for r in decode_records(bytes, 1 << 24).unwrap() {
+                let o = h.base_offset + r.offset_delta as i64;
+                if o >= next.0 {
+                    assert!(out.last().is_none_or(|l: &Rec| l.0 < o), "offsets grow");
+                    out.push((o, r.key, r.value));
+                }
+            }
+            next = Offset(h.next_offset());
+            at += h.total_bytes();
+        }
+        assert_eq!(next, range.next_offset);
+    }
+    assert_eq!(next, log.log_end());
+    out
+}
+
+/// Appends `n` records over `keys` keys (about one in eight a tombstone), in batches of
+/// one to nine records, in every codec. Returns what was written.
+fn append_keyed(log: &Log, seed: u64, n: usize, keys: u64) -> Vec<Rec> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut written = Vec::new();
+    let codecs = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+    while written.len() < n {
+        let count = rng.gen_range(1..10);
+        let mut b = BatchBuilder::new(codecs[rng.gen_range(0..codecs.len())], T0_MS);
+        let mut recs = Vec::new();
+        for _ in 0..count {
+            let key = format!("key-{}", rng.gen_range(0..keys)).into_bytes();
+            let value = (!rng.gen_ratio(1, 8)).then(|| {
+                let mut v = vec![0u8; rng.gen_range(10..200)];
+                rng.fill(&mut v[..]);
+                v
+            });
+            recs.push((Some(key.clone()), value.clone()));
+            b.push(RecordSpec {
+                timestamp_ms: T0_MS,
+                key: Some(key),
+                value,
+                headers: vec![],
+            });
+        }
+        let mut bytes = b.build().unwrap();
+        let info = log.append(&mut bytes).unwrap();
+        for (i, (k, v)) in recs.into_iter().enumerate() {
+            written.push((info.base_offset.0 + i as i64, k, v));
+        }
+    }
+    written
+}
+
+/// What a pass that mapped `[0, end)` leaves of `written`: below `end`, the newest record of
+/// each key (a tombstone only while `tombstones` holds); from `end` on, everything.
+fn model(written: &[Rec], end: i64, tombstones: bool) -> Vec<Rec> {
+    let mut newest: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+    for (o, k, _) in written.iter().filter(|r| r.0 < end) {
+        newest.insert(k.clone().unwrap(), *o);
+    }
+    written
+        .iter()
+        .filter(|(o, k, v)| *o >= end || (newest[k.as_ref().unwrap()] == *o && (v.is_some() || tombstones)))
+        .cloned()
+        .collect()
+}
+
+fn pass(log: &Log, now_ms: i64) -> PassStats {
+    let cleanable = examine(log, now_ms).unwrap().expect("something to clean");
+    clean(
+        log,
+        cleanable,
+        &limits(),
+        &mut Throttle::new(None),
+        now_ms,
+        &AtomicBool::new(false),
+    )
+    .unwrap()
+    .expect("not stopped")
+}
+
+#[test]
+fn a_pass_keeps_the_newest_record_of_each_key_and_tombstones_until_their_horizon() {
+    let sim = SimStorage::new();
+    let log = open_log(sim.clone(), "/data/t-0", compact_config(), false);
+    let written = append_keyed(&log, 7, 3_000, 60);
+    // The cleaner only rewrites segments the on-disk checkpoint has passed.
+    log.flush().unwrap();
+    let segments_before = log.segment_count();
+    assert!(segments_before > 20, "{segments_before} segments");
+    let end = log.segment_bases().last().unwrap().0;
+
+    let first = pass(&log, T0_MS);
+    assert_eq!((first.first_dirty, first.end), (Offset(0), Offset(end)));
+    assert_eq!(records(&log), model(&written, end, true));
+    assert!(first.records_removed > 2_000, "{first:?}");
+    let size_before: usize = written.iter().map(|r| r.2.as_ref().map_or(0, |v| v.len())).sum();
+    assert!(
+        log.size_bytes() < size_before as u64 / 4,
+        "{} bytes left",
+        log.size_bytes()
+    );
+    assert_eq!(
+        log.log_end(),
+        Offset(written.len() as i64),
+        "offsets never change"
+    );
+
+    // More records; the next pass, past the horizon, maps only the new dirty part and
+    // drops the tombstones the first pass kept.
+    let mut all = written.clone();
+    all.extend(append_keyed(&log, 8, 1_000, 60));
+    log.flush().unwrap();
+    let end2 = log.segment_bases().last().unwrap().0;
+    let second = pass(&log, T0_MS + DELETE_RETENTION_MS);
+    assert_eq!((second.first_dirty, second.end), (Offset(end), Offset(end2)));
+    let expected = {
+        // Tombstones below the first end carry the first pass's horizon, which has come.
+        let m = model(&all, end2, true);
+        let first_tombstones: Vec<i64> = model(&written, end, true)
+            .iter()
+            .filter(|r| r.2.is_none())
+            .map(|r| r.0)
+            .collect();
+        m.into_iter()
+            .filter(|r| !first_tombstones.contains(&r.0))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(records(&log), expected);
+    // Groups are formed by their size before cleaning, as Kafka's are: the first pass
+    // rewrote each segment alone, the second merged what the first had shrunk (and
+    // rewrote the new segments alone).
+    assert!(
+        log.segment_count() < segments_before / 2,
+        "{} segments of {segments_before}",
+        log.segment_count()
+    );
+
+    // The same after a clean restart, and after a crash.
+    log.close().unwrap();
+    let log = open_log(sim.clone(), "/data/t-0", compact_config(), true);
+    assert_eq!(records(&log), expected);
+    drop(log);
+    sim.crash(None);
+    let log = open_log(sim.clone(), "/data/t-0", compact_config(), false);
+    assert_eq!(records(&log), expected);
+    assert!(
+        log.recovery_report().truncated_at.is_none(),
+        "{:?}",
+        log.recovery_report()
+    );
+}
+
+/// A storage that fails every change after a budget of them, as if the process died there:
+/// the simulated crash that follows keeps only what was synced.
+#[derive(Debug)]
+struct DiesAfter {
+    inner: Arc<SimStorage>,
+    left: Arc<AtomicI64>,
+}
+
+fn spend(left: &AtomicI64) -> io::Result<()> {
+    if left.fetch_sub(1, Ordering::SeqCst) <= 0 {
+        Err(io::Error::other("the process is dead"))
+    } else {
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct DyingFile {
+    inner: Arc<dyn StorageFile>,
+    left: Arc<AtomicI64>,
+}
+
+impl StorageFile for DyingFile {
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, pos)
+    }
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.write_all_at(buf, pos)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.set_len(len)
+    }
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.allocate(len)
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+impl Storage for DiesAfter {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
+        if create && !self.inner.exists(path) {
+            spend(&self.left)?;
+        }
+        Ok(Arc::new(DyingFile {
+            inner: self.inner.open(path, create)?,
+            left: self.left.clone(),
+        }))
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.remove_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        spend(&self.left)?;
+        self.inner.sync_dir(path)
+    }
+}
+
+#[test]
+fn a_crash_at_any_step_of_a_pass_recovers_to_either_side_of_each_swap() {
+    let mut steps = 0;
+    let mut finished = false;
+    while !finished {
+        let sim = SimStorage::new();
+        let left = Arc::new(AtomicI64::new(i64::MAX));
+        let storage = Arc::new(DiesAfter {
+            inner: sim.clone(),
+            left: left.clone(),
+        });
+        let log = open_log(storage, "/data/t-0", compact_config(), false);
+        let written = append_keyed(&log, 11, 400, 20);
+        log.flush().unwrap();
+        let end = log.segment_bases().last().unwrap().0;
+        let cleaned = model(&written, end, true);
+
+        left.store(steps, Ordering::SeqCst);
+        let now = T0_MS;
+        let outcome = examine(&log, now).and_then(|c| {
+            clean(
+                &log,
+                c.expect("something to clean"),
+                &limits(),
+                &mut Throttle::new(None),
+                now,
+                &AtomicBool::new(false),
+            )
+        });
+        finished = outcome.is_ok();
+        drop(log);
+        sim.crash(None);
+
+        let log = open_log(sim.clone(), "/data/t-0", compact_config(), false);
+        let got = records(&log);
+        assert_eq!(
+            log.log_end(),
+            Offset(written.len() as i64),
+            "step {steps}: nothing lost"
+        );
+        // Every record read is one that was written, at its offset...
+        let mut w = written.iter();
+        for r in &got {
+            assert!(w.any(|x| x == r), "step {steps}: {r:?} was not written there");
+        }
+        // ...and every record the pass keeps is there.
+        let mut g = got.iter();
+        for r in &cleaned {
+            assert!(g.any(|x| x == r), "step {steps}: {r:?} was lost");
+        }
+        if finished {
+            assert_eq!(got, cleaned, "a finished pass is whole after a crash");
+        }
+        steps += 1;
+    }
+    assert!(steps > 20, "the pass took {steps} changes");
+    eprintln!("a crash at each of {steps} steps");
+}
