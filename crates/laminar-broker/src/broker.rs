@@ -10,6 +10,7 @@ use laminar_protocol::requests::{self, peek_header, Request};
 use laminar_protocol::responses::{self, FileSlice, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 use laminar_storage::backend::{read_exact_at, RealStorage, Storage, StorageFile};
+use laminar_storage::cleaner::{CleanerConfig, CleanerEvent, PassLimits};
 use laminar_storage::{Store, StoreConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -296,8 +297,36 @@ impl RunningBroker {
                 if let Some(f) = &cfg.faults {
                     storage = f.clone();
                 }
-                let store =
-                    Store::open(&cfg.data_dir, storage, StoreConfig::default()).map_err(io::Error::other)?;
+                let store_config = StoreConfig {
+                    cleaner: CleanerConfig {
+                        enabled: cfg.log_cleaner_enable,
+                        threads: cfg.log_cleaner_threads,
+                        backoff_ms: cfg.log_cleaner_backoff_ms,
+                        limits: PassLimits {
+                            dedupe_buffer_bytes: cfg.log_cleaner_dedupe_buffer_size,
+                            io_buffer_bytes: cfg.log_cleaner_io_buffer_size,
+                            io_max_bytes_per_s: cfg.log_cleaner_io_max_bytes_per_second,
+                        },
+                    },
+                    ..StoreConfig::default()
+                };
+                let store = Store::open(&cfg.data_dir, storage, store_config).map_err(io::Error::other)?;
+                store.set_cleaner_events(Arc::new(|event| match event {
+                    CleanerEvent::Cleaned { log, stats } => crate::info!(
+                        "cleaned {log}: offsets {} to {} mapped, {} records removed, {} of {} segments left, {} bytes read, {} written, in {:?}",
+                        stats.first_dirty,
+                        stats.end,
+                        stats.records_removed,
+                        stats.segments_after,
+                        stats.segments_before,
+                        stats.bytes_read,
+                        stats.bytes_written,
+                        stats.elapsed
+                    ),
+                    CleanerEvent::Failed { log, error } => {
+                        crate::warn!("cleaning {log} failed (it waits log.cleaner.backoff.ms): {error}")
+                    }
+                }));
                 let store = Arc::new(store);
                 for (id, log) in store.logs() {
                     let r = log.recovery_report();

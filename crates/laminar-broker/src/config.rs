@@ -94,6 +94,61 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "How often retention runs.",
     },
     SettingDoc {
+        name: "log.cleanup.policy",
+        default: "delete",
+        doc: "Default cleanup.policy of topics: delete (retention), compact (the newest record of each key is kept), or compact,delete.",
+    },
+    SettingDoc {
+        name: "log.cleaner.enable",
+        default: "true",
+        doc: "Run the log cleaner, which compacts topics whose cleanup.policy holds compact.",
+    },
+    SettingDoc {
+        name: "log.cleaner.threads",
+        default: "1",
+        doc: "Threads of the log cleaner; each cleans one log at a time.",
+    },
+    SettingDoc {
+        name: "log.cleaner.backoff.ms",
+        default: "15000",
+        doc: "How long the cleaner sleeps when no log is due for cleaning.",
+    },
+    SettingDoc {
+        name: "log.cleaner.dedupe.buffer.size",
+        default: "134217728",
+        doc: "Memory of the cleaner's offset map (48 bytes a key): a pass maps at most this many keys' worth of dirty records, and the next pass goes on from there.",
+    },
+    SettingDoc {
+        name: "log.cleaner.io.buffer.size",
+        default: "524288",
+        doc: "Size of each read and write of a cleaning pass.",
+    },
+    SettingDoc {
+        name: "log.cleaner.io.max.bytes.per.second",
+        default: "none",
+        doc: "Bytes a second the cleaner reads and writes together, at most; none: no limit.",
+    },
+    SettingDoc {
+        name: "log.cleaner.min.cleanable.ratio",
+        default: "0.5",
+        doc: "Default min.cleanable.dirty.ratio of topics.",
+    },
+    SettingDoc {
+        name: "log.cleaner.min.compaction.lag.ms",
+        default: "0",
+        doc: "Default min.compaction.lag.ms of topics.",
+    },
+    SettingDoc {
+        name: "log.cleaner.max.compaction.lag.ms",
+        default: "9223372036854775807",
+        doc: "Default max.compaction.lag.ms of topics.",
+    },
+    SettingDoc {
+        name: "log.cleaner.delete.retention.ms",
+        default: "86400000",
+        doc: "Default delete.retention.ms of topics.",
+    },
+    SettingDoc {
         name: "message.max.bytes",
         default: "1048588",
         doc: "Largest record batch a producer may send.",
@@ -198,6 +253,17 @@ pub struct BrokerConfig {
     pub log_flush_offset_checkpoint_interval_ms: u64,
     pub log_preallocate_bytes: u64,
     pub log_retention_check_interval_ms: u64,
+    pub log_cleanup_policy: CleanupPolicy,
+    pub log_cleaner_enable: bool,
+    pub log_cleaner_threads: usize,
+    pub log_cleaner_backoff_ms: u64,
+    pub log_cleaner_dedupe_buffer_size: usize,
+    pub log_cleaner_io_buffer_size: usize,
+    pub log_cleaner_io_max_bytes_per_second: Option<u64>,
+    pub log_cleaner_min_cleanable_ratio: f64,
+    pub log_cleaner_min_compaction_lag_ms: i64,
+    pub log_cleaner_max_compaction_lag_ms: i64,
+    pub log_cleaner_delete_retention_ms: i64,
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
     pub queued_max_request_bytes: usize,
@@ -245,6 +311,17 @@ impl Default for BrokerConfig {
             log_flush_offset_checkpoint_interval_ms: 1000,
             log_preallocate_bytes: 32 << 20,
             log_retention_check_interval_ms: 300_000,
+            log_cleanup_policy: CleanupPolicy::DELETE,
+            log_cleaner_enable: true,
+            log_cleaner_threads: 1,
+            log_cleaner_backoff_ms: 15_000,
+            log_cleaner_dedupe_buffer_size: 128 << 20,
+            log_cleaner_io_buffer_size: 512 << 10,
+            log_cleaner_io_max_bytes_per_second: None,
+            log_cleaner_min_cleanable_ratio: 0.5,
+            log_cleaner_min_compaction_lag_ms: 0,
+            log_cleaner_max_compaction_lag_ms: i64::MAX,
+            log_cleaner_delete_retention_ms: 86_400_000,
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 100 << 20,
             queued_max_request_bytes: 256 << 20,
@@ -267,6 +344,58 @@ impl Default for BrokerConfig {
             cold_reads_inline: false,
         }
     }
+}
+
+/// `cleanup.policy`: a list of `delete` and `compact`, as Kafka spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+
+    pub fn parse(value: &str) -> Result<CleanupPolicy, String> {
+        let mut p = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for item in value.split(',').map(str::trim) {
+            match item {
+                "delete" => p.delete = true,
+                "compact" => p.compact = true,
+                _ => {
+                    return Err(format!(
+                        "cleanup.policy: {item:?} is not delete or compact (a list of them)"
+                    ))
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+impl std::fmt::Display for CleanupPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.compact, self.delete) {
+            (true, true) => f.write_str("compact,delete"),
+            (true, false) => f.write_str("compact"),
+            _ => f.write_str("delete"),
+        }
+    }
+}
+
+/// `min.cleanable.dirty.ratio` and its broker default: a number from 0 to 1.
+pub fn parse_ratio(key: &str, value: &str) -> Result<f64, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{key}: {value:?} is not a number from 0 to 1"))
 }
 
 fn opt_i64(v: i64) -> Option<i64> {
@@ -338,6 +467,35 @@ impl BrokerConfig {
             }
             "log.preallocate.bytes" => self.log_preallocate_bytes = int()?.max(0) as u64,
             "log.retention.check.interval.ms" => self.log_retention_check_interval_ms = positive(int()?)?,
+            "log.cleanup.policy" => self.log_cleanup_policy = CleanupPolicy::parse(value)?,
+            "log.cleaner.enable" => self.log_cleaner_enable = boolean()?,
+            "log.cleaner.threads" => self.log_cleaner_threads = positive(int()?)? as usize,
+            "log.cleaner.backoff.ms" => self.log_cleaner_backoff_ms = positive(int()?)?,
+            "log.cleaner.dedupe.buffer.size" => {
+                self.log_cleaner_dedupe_buffer_size = positive(int()?)? as usize
+            }
+            "log.cleaner.io.buffer.size" => self.log_cleaner_io_buffer_size = positive(int()?)? as usize,
+            "log.cleaner.io.max.bytes.per.second" => {
+                self.log_cleaner_io_max_bytes_per_second = match value {
+                    "none" => None,
+                    // Kafka's default is Double.MaxValue, and it takes a double.
+                    _ => value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| *v > 0.0)
+                        .map(|v| v.min(u64::MAX as f64) as u64)
+                        .map(Some)
+                        .ok_or(format!("{key}: {value:?} is not a positive number"))?,
+                }
+            }
+            "log.cleaner.min.cleanable.ratio" => {
+                self.log_cleaner_min_cleanable_ratio = parse_ratio(key, value)?
+            }
+            "log.cleaner.min.compaction.lag.ms" => self.log_cleaner_min_compaction_lag_ms = int()?.max(0),
+            "log.cleaner.max.compaction.lag.ms" => {
+                self.log_cleaner_max_compaction_lag_ms = positive(int()?)? as i64
+            }
+            "log.cleaner.delete.retention.ms" => self.log_cleaner_delete_retention_ms = int()?.max(0),
             "message.max.bytes" => self.message_max_bytes = positive(int()?)? as usize,
             "socket.request.max.bytes" => self.socket_request_max_bytes = positive(int()?)? as usize,
             "queued.max.request.bytes" => self.queued_max_request_bytes = positive(int()?)? as usize,
@@ -430,6 +588,35 @@ impl BrokerConfig {
                 "log.flush.offset.checkpoint.interval.ms = {}",
                 self.log_flush_offset_checkpoint_interval_ms
             ),
+            format!("log.cleanup.policy = {}", self.log_cleanup_policy),
+            format!("log.cleaner.enable = {}", self.log_cleaner_enable),
+            format!("log.cleaner.threads = {}", self.log_cleaner_threads),
+            format!("log.cleaner.backoff.ms = {}", self.log_cleaner_backoff_ms),
+            format!(
+                "log.cleaner.dedupe.buffer.size = {}",
+                self.log_cleaner_dedupe_buffer_size
+            ),
+            format!("log.cleaner.io.buffer.size = {}", self.log_cleaner_io_buffer_size),
+            format!(
+                "log.cleaner.io.max.bytes.per.second = {}",
+                u(self.log_cleaner_io_max_bytes_per_second)
+            ),
+            format!(
+                "log.cleaner.min.cleanable.ratio = {}",
+                self.log_cleaner_min_cleanable_ratio
+            ),
+            format!(
+                "log.cleaner.min.compaction.lag.ms = {}",
+                self.log_cleaner_min_compaction_lag_ms
+            ),
+            format!(
+                "log.cleaner.max.compaction.lag.ms = {}",
+                self.log_cleaner_max_compaction_lag_ms
+            ),
+            format!(
+                "log.cleaner.delete.retention.ms = {}",
+                self.log_cleaner_delete_retention_ms
+            ),
             format!("message.max.bytes = {}", self.message_max_bytes),
             format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),
             format!("queued.max.request.bytes = {}", self.queued_max_request_bytes),
@@ -511,7 +698,9 @@ mod tests {
                 "listeners" | "metrics.listeners" => "127.0.0.1:1",
                 "advertised.listeners" => "h:1",
                 "log.dirs" => "/tmp/x",
-                "auto.create.topics.enable" => "true",
+                "auto.create.topics.enable" | "log.cleaner.enable" => "true",
+                "log.cleanup.policy" => "compact,delete",
+                "log.cleaner.min.cleanable.ratio" => "0.25",
                 _ => "5",
             };
             c.set(s.name, value).unwrap_or_else(|e| panic!("{}: {e}", s.name));

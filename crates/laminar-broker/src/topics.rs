@@ -10,7 +10,7 @@ use laminar_storage::backend::{read_whole, write_atomically};
 use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
-use crate::config::BrokerConfig;
+use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
 use crate::error_codes as ec;
 use crate::groups::store::GROUPS_LOG_TOPIC;
@@ -28,6 +28,10 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "segment.ms",
     "max.message.bytes",
     "cleanup.policy",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -232,6 +236,12 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
         flush_interval_ms: c.log_flush_interval_ms,
         flush_messages: c.log_flush_interval_messages,
         checkpoint_interval_ms: c.log_flush_offset_checkpoint_interval_ms,
+        cleanup_delete: c.log_cleanup_policy.delete,
+        cleanup_compact: c.log_cleanup_policy.compact,
+        min_cleanable_dirty_ratio: c.log_cleaner_min_cleanable_ratio,
+        min_compaction_lag_ms: c.log_cleaner_min_compaction_lag_ms,
+        max_compaction_lag_ms: c.log_cleaner_max_compaction_lag_ms,
+        delete_retention_ms: c.log_cleaner_delete_retention_ms,
         ..LogConfig::default()
     };
     for (k, v) in configs {
@@ -250,12 +260,17 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
                 }
             }
             "cleanup.policy" => {
-                if v != "delete" {
-                    return Err(format!(
-                        "cleanup.policy={v} is not supported: Laminar has no log compaction yet (only delete)"
-                    ));
-                }
+                let p = CleanupPolicy::parse(v)?;
+                (lc.cleanup_delete, lc.cleanup_compact) = (p.delete, p.compact);
             }
+            "min.cleanable.dirty.ratio" => lc.min_cleanable_dirty_ratio = parse_ratio(k, v)?,
+            "min.compaction.lag.ms" => lc.min_compaction_lag_ms = int()?.max(0),
+            "max.compaction.lag.ms" => {
+                lc.max_compaction_lag_ms = Some(int()?)
+                    .filter(|v| *v > 0)
+                    .ok_or(format!("{k} must be positive"))?
+            }
+            "delete.retention.ms" => lc.delete_retention_ms = int()?.max(0),
             _ => return Err(format!("unknown or unsupported topic config {k:?}")),
         }
     }
@@ -278,7 +293,11 @@ impl Topics {
         let config = self.log_config(&t.configs)?;
         match self.store.log(&id) {
             Some(log) => {
+                let compacted = config.cleanup_compact && !log.config().cleanup_compact;
                 log.set_config(config)?;
+                if compacted {
+                    self.store.wake_cleaner();
+                }
                 Ok(log)
             }
             None => self.store.create_log(&id, config).map_err(|e| e.to_string()),

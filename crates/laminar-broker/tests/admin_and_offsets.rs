@@ -22,14 +22,6 @@ fn admin(addr: &str) -> AdminClient<DefaultClientContext> {
         .unwrap()
 }
 
-fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
-
 fn opts() -> AdminOptions {
     AdminOptions::new().request_timeout(Some(Duration::from_secs(10)))
 }
@@ -113,9 +105,9 @@ fn create_delete_partitions_and_describe_configs() {
     // Again: already exists.
     let r = block(a.create_topics([&t], &opts())).unwrap();
     assert_eq!(r[0].as_ref().unwrap_err().1, RDKafkaErrorCode::TopicAlreadyExists);
-    // Compaction is refused with a clear error.
-    let compact = NewTopic::new("compacted", 1, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
-    let r = block(a.create_topics([&compact], &opts())).unwrap();
+    // A cleanup policy that is neither delete nor compact is refused.
+    let bad = NewTopic::new("shredded", 1, TopicReplication::Fixed(1)).set("cleanup.policy", "shred");
+    let r = block(a.create_topics([&bad], &opts())).unwrap();
     assert_eq!(r[0].as_ref().unwrap_err().1, RDKafkaErrorCode::InvalidConfig);
     // Replication factor 3 on one node is refused.
     let r3 = NewTopic::new("rf3", 1, TopicReplication::Fixed(3));

@@ -71,6 +71,19 @@ impl Exposition {
         }
     }
 
+    /// A family of gauges whose values are fractions (ratios from 0 to 1).
+    pub fn fraction_gauges<'a>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels<'a>, f64)>,
+    ) {
+        self.family(name, "gauge", help);
+        for (labels, v) in samples {
+            self.sample(name, labels, None, v);
+        }
+    }
+
     /// A family of histograms of microsecond latencies, exported in seconds as Prometheus
     /// expects. `_sum` is the count times the histogram's mean, exact to its 3 digits.
     pub fn latency_histograms<'a>(

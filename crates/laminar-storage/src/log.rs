@@ -134,6 +134,10 @@ pub struct Log {
     /// The cleaner's last measure of the share of cleanable bytes written since its last
     /// pass, in millionths (a gauge; 0 for logs that are not compacted).
     dirty_ratio_ppm: AtomicU64,
+    /// The earliest delete horizon of the tombstones the last cleaning pass kept
+    /// (`i64::MAX`: none known): once it has passed, a pass is due to remove them, dirty
+    /// or not, as Kafka's cleaner does since KIP-534.
+    delete_horizon_ms: AtomicI64,
     /// The recovery point the checkpoint file holds, and when it was written.
     checkpointed: Mutex<RecoveryPoint>,
     last_checkpoint_ms: AtomicI64,
@@ -210,6 +214,7 @@ impl Log {
             flush_lock: Mutex::new(()),
             layout: Mutex::new(()),
             dirty_ratio_ppm: AtomicU64::new(0),
+            delete_horizon_ms: AtomicI64::new(i64::MAX),
             checkpointed: Mutex::new(flushed),
             last_checkpoint_ms: AtomicI64::new(now_ms()),
             offline: Mutex::new(None),
@@ -261,6 +266,14 @@ impl Log {
     /// The cleaner's last measure of this log's dirty ratio (0 to 1).
     pub fn dirty_ratio(&self) -> f64 {
         self.dirty_ratio_ppm.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    pub(crate) fn delete_horizon_ms(&self) -> i64 {
+        self.delete_horizon_ms.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_delete_horizon_ms(&self, horizon_ms: i64) {
+        self.delete_horizon_ms.store(horizon_ms, Ordering::Relaxed);
     }
 
     pub(crate) fn set_dirty_ratio(&self, ratio: f64) {
@@ -689,14 +702,13 @@ impl Log {
     /// headers from disk, so it runs on a storage or I/O thread, never a socket thread.
     pub fn read(&self, start: Offset, max_bytes: u64, min_one_batch: bool) -> Result<LogRead> {
         self.check_online()?;
-        let (candidates, log_start, log_end) = {
+        let (segments, log_start, log_end) = {
             let view = self.view.read().unwrap();
             let i = view
                 .segments
                 .partition_point(|s| s.base <= start)
                 .saturating_sub(1);
-            let candidates: Vec<Arc<Segment>> = view.segments[i..].iter().take(2).cloned().collect();
-            (candidates, view.log_start, view.log_end)
+            (view.segments[i..].to_vec(), view.log_start, view.log_end)
         };
         if start < log_start || start > log_end {
             return Err(StorageError::OffsetOutOfRange {
@@ -713,31 +725,72 @@ impl Log {
         if start == log_end {
             return Ok(empty);
         }
-        // `start` may sit exactly at the end of a segment that has just rolled.
-        let Some(seg) = candidates.into_iter().find(|s| start < s.next_offset()) else {
-            return Ok(empty);
-        };
-        let end_pos = seg.end_pos().0;
-        let mut pos = seg
-            .indexes
-            .lock()
-            .unwrap()
-            .offsets
-            .floor(seg.relative(start.max(seg.base)))
-            .map_or(0, |e| e.position as u64);
         let t = Instant::now();
-        let first = loop {
-            let Some(h) = seg.read_header(pos, end_pos)? else {
-                return Ok(empty);
+        // The last batch a cleaner emptied that was passed over, in case nothing follows it.
+        let mut passed_empty: Option<(&Arc<Segment>, u64, BatchHeader)> = None;
+        // `start` may sit exactly at the end of a segment that has just rolled.
+        for seg in segments.iter().filter(|s| start < s.next_offset()) {
+            let end_pos = seg.end_pos().0;
+            let mut pos = seg
+                .indexes
+                .lock()
+                .unwrap()
+                .offsets
+                .floor(seg.relative(start.max(seg.base)))
+                .map_or(0, |e| e.position as u64);
+            let first = loop {
+                let Some(h) = seg.read_header(pos, end_pos)? else {
+                    break None;
+                };
+                if Offset(h.last_offset()) >= start {
+                    // A batch the cleaner emptied (kept so that its segment still ends where
+                    // the next begins) holds no record. A response of nothing else would look
+                    // to librdkafka like a batch too large for its buffer, which it doubles,
+                    // for good, each time: pass over it, as Kafka passes over an empty segment.
+                    if h.records_count != 0 || h.is_control() {
+                        break Some(h);
+                    }
+                    passed_empty = Some((seg, pos, h));
+                }
+                pos += h.total_bytes() as u64;
             };
-            if Offset(h.last_offset()) >= start {
-                break h;
+            if let Some(first) = first {
+                let range = self.range_from(seg, pos, first, max_bytes, min_one_batch)?;
+                self.metrics.segment_read_us.record_since(t);
+                return Ok(LogRead {
+                    range,
+                    log_start,
+                    log_end,
+                });
             }
-            pos += h.total_bytes() as u64;
+        }
+        // Only emptied batches up to the end: send the last, so the reader moves past it.
+        let range = match passed_empty {
+            Some((seg, pos, h)) => self.range_from(seg, pos, h, max_bytes, min_one_batch)?,
+            None => None,
         };
+        self.metrics.segment_read_us.record_since(t);
+        Ok(LogRead {
+            range,
+            log_start,
+            log_end,
+        })
+    }
+
+    /// Whole batches of `seg` from the batch `first` at `pos`, up to `max_bytes` (or the
+    /// first batch whole, with `min_one_batch`).
+    fn range_from(
+        &self,
+        seg: &Arc<Segment>,
+        pos: u64,
+        first: BatchHeader,
+        max_bytes: u64,
+        min_one_batch: bool,
+    ) -> Result<Option<FileRange>> {
+        let end_pos = seg.end_pos().0;
         let first_bytes = first.total_bytes() as u64;
         if first_bytes > max_bytes && !min_one_batch {
-            return Ok(empty);
+            return Ok(None);
         }
         let mut end = pos + first_bytes;
         let mut next = Offset(first.next_offset());
@@ -765,19 +818,14 @@ impl Log {
             end += h.total_bytes() as u64;
             next = Offset(h.next_offset());
         }
-        self.metrics.segment_read_us.record_since(t);
-        Ok(LogRead {
-            range: Some(FileRange {
-                file: seg.file.clone(),
-                path: seg.data_path.clone(),
-                position: FilePos(pos),
-                len: end - pos,
-                first_offset: Offset(first.base_offset),
-                next_offset: next,
-            }),
-            log_start,
-            log_end,
-        })
+        Ok(Some(FileRange {
+            file: seg.file.clone(),
+            path: seg.data_path.clone(),
+            position: FilePos(pos),
+            len: end - pos,
+            first_offset: Offset(first.base_offset),
+            next_offset: next,
+        }))
     }
 
     /// The largest record timestamp in the log, if it has any records.

@@ -468,8 +468,8 @@ fn dynamic_configs(described: &str) -> Vec<String> {
 }
 
 /// `kafka-configs` alters a topic's configs (IncrementalAlterConfigs), they survive a restart,
-/// and what Laminar cannot do is refused with a reason: compaction (not built yet) and broker
-/// settings that are read at start only.
+/// and what Laminar cannot do is refused with a reason: a cleanup policy that is neither
+/// delete nor compact, and broker settings that are read at start only.
 #[test]
 fn kafka_configs_alter_topics_and_survive_a_restart() {
     let tmp = tempfile::tempdir().unwrap();
@@ -499,6 +499,8 @@ fn kafka_configs_alter_topics_and_survive_a_restart() {
     let r = alter(&tools, &["--delete-config", "segment.bytes"]);
     assert!(r.ok, "{}", r.stderr);
     let r = alter(&tools, &["--add-config", "cleanup.policy=compact"]);
+    assert!(r.ok, "{}", r.stderr);
+    let r = alter(&tools, &["--add-config", "cleanup.policy=shred"]);
     assert!(
         !r.ok && r.stderr.contains("InvalidConfigurationException"),
         "{}",
@@ -528,7 +530,7 @@ fn kafka_configs_alter_topics_and_survive_a_restart() {
     let described = tools.ok(CONFIGS, &[&topic[..], &["--describe"]].concat());
     assert_eq!(
         dynamic_configs(&described),
-        ["retention.ms=86400000"],
+        ["cleanup.policy=compact", "retention.ms=86400000"],
         "after a restart"
     );
     broker.terminate();

@@ -29,6 +29,7 @@ const SOURCE_DEFAULT: i8 = 5;
 const TYPE_UNKNOWN: i8 = 0;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 /// A topic config: the broker setting it falls back on, its type and what it means.
@@ -74,7 +75,31 @@ const TOPIC_CONFIG_DOCS: &[TopicConfig] = &[
         name: "cleanup.policy",
         broker_name: "log.cleanup.policy",
         config_type: TYPE_LIST,
-        doc: "delete: old segments are deleted by retention.",
+        doc: "delete: old segments are deleted by retention; compact: the cleaner keeps the newest record of each key; or both.",
+    },
+    TopicConfig {
+        name: "min.cleanable.dirty.ratio",
+        broker_name: "log.cleaner.min.cleanable.ratio",
+        config_type: TYPE_DOUBLE,
+        doc: "A compacted log is cleaned once this share of it was written since its last cleaning.",
+    },
+    TopicConfig {
+        name: "min.compaction.lag.ms",
+        broker_name: "log.cleaner.min.compaction.lag.ms",
+        config_type: TYPE_LONG,
+        doc: "A record stays uncompacted at least this long.",
+    },
+    TopicConfig {
+        name: "max.compaction.lag.ms",
+        broker_name: "log.cleaner.max.compaction.lag.ms",
+        config_type: TYPE_LONG,
+        doc: "A record is eligible for compaction at most this long after it was written, whatever the dirty ratio.",
+    },
+    TopicConfig {
+        name: "delete.retention.ms",
+        broker_name: "log.cleaner.delete.retention.ms",
+        config_type: TYPE_LONG,
+        doc: "How long a tombstone is kept after the cleaner first saw it.",
     },
 ];
 
@@ -87,7 +112,11 @@ fn topic_default(c: &BrokerConfig, name: &str) -> String {
         "segment.bytes" => c.log_segment_bytes.to_string(),
         "segment.ms" => opt(c.log_roll_ms.map(|v| v as i64)),
         "max.message.bytes" => c.message_max_bytes.to_string(),
-        "cleanup.policy" => "delete".to_string(),
+        "cleanup.policy" => c.log_cleanup_policy.to_string(),
+        "min.cleanable.dirty.ratio" => c.log_cleaner_min_cleanable_ratio.to_string(),
+        "min.compaction.lag.ms" => c.log_cleaner_min_compaction_lag_ms.to_string(),
+        "max.compaction.lag.ms" => c.log_cleaner_max_compaction_lag_ms.to_string(),
+        "delete.retention.ms" => c.log_cleaner_delete_retention_ms.to_string(),
         _ => String::new(),
     }
 }

@@ -9,13 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::ProduceResponse;
 use laminar_protocol::requests::ProduceRequest;
 use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey};
 use laminar_records::{
-    validate_batches, validate_compressed, BatchHeader, Compression, RecordsError, BATCH_HEADER_BYTES,
+    decode_records, validate_batches, validate_compressed, BatchHeader, Compression, RecordsError,
+    BATCH_HEADER_BYTES,
 };
 use laminar_storage::{FlushWait, Offset, StorageError};
 
@@ -49,6 +52,8 @@ pub static LARGE_BATCHES_REFUSED: AtomicU64 = AtomicU64::new(0);
 enum Refused {
     /// A Kafka error code for the partition.
     Code(i16),
+    /// INVALID_RECORD, naming the records at fault (KIP-467): (index, why), and a summary.
+    Records(Vec<(i32, String)>, String),
     /// A compressed batch expands past the inline bound: validate it apart, then retry.
     Large,
 }
@@ -99,6 +104,9 @@ fn append(
     }
     if !records_validated {
         validate_records(&buf, &batches, INLINE_DECOMPRESSED_BYTES_MAX)?;
+    }
+    if log.config().cleanup_compact {
+        refuse_keyless(&buf, &batches, topic, partition)?;
     }
     let (first, last) = (&batches[0].0, &batches[batches.len() - 1].0);
     let (pid, epoch) = (first.producer_id, first.producer_epoch);
@@ -163,11 +171,55 @@ fn validate_records(
     Ok(())
 }
 
+/// A compacted topic has no place for a record without a key: as Kafka does, the request's
+/// batches are refused with INVALID_RECORD and each such record is named by its index
+/// (KIP-467), so that a client fails exactly those and retries none of them. The batches
+/// were validated before, within the decompression bound.
+fn refuse_keyless(
+    buf: &[u8],
+    batches: &[(BatchHeader, usize, usize)],
+    topic: &str,
+    partition: i32,
+) -> Result<(), Refused> {
+    let mut errors = Vec::new();
+    let mut index = 0i32;
+    for (h, start, end) in batches {
+        if h.is_control() {
+            continue;
+        }
+        let records = decode_records(&buf[*start..*end], DECOMPRESSED_BATCH_BYTES_MAX)
+            .map_err(|_| Refused::Code(ec::CORRUPT_MESSAGE))?;
+        for r in records {
+            if r.key.is_none() {
+                errors.push((
+                    index,
+                    format!("Compacted topic cannot accept message without key in topic partition {topic}-{partition}."),
+                ));
+            }
+            index += 1;
+        }
+    }
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|(i, m)| format!("record {i}: {m}"))
+        .collect();
+    let summary = format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    );
+    Err(Refused::Records(errors, summary))
+}
+
 fn validate_fully(records: &[u8]) -> Result<(), i16> {
     let batches = validate_batches(records).map_err(|_| ec::CORRUPT_MESSAGE)?;
     validate_records(records, &batches, DECOMPRESSED_BATCH_BYTES_MAX).map_err(|r| match r {
         Refused::Code(c) => c,
-        Refused::Large => unreachable!("the full bound is never escalated"),
+        Refused::Records(..) | Refused::Large => unreachable!("validation refuses with a code"),
     })
 }
 
@@ -252,6 +304,21 @@ async fn produce_partition(
         match attempt {
             Ok(a) => break Ok(a),
             Err(Refused::Code(c)) => break Err(c),
+            Err(Refused::Records(errors, summary)) => {
+                if version >= 8 {
+                    out.record_errors = errors
+                        .into_iter()
+                        .map(|(i, m)| {
+                            let mut e = BatchIndexAndErrorMessage::default();
+                            e.batch_index = i;
+                            e.batch_index_error_message = Some(super::sb(&m));
+                            e
+                        })
+                        .collect();
+                    out.error_message = Some(super::sb(&summary));
+                }
+                break Err(ec::INVALID_RECORD);
+            }
             Err(Refused::Large) if !validated => match validate_large(records.clone()).await {
                 Ok(()) => validated = true,
                 Err(c) => break Err(c),

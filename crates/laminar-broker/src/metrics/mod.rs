@@ -242,6 +242,56 @@ impl BrokerMetrics {
             "Offsets appended to each partition's log and not yet covered by an fsync.",
             unflushed.iter().map(|(l, v)| (&l[..], *v)),
         );
+        let compacted: Vec<([(&str, &str); 2], f64)> = labels
+            .iter()
+            .zip(&logs)
+            .filter(|(_, (_, log))| log.config().cleanup_compact)
+            .map(|((t, p), (_, log))| {
+                (
+                    [("topic", t.as_str()), ("partition", p.as_str())],
+                    log.dirty_ratio(),
+                )
+            })
+            .collect();
+        e.fraction_gauges(
+            "laminar_log_cleaner_dirty_ratio",
+            "Of each compacted partition's cleanable bytes, the share written since the cleaner last mapped it (as the cleaner last measured it).",
+            compacted.iter().map(|(l, v)| (&l[..], *v)),
+        );
+        e.counters(
+            "laminar_log_cleaner_passes_total",
+            "Cleaning passes finished.",
+            [(&[][..], s.cleaner_passes.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_log_cleaner_failures_total",
+            "Cleaning passes that failed; the log waits log.cleaner.backoff.ms before the next.",
+            [(&[][..], s.cleaner_failures.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_log_cleaner_bytes_total",
+            "Bytes the cleaner read and wrote.",
+            [
+                (
+                    &[("direction", "read")][..],
+                    s.cleaner_bytes_read.load(Ordering::Relaxed),
+                ),
+                (
+                    &[("direction", "written")][..],
+                    s.cleaner_bytes_written.load(Ordering::Relaxed),
+                ),
+            ],
+        );
+        e.counters(
+            "laminar_log_cleaner_records_removed_total",
+            "Records the cleaner removed (superseded, expired tombstones, keyless).",
+            [(&[][..], s.cleaner_records_removed.load(Ordering::Relaxed))],
+        );
+        e.latency_histograms(
+            "laminar_log_cleaner_pass_seconds",
+            "The time of each whole cleaning pass (the cleaner's time).",
+            [(&[][..], s.cleaner_pass_us.snapshot())],
+        );
         e.gauges(
             "laminar_logs_offline",
             "Logs taken offline by a failed fsync or write.",

@@ -206,6 +206,15 @@ pub fn consume(addr: &str, topic: &str, partition: i32, n: usize, timeout: Durat
     out
 }
 
+/// Runs an async client call (an admin request, a future producer's send) to completion.
+pub fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
 pub fn flush(p: &TestProducer) {
     p.flush(Duration::from_secs(60)).expect("flush");
 }

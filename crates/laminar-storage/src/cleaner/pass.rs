@@ -58,6 +58,8 @@ pub struct Cleanable {
     pub clean_bytes: u64,
     /// The oldest dirty record is older than `max.compaction.lag.ms`.
     pub overdue: bool,
+    /// Tombstones kept by the last pass have reached their delete horizon.
+    pub tombstones_due: bool,
 }
 
 impl Cleanable {
@@ -73,7 +75,8 @@ impl Cleanable {
 
     /// Whether a pass is due, by `min.cleanable.dirty.ratio` or `max.compaction.lag.ms`.
     pub fn is_due(&self, min_dirty_ratio: f64) -> bool {
-        self.dirty_bytes > 0 && (self.overdue || self.dirty_ratio() >= min_dirty_ratio)
+        self.tombstones_due
+            || (self.dirty_bytes > 0 && (self.overdue || self.dirty_ratio() >= min_dirty_ratio))
     }
 }
 
@@ -89,6 +92,8 @@ pub struct PassStats {
     pub segments_before: usize,
     pub segments_after: usize,
     pub elapsed: Duration,
+    /// The earliest delete horizon of the tombstones kept (`i64::MAX`: none).
+    pub delete_horizon_ms: i64,
 }
 
 /// Finds the part of `log` a pass may clean; `None` if the log is not compacted or has no
@@ -142,6 +147,7 @@ pub fn examine(log: &Log, now_ms: i64) -> Result<Option<Cleanable>> {
         dirty_bytes,
         clean_bytes,
         overdue,
+        tombstones_due: log.delete_horizon_ms() <= now_ms,
     }))
 }
 
@@ -327,6 +333,7 @@ pub fn clean(
         stats: PassStats {
             first_dirty: cleanable.first_dirty,
             segments_before: cleanable.segments.len(),
+            delete_horizon_ms: i64::MAX,
             ..Default::default()
         },
     };
@@ -380,6 +387,8 @@ pub fn clean(
         }
     }
     checkpoint::write(log.storage().as_ref(), log.dir(), map_end)?;
+    // Every segment below the end was read, so this is every horizon there is.
+    log.set_delete_horizon_ms(io.stats.delete_horizon_ms);
     io.stats.end = map_end;
     io.stats.segments_after = io.stats.segments_before - swapped;
     io.stats.elapsed = started.elapsed();
@@ -452,6 +461,8 @@ fn clean_group(
             let last = last_segment && pos + batch.len() as u64 == old.end_pos().0;
             let tombstones_expired =
                 header.attributes & DELETE_HORIZON_FLAG != 0 && now_ms >= header.base_timestamp;
+            // Whether the batch keeps a tombstone: only those keep a pass due at their horizon.
+            let mut keeps_tombstone = false;
             let filtered = if header.records_count == 0 && !header.is_control() {
                 // Kept by an earlier pass as its group's last batch.
                 if last {
@@ -461,15 +472,14 @@ fn clean_group(
                 }
             } else {
                 filter_batch(batch, DECOMPRESSED_BYTES_MAX, Some(horizon), last, |offset, r| {
-                    if offset >= map_end.0 {
-                        return true;
-                    }
-                    let Some(key) = r.key.as_deref() else {
-                        // A compacted log has no place for a record without a key.
-                        return false;
-                    };
-                    let newest = map.get(key).is_none_or(|m| offset >= m);
-                    newest && !(r.value.is_none() && tombstones_expired)
+                    let keep = offset >= map_end.0
+                        || r.key.as_deref().is_some_and(|key| {
+                            // A compacted log has no place for a record without a key.
+                            let newest = map.get(key).is_none_or(|m| offset >= m);
+                            newest && !(r.value.is_none() && tombstones_expired)
+                        });
+                    keeps_tombstone |= keep && r.value.is_none();
+                    keep
                 })?
             };
             let kept: &[u8] = match &filtered {
@@ -482,6 +492,9 @@ fn clean_group(
                 }
             };
             let kept_header = BatchHeader::parse(kept)?;
+            if keeps_tombstone && kept_header.attributes & DELETE_HORIZON_FLAG != 0 {
+                io.stats.delete_horizon_ms = io.stats.delete_horizon_ms.min(kept_header.base_timestamp);
+            }
             if let Filtered::Rewritten(_) = filtered {
                 changed = true;
                 io.stats.records_removed += (header.records_count - kept_header.records_count) as u64;
