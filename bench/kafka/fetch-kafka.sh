@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch Apache Kafka (broker + tools) jars and their runtime dependencies from
+# Fetch Apache Kafka (broker, tools, Connect runtime and FileStream connectors) jars and their runtime dependencies from
 # Maven Central into $KAFKA_LIB, so run-kafka.sh can start a real Kafka broker
 # without a Kafka tarball.
 #
@@ -19,7 +19,8 @@ MVN_TIMEOUT="${MVN_TIMEOUT:-600}"
 
 marker="$KAFKA_LIB/.kafka-version"
 if [[ -f "$marker" && "$(cat "$marker")" == "$KAFKA_VERSION" ]] \
-   && ls "$KAFKA_LIB"/kafka_"$SCALA_VERSION"-"$KAFKA_VERSION".jar >/dev/null 2>&1; then
+   && ls "$KAFKA_LIB"/kafka_"$SCALA_VERSION"-"$KAFKA_VERSION".jar >/dev/null 2>&1 \
+   && ls "$KAFKA_LIB"/connect-file-"$KAFKA_VERSION".jar >/dev/null 2>&1; then
   echo "Kafka $KAFKA_VERSION jars already in $KAFKA_LIB"
   exit 0
 fi
@@ -45,6 +46,18 @@ cat > "$work/pom.xml" <<POM
     <dependency>
       <groupId>org.apache.kafka</groupId>
       <artifactId>kafka-tools</artifactId>
+      <version>${KAFKA_VERSION}</version>
+    </dependency>
+    <!-- Kafka Connect's distributed worker and the FileStream connectors (issue 11's
+         Connect round trip). -->
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>connect-runtime</artifactId>
+      <version>${KAFKA_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>connect-file</artifactId>
       <version>${KAFKA_VERSION}</version>
     </dependency>
     <!-- Kafka 4.x logs through slf4j + log4j2. Its poms pull slf4j-api 1.7,

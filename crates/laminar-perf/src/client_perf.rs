@@ -69,7 +69,7 @@ impl ProducerContext for Counted {
 
 pub(crate) fn send_retrying<C: ProducerContext>(
     p: &ThreadedProducer<C>,
-    mut rec: BaseRecord<'_, (), [u8], C::DeliveryOpaque>,
+    mut rec: BaseRecord<'_, [u8], [u8], C::DeliveryOpaque>,
 ) {
     loop {
         match p.send(rec) {
@@ -138,6 +138,10 @@ pub struct LatencyConfig {
     /// 0, 1 or all.
     #[arg(long, default_value = "1")]
     pub acks: String,
+    /// Give the records keys, `key-0` to `key-(N-1)` in turn (a compacted topic refuses
+    /// records without one); 0: no keys.
+    #[arg(long, default_value_t = 0)]
+    pub keys: u64,
     /// A topic for a consumer to read from its start while the producer runs.
     #[arg(long)]
     pub catch_up_topic: Option<String>,
@@ -316,7 +320,20 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     let duration = Duration::from_secs(cfg.duration_s);
     let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, duration)?;
     let value = payload(cfg.record_bytes);
-    send_first(&p, &cfg.topic, &value)?;
+    let key = |i: u64| (cfg.keys > 0).then(|| format!("key-{}", i % cfg.keys));
+    match key(0) {
+        None => send_first(&p, &cfg.topic, &value)?,
+        Some(k) => {
+            send_retrying(
+                &p,
+                BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now()))
+                    .key(k.as_bytes())
+                    .payload(&value[..]),
+            );
+            p.flush(Duration::from_secs(FLUSH_TIMEOUT_S))
+                .context("first record")?;
+        }
+    }
 
     let stop = AtomicBool::new(false);
     let (sent, consumer, seconds) = std::thread::scope(|s| -> anyhow::Result<_> {
@@ -351,10 +368,12 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
                 None => {}
             }
             total += 1;
-            send_retrying(
-                &p,
-                BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]),
-            );
+            let rec = BaseRecord::with_opaque_to(&cfg.topic, Box::new(Instant::now())).payload(&value[..]);
+            let k = key(total);
+            match &k {
+                None => send_retrying(&p, rec),
+                Some(k) => send_retrying(&p, rec.key(k.as_bytes())),
+            }
         }
         let sending = start.elapsed();
         p.flush(Duration::from_secs(FLUSH_TIMEOUT_S)).context("flush")?;

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Does the log cleaner slow producers? (Issue 11.) A compacted topic, `table`, takes keyed
+# records (`laminar perf latency --keys`, librdkafka, 512 B) while its segments roll every
+# SEGMENT_BYTES and the cleaner, with a low dirty ratio and a 1 s backoff, cleans it again
+# and again. The measured producer sends RATE records/s at acks=ACKS:
+#   TARGET=other (default): to its own topic, `plain`, while a second producer writes
+#     BG_RATE records/s (acks=1) into `table`: the cleaner running on another topic;
+#   TARGET=same: the measured producer itself writes the keyed records into `table`.
+# The same run with `log.cleaner.enable = false` is the baseline. ROUNDS rounds, the order
+# alternating. Each run's report (JSON, with percentiles), and the cleaner's counters from the
+# metrics endpoint after it, go to OUT_DIR; summary.txt has the table and the p99 ratios.
+#
+#   bench/cleaner.sh OUT_DIR
+#
+# Env: TARGET (other), RATE (20000 records/s), BG_RATE (20000), SECS (60), KEYS (20000),
+#      ACKS (all), SEGMENT_BYTES (1048576), ROUNDS (3), PORT (19392), METRICS_PORT (19393),
+#      CLEANER_RATE (none: no limit, the default). Stops the processes it started, by PID.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+OUT="${1:?usage: cleaner.sh OUT_DIR}"
+TARGET="${TARGET:-other}"
+RATE="${RATE:-20000}"
+BG_RATE="${BG_RATE:-20000}"
+SECS="${SECS:-60}"
+KEYS="${KEYS:-20000}"
+ACKS="${ACKS:-all}"
+SEGMENT_BYTES="${SEGMENT_BYTES:-1048576}"
+ROUNDS="${ROUNDS:-3}"
+PORT="${PORT:-19392}"
+METRICS_PORT="${METRICS_PORT:-19393}"
+CLEANER_RATE="${CLEANER_RATE:-none}"
+LAMINAR="$repo/target/release/laminar"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+(cd "$repo" && cargo build --release -p laminar) || exit 1
+# shellcheck source=machine.sh
+source "$here/machine.sh"
+(cd "$repo" && machine_info /tmp &&
+  echo "target: $TARGET; rate: $RATE records/s of 512 B, acks=$ACKS, $SECS s per run; keyed writer into the compacted topic: $([ "$TARGET" = other ] && echo "$BG_RATE records/s, acks=1" || echo "the measured one"), $KEYS keys; segment.bytes=$SEGMENT_BYTES, min.cleanable.dirty.ratio=0.1, log.cleaner.backoff.ms=1000, log.cleaner.io.max.bytes.per.second=$CLEANER_RATE") >"$OUT/machine.txt"
+
+pid=""
+bg=""
+data=""
+cleanup() {
+  if [ -n "$bg" ]; then kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; fi
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
+  if [ -n "$data" ]; then rm -rf "$data"; fi
+}
+trap cleanup EXIT
+
+run() { # run MODE ROUND: MODE is "on" or "off"
+  local mode="$1" round="$2" enable
+  enable=$([ "$mode" = on ] && echo true || echo false)
+  data="$(mktemp -d /tmp/laminar-cleaner-bench.XXXXXX)"
+  {
+    echo "\"log.cleaner.enable\" = $enable"
+    echo "\"log.cleaner.backoff.ms\" = 1000"
+    [ "$CLEANER_RATE" != none ] && echo "\"log.cleaner.io.max.bytes.per.second\" = $CLEANER_RATE"
+  } >"$data/laminar.toml"
+  "$LAMINAR" serve --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+    --data-dir "$data/data" --config "$data/laminar.toml" 2>"$OUT/broker-$mode-r$round.log" &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -q "laminar listening" "$OUT/broker-$mode-r$round.log" && break
+    sleep 0.1
+  done
+  "$LAMINAR" topics create table --partitions 1 --bootstrap "127.0.0.1:$PORT" \
+    --config cleanup.policy=compact --config segment.bytes="$SEGMENT_BYTES" \
+    --config min.cleanable.dirty.ratio=0.1 >/dev/null
+  local measured=(--topic table --keys "$KEYS")
+  if [ "$TARGET" = other ]; then
+    "$LAMINAR" topics create plain --partitions 1 --bootstrap "127.0.0.1:$PORT" >/dev/null
+    measured=(--topic plain)
+    "$LAMINAR" perf latency --bootstrap "127.0.0.1:$PORT" --topic table --keys "$KEYS" \
+      --records-per-s "$BG_RATE" --record-bytes 512 --duration-s $((SECS + 10)) --acks 1 \
+      --json >"$OUT/keyed-writer-$mode-r$round.json" &
+    bg=$!
+    sleep 5
+  fi
+  "$LAMINAR" perf latency --bootstrap "127.0.0.1:$PORT" "${measured[@]}" \
+    --records-per-s "$RATE" --record-bytes 512 --duration-s "$SECS" --acks "$ACKS" \
+    --label "cleaner $mode" --series-out "$OUT/series-$mode-r$round.json" --json \
+    >"$OUT/latency-$mode-r$round.json"
+  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E '^laminar_log_cleaner' \
+    >"$OUT/cleaner-metrics-$mode-r$round.txt"
+  du -sb "$data/data/table-0" | cut -f1 >"$OUT/table-bytes-$mode-r$round.txt"
+  if [ -n "$bg" ]; then wait "$bg"; bg=""; fi
+  kill "$pid"; wait "$pid" 2>/dev/null; pid=""
+  rm -rf "$data"; data=""
+}
+
+for round in $(seq "$ROUNDS"); do
+  if [ $((round % 2)) -eq 1 ]; then order="on off"; else order="off on"; fi
+  for mode in $order; do
+    echo "round $round: cleaner $mode" >&2
+    run "$mode" "$round"
+  done
+done
+python3 - "$OUT" "$ROUNDS" <<'EOF' | tee "$OUT/summary.txt"
+import json, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+print(f"{'round':>5} {'cleaner':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'passes':>6} {'MB read':>8} {'MB/s':>6} {'table MB':>8}")
+ratios = []
+for r in range(1, rounds + 1):
+    p99 = {}
+    for mode in ("on", "off"):
+        rep = json.load(open(f"{out}/latency-{mode}-r{r}.json"))
+        lat = rep["latency_us"] if "latency_us" in rep else rep["latency"]
+        m = dict(l.rsplit(" ", 1) for l in open(f"{out}/cleaner-metrics-{mode}-r{r}.txt") if not l.startswith("#") and " " in l)
+        passes = float(m.get("laminar_log_cleaner_passes_total", 0))
+        read = float(m.get('laminar_log_cleaner_bytes_total{direction="read"}', 0))
+        written = float(m.get('laminar_log_cleaner_bytes_total{direction="written"}', 0))
+        busy = float(m.get("laminar_log_cleaner_pass_seconds_sum", 0))
+        mb_s = (read + written) / busy / 1e6 if busy else 0.0
+        table = int(open(f"{out}/table-bytes-{mode}-r{r}.txt").read()) / 1e6
+        p99[mode] = lat["p99"]
+        print(f"{r:>5} {mode:>7} {lat['p50']/1e3:>8.2f} {lat['p99']/1e3:>8.2f} {lat['p999']/1e3:>9.2f} {lat['max']/1e3:>8.2f} {passes:>6.0f} {read/1e6:>8.1f} {mb_s:>6.0f} {table:>8.1f}")
+    ratios.append(p99["on"] / p99["off"])
+print("p99 with the cleaner / without, per round: " + ", ".join(f"{x:.2f}x" for x in ratios))
+print("MB/s: what the cleaner read and wrote over the time its passes took (its own speed, not a share of the run)")
+EOF
