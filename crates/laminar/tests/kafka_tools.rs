@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -453,6 +453,48 @@ fn java_consumer_validates_positions_with_offset_for_leader_epoch() {
         "{}",
         r.stderr
     );
+    broker.terminate();
+}
+
+/// The Java producer sends a batch with a keyless record to a compacted topic: the broker
+/// refuses it with INVALID_RECORD and names the record (KIP-467), so the producer fails that
+/// record with InvalidRecordException and the broker's reason, and the rest of its batch as
+/// such, exactly as against Kafka; nothing is appended.
+#[test]
+fn java_producer_sees_which_record_a_compacted_topic_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(
+        TOPICS,
+        &[
+            "--create",
+            "--topic",
+            "keyed",
+            "--partitions",
+            "1",
+            "--config",
+            "cleanup.policy=compact",
+        ],
+    );
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/KeylessToCompacted.java");
+    let r = tools.java(&[program.to_str().unwrap(), &broker.addr, "keyed"]);
+    assert!(r.ok, "{}\n{}", r.stdout, r.stderr);
+    // The Java client's own words, its typo included.
+    let part_of_batch =
+        "KafkaException: Failed to append record because it was part of a batch which had one more more invalid records";
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        [
+            format!("0 {part_of_batch}"),
+            "1 InvalidRecordException: Compacted topic cannot accept message without key in topic partition keyed-0."
+                .to_string(),
+            format!("2 {part_of_batch}"),
+        ],
+        "{}",
+        r.stderr
+    );
+    assert_eq!(common::high_watermark(&broker.addr, "keyed"), 0);
     broker.terminate();
 }
 
@@ -905,5 +947,208 @@ fn kafka_delete_records_moves_the_log_start_for_good() {
     let tools = Tools::new(&broker.addr, tmp.path());
     assert_eq!(earliest(&tools), ["trim:0:4", "trim:1:3", "trim:2:0"]);
     assert_eq!(first_offset(&broker.addr, "trim", 0), 4);
+    broker.terminate();
+}
+
+/// A Kafka Connect distributed worker (`ConnectDistributed`, connect-runtime 4.3.1), its log
+/// in a file; killed if the test fails half-way.
+struct ConnectWorker {
+    child: std::process::Child,
+    rest: String,
+}
+
+impl ConnectWorker {
+    fn start(tools: &Tools, properties: &Path, log: &Path) -> ConnectWorker {
+        let rest = std::fs::read_to_string(properties)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("listeners=http://").map(str::to_string))
+            .expect("listeners= in the worker's properties");
+        let child = Command::new("java")
+            .arg("-Xmx512m")
+            .arg(format!("-Dlog4j2.configurationFile={}", tools.log4j.display()))
+            .arg("-cp")
+            .arg(format!("{}/*", kafka_lib().display()))
+            .arg("org.apache.kafka.connect.cli.ConnectDistributed")
+            .arg(properties)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(log.with_extension("out")).unwrap())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("java ConnectDistributed");
+        let worker = ConnectWorker { child, rest };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while worker.http("GET", "/connectors", None).0 != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "the Connect worker's REST API did not come up:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        worker
+    }
+
+    /// One request to the worker's REST API: (status, body); status 0 if it is not up.
+    fn http(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let Ok(mut s) = std::net::TcpStream::connect(&self.rest) else {
+            return (0, String::new());
+        };
+        let body = body.unwrap_or("");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.rest,
+            body.len()
+        );
+        if s.write_all(request.as_bytes()).is_err() {
+            return (0, String::new());
+        }
+        let mut text = String::new();
+        if s.read_to_string(&mut text).is_err() {
+            return (0, String::new());
+        }
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// SIGTERM: the worker stops its tasks and commits their offsets first.
+    fn stop(mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the Connect worker did not stop");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for ConnectWorker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn wait_for_lines(path: &Path, want: &[String], worker_log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let got = lines_of(path);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline && got.len() <= want.len(),
+            "{} has {} lines, {} expected (first: {:?}); worker log:\n{}",
+            path.display(),
+            got.len(),
+            want.len(),
+            got.first(),
+            std::fs::read_to_string(worker_log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Issue 11: Kafka Connect 4.3.1 in distributed mode runs on Laminar. Its config, offset and
+/// status topics are created compacted; a FileStreamSource connector copies a file into a
+/// topic and a FileStreamSink connector copies the topic into another file; the worker,
+/// stopped and started again, resumes from its stored offsets: the lines added meanwhile,
+/// and no line twice.
+#[test]
+fn kafka_connect_copies_a_file_through_laminar_and_resumes_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    let input = tmp.path().join("input.txt");
+    let output = tmp.path().join("output.txt");
+    let mut lines: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let properties = tmp.path().join("worker.properties");
+    std::fs::write(
+        &properties,
+        format!(
+            "bootstrap.servers={}\ngroup.id=laminar-connect\n\
+             key.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             value.converter=org.apache.kafka.connect.storage.StringConverter\n\
+             config.storage.topic=connect-configs\noffset.storage.topic=connect-offsets\n\
+             status.storage.topic=connect-status\nconfig.storage.replication.factor=1\n\
+             offset.storage.replication.factor=1\nstatus.storage.replication.factor=1\n\
+             offset.storage.partitions=5\nstatus.storage.partitions=1\n\
+             offset.flush.interval.ms=500\nlisteners=http://127.0.0.1:{}\n",
+            broker.addr,
+            free_port()
+        ),
+    )
+    .unwrap();
+    let log = tmp.path().join("worker.log");
+    let worker = ConnectWorker::start(&tools, &properties, &log);
+
+    // The worker created its topics compacted (it refuses to start on any other).
+    for topic in ["connect-configs", "connect-offsets", "connect-status"] {
+        let described = tools.ok(
+            CONFIGS,
+            &["--entity-type", "topics", "--entity-name", topic, "--describe"],
+        );
+        assert!(
+            described.contains("cleanup.policy=compact"),
+            "{topic}: {described}"
+        );
+    }
+
+    let source = format!(
+        r#"{{"name":"file-in","config":{{"connector.class":"org.apache.kafka.connect.file.FileStreamSourceConnector","tasks.max":"1","file":"{}","topic":"lines"}}}}"#,
+        input.display()
+    );
+    let sink = format!(
+        r#"{{"name":"file-out","config":{{"connector.class":"org.apache.kafka.connect.file.FileStreamSinkConnector","tasks.max":"1","file":"{}","topics":"lines"}}}}"#,
+        output.display()
+    );
+    for c in [&source, &sink] {
+        let (status, body) = worker.http("POST", "/connectors", Some(c));
+        assert_eq!(status, 201, "{body}");
+    }
+    wait_for_lines(&output, &lines, &log);
+    worker.stop();
+
+    // Lines added while the worker is down; the restarted worker finds its connectors in the
+    // config topic and its positions in the offset topic and the sink's consumer group.
+    let more: Vec<String> = (100..150).map(|i| format!("line {i}")).collect();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&input).unwrap();
+    f.write_all((more.join("\n") + "\n").as_bytes()).unwrap();
+    drop(f);
+    lines.extend(more);
+    let worker = ConnectWorker::start(&tools, &properties, &log.with_extension("2.log"));
+    wait_for_lines(&output, &lines, &log.with_extension("2.log"));
+    assert_eq!(
+        common::high_watermark(&broker.addr, "lines"),
+        150,
+        "no line produced twice"
+    );
+    worker.stop();
     broker.terminate();
 }
