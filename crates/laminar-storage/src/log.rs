@@ -1041,7 +1041,12 @@ impl Log {
             self.storage
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
-            cleaned.persist_indexes(self.storage.as_ref(), true)
+            // Not synced: the segment lies below the checkpoint, so recovery trusts its data
+            // and loads whatever prefix of its index files is valid (each entry has a CRC),
+            // walking batch headers for the rest. Two fsyncs fewer per swap.
+            cleaned.persist_indexes(self.storage.as_ref(), false)?;
+            cleaned.mark_indexes_durable();
+            Ok(())
         };
         let t = Instant::now();
         if let Err(e) = steps() {

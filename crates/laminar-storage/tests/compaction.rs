@@ -221,11 +221,14 @@ fn a_pass_keeps_the_newest_record_of_each_key_and_tombstones_until_their_horizon
     );
 }
 
-/// The cleaner's semantics over a whole history: records (offset, key, value, batch base)
-/// and the delete horizon each batch was given by the first pass that kept a tombstone of it.
+/// One record of the model: (offset, key, value, its batch's base offset).
+type Modelled = (i64, Vec<u8>, Option<Vec<u8>>, i64);
+
+/// The cleaner's semantics over a whole history: the records, and the delete horizon each
+/// batch was given by the first pass that kept a tombstone of it.
 #[derive(Default)]
 struct Model {
-    records: Vec<(i64, Vec<u8>, Option<Vec<u8>>, i64)>,
+    records: Vec<Modelled>,
     horizons: BTreeMap<i64, i64>,
 }
 
