@@ -14,7 +14,8 @@
 #
 # Env: TARGET (other), RATE (20000 records/s), BG_RATE (20000), SECS (60), KEYS (20000),
 #      ACKS (all), SEGMENT_BYTES (1048576), ROUNDS (3), PORT (19392), METRICS_PORT (19393),
-#      CLEANER_RATE (none: no limit, the default). Stops the processes it started, by PID.
+#      CLEANER_RATE (none: no limit, the default), DIRTY_RATIO (0.1; Kafka's default is 0.5),
+#      BACKOFF_MS (1000; Kafka's default is 15000). Stops the processes it started, by PID.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -30,6 +31,8 @@ ROUNDS="${ROUNDS:-3}"
 PORT="${PORT:-19392}"
 METRICS_PORT="${METRICS_PORT:-19393}"
 CLEANER_RATE="${CLEANER_RATE:-none}"
+DIRTY_RATIO="${DIRTY_RATIO:-0.1}"
+BACKOFF_MS="${BACKOFF_MS:-1000}"
 LAMINAR="$repo/target/release/laminar"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -38,7 +41,7 @@ OUT="$(cd "$OUT" && pwd)"
 # shellcheck source=machine.sh
 source "$here/machine.sh"
 (cd "$repo" && machine_info /tmp &&
-  echo "target: $TARGET; rate: $RATE records/s of 512 B, acks=$ACKS, $SECS s per run; keyed writer into the compacted topic: $([ "$TARGET" = other ] && echo "$BG_RATE records/s, acks=1" || echo "the measured one"), $KEYS keys; segment.bytes=$SEGMENT_BYTES, min.cleanable.dirty.ratio=0.1, log.cleaner.backoff.ms=1000, log.cleaner.io.max.bytes.per.second=$CLEANER_RATE") >"$OUT/machine.txt"
+  echo "target: $TARGET; rate: $RATE records/s of 512 B, acks=$ACKS, $SECS s per run; keyed writer into the compacted topic: $([ "$TARGET" = other ] && echo "$BG_RATE records/s, acks=1" || echo "the measured one"), $KEYS keys; segment.bytes=$SEGMENT_BYTES, min.cleanable.dirty.ratio=$DIRTY_RATIO, log.cleaner.backoff.ms=$BACKOFF_MS, log.cleaner.io.max.bytes.per.second=$CLEANER_RATE") >"$OUT/machine.txt"
 
 pid=""
 bg=""
@@ -56,7 +59,7 @@ run() { # run MODE ROUND: MODE is "on" or "off"
   data="$(mktemp -d /tmp/laminar-cleaner-bench.XXXXXX)"
   {
     echo "\"log.cleaner.enable\" = $enable"
-    echo "\"log.cleaner.backoff.ms\" = 1000"
+    echo "\"log.cleaner.backoff.ms\" = $BACKOFF_MS"
     [ "$CLEANER_RATE" != none ] && echo "\"log.cleaner.io.max.bytes.per.second\" = $CLEANER_RATE"
   } >"$data/laminar.toml"
   "$LAMINAR" serve --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
@@ -68,7 +71,7 @@ run() { # run MODE ROUND: MODE is "on" or "off"
   done
   "$LAMINAR" topics create table --partitions 1 --bootstrap "127.0.0.1:$PORT" \
     --config cleanup.policy=compact --config segment.bytes="$SEGMENT_BYTES" \
-    --config min.cleanable.dirty.ratio=0.1 >/dev/null
+    --config min.cleanable.dirty.ratio="$DIRTY_RATIO" >/dev/null
   local measured=(--topic table --keys "$KEYS")
   if [ "$TARGET" = other ]; then
     "$LAMINAR" topics create plain --partitions 1 --bootstrap "127.0.0.1:$PORT" >/dev/null
