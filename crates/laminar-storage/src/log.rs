@@ -44,6 +44,8 @@ const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
 /// for block bitmaps. Measured with `perf log` on this project's 2-core ext4 machine
 /// (bench/results): appends therefore defer preallocation while any fsync runs.
 static FSYNCS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Segments one read looks through for a batch that holds records (see `Log::read`).
+const READ_SEGMENTS_MAX: usize = 16;
 /// Recovery reads the data file in chunks of this size.
 const RECOVERY_READ_BYTES: usize = 1 << 20;
 
@@ -708,7 +710,14 @@ impl Log {
                 .segments
                 .partition_point(|s| s.base <= start)
                 .saturating_sub(1);
-            (view.segments[i..].to_vec(), view.log_start, view.log_end)
+            // A read passes over segments holding only emptied batches (compaction), up to
+            // a bound: past it the reader gets the last emptied batch and moves on from there.
+            let segments: Vec<Arc<Segment>> = view.segments[i..]
+                .iter()
+                .take(READ_SEGMENTS_MAX)
+                .cloned()
+                .collect();
+            (segments, view.log_start, view.log_end)
         };
         if start < log_start || start > log_end {
             return Err(StorageError::OffsetOutOfRange {
