@@ -127,19 +127,16 @@ impl Broker {
         }
         let log = self.group_store.log.clone();
         let pending = self.group_store.pending.clone();
-        let batch = GroupStore::encode(&records);
+        let batch = GroupStore::encode(&records, &self.groups);
         let appended = self
             .storage
-            .run(
-                partition_key(crate::groups::store::GROUPS_LOG_TOPIC, 0),
-                move || {
-                    let mut batch = batch;
-                    let info = log.append(&mut batch)?;
-                    // On the storage thread, in log order: before any later batch exists.
-                    pending.lock().unwrap().insert(info.last_offset, records);
-                    Ok::<_, laminar_storage::StorageError>(info)
-                },
-            )
+            .run(partition_key(crate::groups::store::OFFSETS_TOPIC, 0), move || {
+                let mut batch = batch;
+                let info = log.append(&mut batch)?;
+                // On the storage thread, in log order: before any later batch exists.
+                pending.lock().unwrap().insert(info.last_offset, records);
+                Ok::<_, laminar_storage::StorageError>(info)
+            })
             .await;
         let durable = match appended {
             Ok(Ok(info)) => crate::net::waiting(self.group_store.flushed(info.last_offset))
@@ -259,6 +256,7 @@ pub struct RunningBroker {
     retention: tokio::task::JoinHandle<()>,
     producer_expiry: tokio::task::JoinHandle<()>,
     group_timer: tokio::task::JoinHandle<()>,
+    group_writer: tokio::task::JoinHandle<()>,
     metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
 }
 
@@ -334,6 +332,8 @@ impl RunningBroker {
                         crate::warn!("recovered {id}: truncated at offset {offset} ({pos}): {reason}");
                     }
                 }
+                // Before the topics registry creates `__consumer_offsets` in a new directory.
+                let was_empty = store.logs().is_empty();
                 let topics = Topics::open(store.clone(), cfg.clone())?;
                 let quotas = Quotas::open(store.clone())?;
                 let producers = Producers::new();
@@ -346,7 +346,6 @@ impl RunningBroker {
                         }
                     }
                 }
-                let was_empty = store.logs().is_empty();
                 let group_store = GroupStore::open(&store).map_err(io::Error::other)?;
                 let groups = Coordinator::new(Duration::from_millis(cfg.group_initial_rebalance_delay_ms));
                 let replayed = group_store.replay(&groups).map_err(io::Error::other)?;
@@ -455,10 +454,20 @@ impl RunningBroker {
         });
         let b = broker.clone();
         let group_timer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
+                b.groups.tick();
+            }
+        });
+        let b = broker.clone();
+        // Apart from the timer, so that a slow disk delays only the writing of group
+        // metadata and expiries, never the session timeouts.
+        let group_writer = tokio::spawn(async move {
             let retention = Duration::from_secs(b.config.offsets_retention_minutes * 60);
             loop {
                 tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
-                b.groups.tick(retention);
+                let records = b.groups.take_changes(retention);
+                b.persist_group_records(records).await;
             }
         });
         Ok(RunningBroker {
@@ -467,6 +476,7 @@ impl RunningBroker {
             retention,
             producer_expiry,
             group_timer,
+            group_writer,
             metrics_server,
         })
     }
@@ -486,9 +496,14 @@ impl RunningBroker {
         self.retention.abort();
         self.producer_expiry.abort();
         self.group_timer.abort();
+        self.group_writer.abort();
         if let Some((_, task)) = &self.metrics_server {
             task.abort();
         }
+        // The group metadata that changed since the writer's last round.
+        let retention = Duration::from_secs(self.broker.config.offsets_retention_minutes * 60);
+        let records = self.broker.groups.take_changes(retention);
+        self.broker.persist_group_records(records).await;
         // Requests in flight finish; those waiting on a rebalance are answered now.
         self.broker.groups.shutdown();
         self.server.shutdown().await;

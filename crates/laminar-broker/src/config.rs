@@ -204,6 +204,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Committed offsets of an empty group expire after this long.",
     },
     SettingDoc {
+        name: "offsets.topic.segment.bytes",
+        default: "104857600",
+        doc: "Segment size of `__consumer_offsets`, set when the topic is created: the cleaner compacts only segments that have rolled.",
+    },
+    SettingDoc {
         name: "producer.id.expiration.ms",
         default: "86400000",
         doc: "An idempotent producer's state on a partition is forgotten this long after its last batch's timestamp (KIP-854).",
@@ -278,6 +283,7 @@ pub struct BrokerConfig {
     pub max_connection_creation_rate: Option<u32>,
     pub group_initial_rebalance_delay_ms: u64,
     pub offsets_retention_minutes: u64,
+    pub offsets_topic_segment_bytes: u64,
     pub producer_id_expiration_ms: u64,
     pub producer_id_expiration_check_interval_ms: u64,
     pub metrics_listen: Option<SocketAddr>,
@@ -335,6 +341,7 @@ impl Default for BrokerConfig {
             max_connection_creation_rate: None,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
+            offsets_topic_segment_bytes: 104_857_600,
             producer_id_expiration_ms: 86_400_000,
             producer_id_expiration_check_interval_ms: 600_000,
             metrics_listen: Some("127.0.0.1:9644".parse().unwrap()),
@@ -513,6 +520,7 @@ impl BrokerConfig {
                 self.group_initial_rebalance_delay_ms = int()?.max(0) as u64
             }
             "offsets.retention.minutes" => self.offsets_retention_minutes = positive(int()?)?,
+            "offsets.topic.segment.bytes" => self.offsets_topic_segment_bytes = positive(int()?)?,
             "producer.id.expiration.ms" => self.producer_id_expiration_ms = positive(int()?)?,
             "producer.id.expiration.check.interval.ms" => {
                 self.producer_id_expiration_check_interval_ms = positive(int()?)?
@@ -642,6 +650,10 @@ impl BrokerConfig {
                 self.group_initial_rebalance_delay_ms
             ),
             format!("offsets.retention.minutes = {}", self.offsets_retention_minutes),
+            format!(
+                "offsets.topic.segment.bytes = {}",
+                self.offsets_topic_segment_bytes
+            ),
             format!("producer.id.expiration.ms = {}", self.producer_id_expiration_ms),
             format!(
                 "producer.id.expiration.check.interval.ms = {}",

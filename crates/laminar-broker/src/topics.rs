@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
 use crate::error_codes as ec;
-use crate::groups::store::GROUPS_LOG_TOPIC;
+use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.
@@ -70,6 +70,12 @@ pub struct Topics {
     write_lock: std::sync::Mutex<()>,
 }
 
+/// Kafka's internal topics: listed in Metadata with `is_internal`, read by anyone, written
+/// only by the broker itself.
+pub fn is_internal(name: &str) -> bool {
+    name == OFFSETS_TOPIC
+}
+
 pub fn valid_topic_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= TOPIC_NAME_BYTES_MAX
@@ -116,7 +122,9 @@ impl Topics {
         // writes the topics file first, then removes the directories. Finish the deletion,
         // or re-creating the topic would serve the old records.
         let claimed = |id: &LogId| {
-            id.topic == GROUPS_LOG_TOPIC || topics.get(&id.topic).is_some_and(|t| id.partition < t.partitions)
+            // The legacy group log stays until the group store has migrated it.
+            id.topic == LEGACY_GROUPS_LOG_TOPIC
+                || topics.get(&id.topic).is_some_and(|t| id.partition < t.partitions)
         };
         for (id, _) in topics.store.logs() {
             if !claimed(&id) {
@@ -126,6 +134,9 @@ impl Topics {
                     .delete_log(&id)
                     .map_err(|e| std::io::Error::other(format!("remove {id}: {e}")))?;
             }
+        }
+        if topics.get(OFFSETS_TOPIC).is_none() {
+            topics.create_offsets_topic()?;
         }
         // Apply each topic's configs to its logs, and create any log that is missing (a
         // crash between the topics file and the log directories).
@@ -137,6 +148,32 @@ impl Topics {
             }
         }
         Ok(topics)
+    }
+
+    /// Creates `__consumer_offsets` as Kafka does: one partition here (a single node), compacted,
+    /// its segment size from `offsets.topic.segment.bytes`, both as topic configs.
+    fn create_offsets_topic(&self) -> std::io::Result<()> {
+        let configs = BTreeMap::from([
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            (
+                "segment.bytes".to_string(),
+                self.config.offsets_topic_segment_bytes.to_string(),
+            ),
+        ]);
+        let meta = TopicMeta {
+            name: OFFSETS_TOPIC.to_string(),
+            id: random_id(),
+            partitions: 1,
+            configs,
+        };
+        let _w = self.write_lock.lock().unwrap();
+        self.topics
+            .write()
+            .unwrap()
+            .insert(meta.name.clone(), meta.clone());
+        self.persist()?;
+        crate::info!("created topic {OFFSETS_TOPIC} (id {})", meta.id);
+        Ok(())
     }
 
     pub fn list(&self) -> Vec<TopicMeta> {
@@ -381,6 +418,12 @@ impl Topics {
     }
 
     pub fn delete(&self, name: &str) -> Result<TopicMeta, (i16, String)> {
+        if is_internal(name) {
+            return Err((
+                ec::INVALID_TOPIC_EXCEPTION,
+                format!("{name} is an internal topic"),
+            ));
+        }
         let _w = self.write_lock.lock().unwrap();
         let meta = self
             .topics
@@ -430,6 +473,14 @@ impl Topics {
     }
 
     pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
+        if is_internal(name) {
+            // The group log lives in its partition 0, and a group's partition, once there
+            // are more, follows from the count: it does not change.
+            return Err((
+                ec::INVALID_TOPIC_EXCEPTION,
+                format!("{name} is an internal topic"),
+            ));
+        }
         let _w = self.write_lock.lock().unwrap();
         let mut meta = self
             .get(name)

@@ -161,6 +161,7 @@ const LEADER_ELECTION: &str = "org.apache.kafka.tools.LeaderElectionCommand";
 const REASSIGN: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
 const TRANSACTIONS: &str = "org.apache.kafka.tools.TransactionsCommand";
 const DELETE_RECORDS: &str = "org.apache.kafka.tools.DeleteRecordsCommand";
+const CONSOLE_CONSUMER: &str = "org.apache.kafka.tools.consumer.ConsoleConsumer";
 
 /// The whitespace-separated fields of the first line of `text` that starts with `prefix`.
 fn row(text: &str, prefix: &str) -> Vec<String> {
@@ -431,6 +432,98 @@ fn kafka_consumer_groups() {
         listed.lines().filter(|l| !l.is_empty()).collect::<Vec<_>>(),
         ["g1"]
     );
+    broker.terminate();
+}
+
+/// `__consumer_offsets` in Kafka's schemas: Kafka's own decoders (the formatters behind
+/// `kafka-console-consumer --formatter`, which lag monitors mirror) read the offset commits,
+/// the group metadata and the tombstones of a deleted group that Laminar wrote there. And
+/// the Java consumer, subscribed by pattern, leaves the internal topic out.
+#[test]
+fn kafkas_formatters_decode_consumer_offsets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "lagged", "--partitions", "1"]);
+    produce(&broker.addr, "lagged", 0, 10);
+    consume_and_commit(&broker.addr, "lagged", "monitored", 10);
+    consume_and_commit(&broker.addr, "lagged", "doomed", 10);
+    tools.ok(GROUPS, &["--delete", "--group", "doomed"]);
+
+    // Every record there now, read without a group (which would add records of its own).
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .create()
+        .unwrap();
+    let (_, high) = c
+        .fetch_watermarks("__consumer_offsets", 0, Duration::from_secs(10))
+        .unwrap();
+    let high = high.to_string();
+    let read = |formatter: &str| {
+        tools.ok(
+            CONSOLE_CONSUMER,
+            &[
+                "--topic",
+                "__consumer_offsets",
+                "--partition",
+                "0",
+                "--offset",
+                "earliest",
+                "--max-messages",
+                &high,
+                "--formatter",
+                formatter,
+                "--timeout-ms",
+                "60000",
+            ],
+        )
+    };
+    let offsets = read("org.apache.kafka.tools.consumer.OffsetsMessageFormatter");
+    for want in [
+        r#"{"key":{"type":1,"data":{"group":"monitored","topic":"lagged","partition":0}},"value":{"version":3,"data":{"offset":10,"leaderEpoch":0,"metadata":"","commitTimestamp":"#,
+        r#"{"key":{"type":1,"data":{"group":"doomed","topic":"lagged","partition":0}},"value":null}"#,
+    ] {
+        assert!(offsets.contains(want), "{want} is not in:\n{offsets}");
+    }
+    let groups = read("org.apache.kafka.tools.consumer.GroupMetadataMessageFormatter");
+    for want in [
+        r#"{"key":{"type":2,"data":{"group":"monitored"}},"value":{"version":3,"data":{"protocolType":"consumer","generation":1,"protocol":"range","leader":"rdkafka-"#,
+        r#""clientId":"rdkafka","clientHost":"/127.0.0.1","rebalanceTimeout":300000,"sessionTimeout":45000,"#,
+        // The member left: an empty group of the next generation.
+        r#"{"key":{"type":2,"data":{"group":"monitored"}},"value":{"version":3,"data":{"protocolType":"consumer","generation":2,"protocol":null,"leader":null,"#,
+        r#"{"key":{"type":2,"data":{"group":"doomed"}},"value":null}"#,
+    ] {
+        assert!(groups.contains(want), "{want} is not in:\n{groups}");
+    }
+
+    // A pattern subscription of the Java consumer: only the user's topic is assigned (and so
+    // committed), not the internal one.
+    let consumed = tools.ok(
+        CONSOLE_CONSUMER,
+        &[
+            "--include",
+            ".*",
+            "--group",
+            "by-pattern",
+            "--from-beginning",
+            "--max-messages",
+            "10",
+            "--timeout-ms",
+            "30000",
+        ],
+    );
+    assert_eq!(
+        consumed.lines().filter(|l| l.starts_with("record-")).count(),
+        10,
+        "{consumed}"
+    );
+    let described = tools.ok(GROUPS, &["--describe", "--group", "by-pattern"]);
+    let topics: Vec<String> = described
+        .lines()
+        .filter(|l| l.starts_with("by-pattern "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(topics, ["lagged"], "{described}");
     broker.terminate();
 }
 

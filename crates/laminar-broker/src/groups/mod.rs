@@ -13,6 +13,7 @@
 //! session and rebalance timeouts. Committed offsets are persisted by [`store`] before a
 //! commit is acknowledged.
 
+pub mod records;
 pub mod store;
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,8 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::error_codes as ec;
+use records::{GroupMetadataValue, MemberValue};
+use store::GroupRecord;
 
 /// Kafka's bounds on a member's session timeout (group.min/max.session.timeout.ms).
 pub const SESSION_TIMEOUT_MS_MIN: i32 = 1_000;
@@ -139,6 +142,12 @@ pub struct Group {
     /// A new group waits this long for more members before its first generation.
     initial_delay_until: Option<Instant>,
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// The group's generation or members changed since its metadata was last written.
+    metadata_changed: bool,
+    /// Some metadata of the group is in the log: its removal needs a tombstone.
+    metadata_written: bool,
+    /// When the group last changed state (Kafka's `currentStateTimestamp`).
+    state_since_ms: i64,
 }
 
 impl Group {
@@ -155,6 +164,43 @@ impl Group {
             rebalance_deadline: None,
             initial_delay_until: None,
             offsets: BTreeMap::new(),
+            metadata_changed: false,
+            metadata_written: false,
+            state_since_ms: laminar_storage::now_ms(),
+        }
+    }
+
+    /// Enters a state in which Kafka writes the group's metadata: Stable with a new
+    /// assignment, or Empty.
+    fn settle(&mut self, state: GroupState) {
+        self.state = state;
+        self.state_since_ms = laminar_storage::now_ms();
+        self.metadata_changed = true;
+    }
+
+    /// The group's metadata as Kafka writes it.
+    fn metadata_value(&self) -> GroupMetadataValue {
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        GroupMetadataValue {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol_name.clone(),
+            leader: self.leader.clone(),
+            current_state_timestamp_ms: self.state_since_ms,
+            members: self
+                .members
+                .values()
+                .map(|m| MemberValue {
+                    member_id: m.id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout.as_millis() as i32,
+                    session_timeout_ms: m.session_timeout.as_millis() as i32,
+                    subscription: m.metadata_for(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -245,10 +291,10 @@ impl Group {
         self.rebalance_deadline = None;
         self.initial_delay_until = None;
         if self.members.is_empty() {
-            self.state = GroupState::Empty;
             self.generation += 1;
             self.leader = None;
             self.protocol_name = None;
+            self.settle(GroupState::Empty);
             return;
         }
         self.generation += 1;
@@ -301,9 +347,9 @@ impl Group {
         match self.state {
             GroupState::Stable | GroupState::CompletingRebalance => {
                 if self.members.is_empty() {
-                    self.state = GroupState::Empty;
                     self.generation += 1;
                     self.protocol_name = None;
+                    self.settle(GroupState::Empty);
                 } else {
                     self.prepare_rebalance(initial_delay);
                 }
@@ -585,7 +631,7 @@ impl Coordinator {
                     for m in group.members.values_mut() {
                         m.assignment = assignments.get(&m.id).cloned().unwrap_or_default();
                     }
-                    group.state = GroupState::Stable;
+                    group.settle(GroupState::Stable);
                     let (pt, pn) = (group.protocol_type.clone(), group.protocol_name.clone());
                     for m in group.members.values_mut() {
                         if let Some(w) = m.sync_waiter.take() {
@@ -718,12 +764,10 @@ impl Coordinator {
             .unwrap_or_default()
     }
 
-    /// Enforces session and rebalance timeouts; expires the offsets of empty groups after
-    /// `offsets_retention`. Called every few tens of milliseconds.
-    pub fn tick(&self, offsets_retention: Duration) {
+    /// Enforces session and rebalance timeouts. Called every few tens of milliseconds.
+    pub fn tick(&self) {
         let delay = self.initial_rebalance_delay;
         let now = Instant::now();
-        let now_ms = laminar_storage::now_ms();
         let mut groups = self.groups.lock().unwrap();
         for group in groups.values_mut() {
             group.pending.retain(|_, expires| *expires > now);
@@ -755,17 +799,97 @@ impl Coordinator {
                 }
                 Self::maybe_complete(group);
             }
+        }
+    }
+
+    /// Expires the offsets of empty groups after `offsets_retention`, forgets groups left
+    /// with nothing, and returns the records that make the changes since the last call
+    /// durable: group metadata that changed, tombstones for expired offsets and for groups
+    /// that are gone. Called by the task that writes them, when it is ready for more, so
+    /// nothing piles up behind a slow disk.
+    pub fn take_changes(&self, offsets_retention: Duration) -> Vec<GroupRecord> {
+        let now_ms = laminar_storage::now_ms();
+        let mut records = Vec::new();
+        let mut groups = self.groups.lock().unwrap();
+        for group in groups.values_mut() {
             if group.state == GroupState::Empty {
                 let retention_ms = offsets_retention.as_millis() as i64;
-                group.offsets.retain(|_, c| now_ms - c.commit_ms < retention_ms);
+                group.offsets.retain(|(topic, partition), c| {
+                    let keep = now_ms - c.commit_ms < retention_ms;
+                    if !keep {
+                        records.push(GroupRecord::OffsetDeleted {
+                            group: group.id.clone(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                        });
+                    }
+                    keep
+                });
+            }
+            if std::mem::take(&mut group.metadata_changed) {
+                group.metadata_written = true;
+                records.push(GroupRecord::Metadata {
+                    group: group.id.clone(),
+                    value: group.metadata_value(),
+                });
             }
         }
         groups.retain(|_, g| {
-            !(g.state == GroupState::Empty
+            let gone = g.state == GroupState::Empty
                 && g.offsets.is_empty()
                 && g.members.is_empty()
-                && g.pending.is_empty())
+                && g.pending.is_empty();
+            if gone && g.metadata_written {
+                records.push(GroupRecord::GroupDeleted { group: g.id.clone() });
+            }
+            !gone
         });
+        records
+    }
+
+    /// Restores a group's metadata read back from the log at startup. Its members are
+    /// back as they were, their session timeouts counted from now: those whose clients
+    /// carry on heartbeat and keep their assignment, the rest time out and a rebalance
+    /// follows, as in Kafka.
+    pub fn restore_metadata(&self, group_id: &str, v: GroupMetadataValue) {
+        let mut groups = self.groups.lock().unwrap();
+        let group = groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id));
+        let now = Instant::now();
+        let protocol = v.protocol.clone().unwrap_or_default();
+        group.protocol_type = Some(v.protocol_type.clone()).filter(|t| !t.is_empty());
+        group.generation = v.generation;
+        group.protocol_name = v.protocol;
+        group.leader = v.leader;
+        group.state_since_ms = v.current_state_timestamp_ms;
+        group.metadata_written = true;
+        group.members = v
+            .members
+            .into_iter()
+            .map(|m| {
+                let member = Member {
+                    id: m.member_id.clone(),
+                    instance_id: m.group_instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout: Duration::from_millis(m.session_timeout_ms.max(0) as u64),
+                    rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64),
+                    protocol_type: v.protocol_type.clone(),
+                    protocols: vec![(protocol.clone(), m.subscription)],
+                    assignment: m.assignment,
+                    last_heartbeat: now,
+                    join_waiter: None,
+                    sync_waiter: None,
+                };
+                (m.member_id, member)
+            })
+            .collect();
+        group.state = if group.members.is_empty() {
+            GroupState::Empty
+        } else {
+            GroupState::Stable
+        };
     }
 
     /// Answers every waiting JoinGroup and SyncGroup with COORDINATOR_NOT_AVAILABLE, so that

@@ -1,22 +1,37 @@
-//! Durable group state: committed offsets and deletions, as records in an internal log of
-//! our own (`__laminar_groups-0`, the role `__consumer_offsets` plays in Kafka). Each
-//! change is appended and fsynced before it is acknowledged, and the log is replayed into
-//! the coordinator at startup.
+//! Durable group state: committed offsets, group metadata and deletions, as records in
+//! Kafka's `__consumer_offsets` topic, with Kafka's key and value schemas ([`records`]).
+//! The topic is compacted: each key (a group's offset for one partition, or a group's
+//! metadata) keeps its newest record, and a deletion is a tombstone, so a restart replays
+//! only the live state. Offset commits and deletions are appended and fsynced before they
+//! are acknowledged; the log is replayed into the coordinator at startup.
+//!
+//! One partition holds every group (a single node has nowhere else to put them). The log
+//! of earlier Laminar versions, `__laminar_groups-0` (JSON records), is migrated at the
+//! first start and then removed.
+//!
+//! [`records`]: super::records
 
 use std::sync::Arc;
 
 use laminar_records::{decode_records, validate_batches, BatchBuilder, Compression, RecordSpec};
 use laminar_storage::backend::read_exact_at;
-use laminar_storage::{Log, LogConfig, LogId, Offset, Store};
-use serde::{Deserialize, Serialize};
+use laminar_storage::{Log, LogId, Offset, Store};
+use serde::Deserialize;
 
+use super::records::{GroupKey, GroupMetadataValue, OffsetValue};
 use super::{CommittedOffset, Coordinator};
 
-pub const GROUPS_LOG_TOPIC: &str = "__laminar_groups";
+/// Kafka's name, so that tools that read it find it.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The group log of Laminar before it wrote `__consumer_offsets`.
+pub const LEGACY_GROUPS_LOG_TOPIC: &str = "__laminar_groups";
 /// Bound on one decoded record batch of the internal log.
 const GROUP_BATCH_BYTES_MAX: usize = 64 << 20;
+/// Records per batch when migrating the legacy log.
+const MIGRATION_BATCH_RECORDS: usize = 1_000;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Deserialize reads the JSON values of the legacy log, which held the first three kinds.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum GroupRecord {
     Offset {
@@ -33,8 +48,14 @@ pub enum GroupRecord {
         topic: String,
         partition: i32,
     },
-    GroupDeleted {
+    /// Written as a tombstone for the group's metadata and one for each of its offsets.
+    GroupDeleted { group: String },
+    /// A snapshot of a group's generation and members, written from memory after it
+    /// changes. Replay restores it; applying it to the live coordinator does nothing.
+    #[serde(skip_deserializing)]
+    Metadata {
         group: String,
+        value: GroupMetadataValue,
     },
 }
 
@@ -50,81 +71,108 @@ pub struct GroupStore {
 }
 
 impl GroupStore {
-    /// Opens (or creates) the internal log. Blocking: call it off the socket threads.
+    /// Takes the log of `__consumer_offsets-0` (the topics registry creates it), first
+    /// migrating the legacy log into it if one is left. Blocking: call it off the socket
+    /// threads.
     pub fn open(store: &Store) -> Result<GroupStore, String> {
-        let id = LogId::new(GROUPS_LOG_TOPIC, 0);
-        let log = match store.log(&id) {
-            Some(l) => l,
-            None => {
-                let config = LogConfig {
-                    segment_bytes: 64 << 20,
-                    retention_ms: None,
-                    ..LogConfig::default()
-                };
-                store.create_log(&id, config).map_err(|e| e.to_string())?
-            }
-        };
-        let config = LogConfig {
-            segment_bytes: 64 << 20,
-            retention_ms: None,
-            ..LogConfig::default()
-        };
-        log.set_config(config)?;
+        let id = LogId::new(OFFSETS_TOPIC, 0);
+        let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
+        let log = migrate_legacy(store, log)?;
         Ok(GroupStore {
             log,
             pending: Pending::default(),
         })
     }
 
-    /// Encodes records as one batch. The append itself runs on a storage thread.
-    pub fn encode(records: &[GroupRecord]) -> Vec<u8> {
+    /// Encodes records as one batch in Kafka's schemas. A group's deletion needs the
+    /// offsets it holds, from `coordinator`. The append itself runs on a storage thread.
+    pub fn encode(records: &[GroupRecord], coordinator: &Coordinator) -> Vec<u8> {
         let now = laminar_storage::now_ms();
         let mut b = BatchBuilder::new(Compression::None, now);
-        for r in records {
-            let group = match r {
-                GroupRecord::Offset { group, .. }
-                | GroupRecord::OffsetDeleted { group, .. }
-                | GroupRecord::GroupDeleted { group } => group,
-            };
+        let mut push = |key: GroupKey, value: Option<Vec<u8>>| {
             b.push(RecordSpec {
                 timestamp_ms: now,
-                key: Some(group.as_bytes().to_vec()),
-                value: Some(serde_json::to_vec(r).expect("records serialise")),
+                key: Some(key.encode()),
+                value,
                 headers: vec![],
             });
+        };
+        for r in records {
+            match r {
+                GroupRecord::Offset {
+                    group,
+                    topic,
+                    partition,
+                    offset,
+                    leader_epoch,
+                    metadata,
+                    commit_ms,
+                } => push(
+                    GroupKey::Offset {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    },
+                    Some(
+                        OffsetValue {
+                            offset: *offset,
+                            leader_epoch: *leader_epoch,
+                            metadata: metadata.clone().unwrap_or_default(),
+                            commit_timestamp_ms: *commit_ms,
+                        }
+                        .encode(),
+                    ),
+                ),
+                GroupRecord::OffsetDeleted {
+                    group,
+                    topic,
+                    partition,
+                } => push(
+                    GroupKey::Offset {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    },
+                    None,
+                ),
+                GroupRecord::GroupDeleted { group } => {
+                    // Kafka's order: the offsets' tombstones, then the group's.
+                    for (topic, partition) in coordinator.committed(group).into_keys() {
+                        push(
+                            GroupKey::Offset {
+                                group: group.clone(),
+                                topic,
+                                partition,
+                            },
+                            None,
+                        );
+                    }
+                    push(GroupKey::Metadata { group: group.clone() }, None);
+                }
+                GroupRecord::Metadata { group, value } => {
+                    push(GroupKey::Metadata { group: group.clone() }, Some(value.encode()))
+                }
+            }
         }
         b.build().expect("batch builds")
     }
 
     /// Reads the whole internal log into the coordinator. Blocking: startup only.
     pub fn replay(&self, coordinator: &Coordinator) -> Result<usize, String> {
-        let mut offset = self.log.log_start();
         let mut applied = 0;
-        let mut buf = Vec::new();
-        loop {
-            let read = self.log.read(offset, 4 << 20, true).map_err(|e| e.to_string())?;
-            let Some(range) = read.range else { break };
-            buf.resize(range.len as usize, 0);
-            read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
-            for (_, start, end) in validate_batches(&buf).map_err(|e| e.to_string())? {
-                for rec in
-                    decode_records(&buf[start..end], GROUP_BATCH_BYTES_MAX).map_err(|e| e.to_string())?
-                {
-                    let Some(value) = rec.value else { continue };
-                    match serde_json::from_slice::<GroupRecord>(&value) {
-                        Ok(r) => {
-                            apply(coordinator, r);
-                            applied += 1;
-                        }
-                        Err(e) => crate::warn!("skipping an unreadable group record: {e}"),
-                    }
+        for_each_record(&self.log, |key, value| {
+            let key = match GroupKey::decode(key) {
+                Ok(k) => k,
+                Err(e) => {
+                    crate::warn!("skipping a group record: {e}");
+                    return;
                 }
+            };
+            match replay_one(coordinator, key, value) {
+                Ok(()) => applied += 1,
+                Err(e) => crate::warn!("skipping a group record: {e}"),
             }
-            if range.next_offset <= offset {
-                break;
-            }
-            offset = range.next_offset;
-        }
+        })?;
         Ok(applied)
     }
 
@@ -146,6 +194,132 @@ impl GroupStore {
     }
 }
 
+/// Calls `f` with the key and value of every record of `log` that has a key, in order.
+fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), String> {
+    let mut offset = log.log_start();
+    let mut buf = Vec::new();
+    loop {
+        let read = log.read(offset, 4 << 20, true).map_err(|e| e.to_string())?;
+        let Some(range) = read.range else { break };
+        buf.resize(range.len as usize, 0);
+        read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
+        for (_, start, end) in validate_batches(&buf).map_err(|e| e.to_string())? {
+            for rec in decode_records(&buf[start..end], GROUP_BATCH_BYTES_MAX).map_err(|e| e.to_string())? {
+                if let Some(key) = &rec.key {
+                    f(key, rec.value.as_deref());
+                }
+            }
+        }
+        if range.next_offset <= offset {
+            break;
+        }
+        offset = range.next_offset;
+    }
+    Ok(())
+}
+
+fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<(), String> {
+    match (key, value) {
+        (
+            GroupKey::Offset {
+                group,
+                topic,
+                partition,
+            },
+            Some(v),
+        ) => {
+            let v = OffsetValue::decode(v).map_err(|e| e.to_string())?;
+            c.apply_commit(
+                &group,
+                &topic,
+                partition,
+                CommittedOffset {
+                    offset: v.offset,
+                    leader_epoch: v.leader_epoch,
+                    metadata: Some(v.metadata),
+                    commit_ms: v.commit_timestamp_ms,
+                },
+            );
+        }
+        (
+            GroupKey::Offset {
+                group,
+                topic,
+                partition,
+            },
+            None,
+        ) => c.apply_delete_offset(&group, &topic, partition),
+        (GroupKey::Metadata { group }, Some(v)) => {
+            let v = GroupMetadataValue::decode(v).map_err(|e| e.to_string())?;
+            c.restore_metadata(&group, v);
+        }
+        (GroupKey::Metadata { group }, None) => c.apply_delete_group(&group),
+    }
+    Ok(())
+}
+
+/// Moves the state of the legacy log (if there is one) into `log`, then removes the legacy
+/// log. Until that removal, whatever `log` holds is a migration a crash interrupted, so it
+/// starts again from an empty log. Returns the log to use (a new one when it started again).
+fn migrate_legacy(store: &Store, log: Arc<Log>) -> Result<Arc<Log>, String> {
+    let legacy_id = LogId::new(LEGACY_GROUPS_LOG_TOPIC, 0);
+    let Some(legacy) = store.log(&legacy_id) else {
+        return Ok(log);
+    };
+    let state = Coordinator::new(std::time::Duration::ZERO);
+    let mut read = 0;
+    for_each_record(&legacy, |_, value| {
+        let Some(value) = value else { return };
+        match serde_json::from_slice::<GroupRecord>(value) {
+            Ok(r) => {
+                read += 1;
+                apply(&state, r)
+            }
+            Err(e) => crate::warn!("skipping an unreadable record of {legacy_id}: {e}"),
+        }
+    })?;
+    let log = if log.log_end() > log.log_start() {
+        let id = LogId::new(OFFSETS_TOPIC, 0);
+        let config = log.config();
+        crate::warn!("{id} holds an interrupted migration from {legacy_id}: starting it again");
+        store.delete_log(&id).map_err(|e| e.to_string())?;
+        store.create_log(&id, config).map_err(|e| e.to_string())?
+    } else {
+        log
+    };
+    let records: Vec<GroupRecord> = state
+        .groups
+        .lock()
+        .unwrap()
+        .values()
+        .flat_map(|g| {
+            g.offsets
+                .iter()
+                .map(|((topic, partition), c)| GroupRecord::Offset {
+                    group: g.id.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: c.offset,
+                    leader_epoch: c.leader_epoch,
+                    metadata: c.metadata.clone(),
+                    commit_ms: c.commit_ms,
+                })
+        })
+        .collect();
+    for chunk in records.chunks(MIGRATION_BATCH_RECORDS) {
+        let mut batch = GroupStore::encode(chunk, &state);
+        log.append(&mut batch).map_err(|e| e.to_string())?;
+    }
+    log.flush().map_err(|e| e.to_string())?;
+    store.delete_log(&legacy_id).map_err(|e| e.to_string())?;
+    crate::info!(
+        "migrated {legacy_id} ({read} records) to {OFFSETS_TOPIC}: {} committed offsets",
+        records.len()
+    );
+    Ok(log)
+}
+
+/// Applies a durable record to the live coordinator.
 pub fn apply(c: &Coordinator, r: GroupRecord) {
     match r {
         GroupRecord::Offset {
@@ -173,5 +347,7 @@ pub fn apply(c: &Coordinator, r: GroupRecord) {
             partition,
         } => c.apply_delete_offset(&group, &topic, partition),
         GroupRecord::GroupDeleted { group } => c.apply_delete_group(&group),
+        // Memory is where the snapshot came from.
+        GroupRecord::Metadata { .. } => {}
     }
 }

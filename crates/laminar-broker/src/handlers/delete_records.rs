@@ -57,6 +57,10 @@ fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
 }
 
 fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Result<Offset, i16> {
+    if crate::topics::is_internal(topic) {
+        // The group state would go with the records.
+        return Err(ec::INVALID_TOPIC_EXCEPTION);
+    }
     let log = b
         .topics
         .log(topic, partition)

@@ -15,6 +15,9 @@ use crate::topics::TopicMeta;
 fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(topic_name(&t.name));
+    // Clients that subscribe by pattern leave internal topics out (the Java consumer's
+    // exclude.internal.topics; librdkafka does not look).
+    out.is_internal = crate::topics::is_internal(&t.name);
     if version >= 10 {
         out.topic_id = uuid(t.uuid());
     }

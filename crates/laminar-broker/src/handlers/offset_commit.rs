@@ -56,7 +56,9 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Offse
                         partition: *p,
                         offset: *offset,
                         leader_epoch: *epoch,
-                        metadata: metadata.clone(),
+                        // As Kafka: a commit without metadata stores "" (and
+                        // OffsetFetch answers "", before a restart and after).
+                        metadata: Some(metadata.clone().unwrap_or_default()),
                         commit_ms: now,
                     });
                     ec::NONE

@@ -22,7 +22,7 @@ use laminar_records::{
 };
 use laminar_storage::{FlushWait, Offset, StorageError};
 
-use super::topic_name;
+use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
 use crate::error_codes as ec;
 use crate::net::{CloseConnection, ResponseOrClose};
@@ -281,6 +281,14 @@ async fn produce_partition(
     };
     if partition < 0 || partition as u32 >= meta.partitions {
         out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        return (out, None);
+    }
+    if crate::topics::is_internal(&topic) {
+        // As Kafka refuses it: only the broker writes its internal topics.
+        out.error_code = ec::INVALID_TOPIC_EXCEPTION;
+        if version >= 8 {
+            out.error_message = Some(sb(&format!("Cannot append to internal topic {topic}")));
+        }
         return (out, None);
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
