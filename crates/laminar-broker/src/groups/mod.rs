@@ -922,3 +922,83 @@ impl Coordinator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(generation: i32) -> GroupMetadataValue {
+        GroupMetadataValue {
+            protocol_type: "consumer".into(),
+            generation,
+            protocol: None,
+            leader: None,
+            current_state_timestamp_ms: 0,
+            members: vec![],
+        }
+    }
+
+    /// What the writer task makes durable: expired offsets become tombstones, a group left
+    /// with nothing gets one if its metadata was ever written, and changed metadata is
+    /// written once.
+    #[test]
+    fn take_changes_writes_expiries_removals_and_metadata_once() {
+        let c = Coordinator::new(Duration::ZERO);
+        let old = CommittedOffset {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: Some(String::new()),
+            commit_ms: 0,
+        };
+        c.apply_commit("simple", "t", 0, old.clone());
+        c.restore_metadata("known", metadata(4));
+        c.apply_commit("known", "t", 1, old);
+        let mut changes = c.take_changes(Duration::from_secs(60));
+        changes.sort_by_key(|r| format!("{r:?}"));
+        assert_eq!(
+            changes,
+            [
+                GroupRecord::GroupDeleted {
+                    group: "known".into()
+                },
+                GroupRecord::OffsetDeleted {
+                    group: "known".into(),
+                    topic: "t".into(),
+                    partition: 1
+                },
+                GroupRecord::OffsetDeleted {
+                    group: "simple".into(),
+                    topic: "t".into(),
+                    partition: 0
+                },
+            ]
+        );
+        assert!(c.groups.lock().unwrap().is_empty());
+        assert!(c.take_changes(Duration::from_secs(60)).is_empty());
+
+        c.restore_metadata("g", metadata(1));
+        c.apply_commit(
+            "g",
+            "t",
+            0,
+            CommittedOffset {
+                offset: 1,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: laminar_storage::now_ms(),
+            },
+        );
+        c.groups
+            .lock()
+            .unwrap()
+            .get_mut("g")
+            .unwrap()
+            .settle(GroupState::Empty);
+        let changes = c.take_changes(Duration::from_secs(60));
+        assert!(
+            matches!(&changes[..], [GroupRecord::Metadata { group, value }] if group == "g" && value.generation == 1),
+            "{changes:?}"
+        );
+        assert!(c.take_changes(Duration::from_secs(60)).is_empty(), "written once");
+    }
+}
