@@ -187,17 +187,35 @@ impl Throttle {
     }
 }
 
+/// The cleaner gives up its CPU after working through this many bytes of batches.
+///
+/// At nice 19 it still runs until the scheduler preempts it, which can be most of a slice
+/// (milliseconds) after a socket thread woke behind it on the same CPU. A yield every few
+/// tens of microseconds of work bounds that wait.
+const YIELD_EVERY_BYTES: usize = 64 << 10;
+
 /// The I/O of one pass: its limits, its throttle, its counts and the stop flag.
 struct Io<'a> {
     limits: &'a PassLimits,
     throttle: &'a mut Throttle,
     stop: &'a AtomicBool,
     stats: PassStats,
+    /// Bytes of batches worked through since the last yield.
+    since_yield_bytes: usize,
 }
 
 impl Io<'_> {
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` of work; yields the CPU every [`YIELD_EVERY_BYTES`].
+    fn pace(&mut self, bytes: usize) {
+        self.since_yield_bytes += bytes;
+        if self.since_yield_bytes >= YIELD_EVERY_BYTES {
+            self.since_yield_bytes = 0;
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -246,6 +264,8 @@ impl<'a> SegmentBatches<'a> {
         let at = self.fill(total as usize, io)?;
         let pos = self.pos;
         self.pos += total;
+        // The caller works through the batch before asking for the next one.
+        io.pace(total as usize);
         Ok(Some((pos, at..at + total as usize)))
     }
 
@@ -336,6 +356,7 @@ pub fn clean(
             delete_horizon_ms: i64::MAX,
             ..Default::default()
         },
+        since_yield_bytes: 0,
     };
     let first_dirty = cleanable.first_dirty;
     let mut map = OffsetMap::with_memory(limits.dedupe_buffer_bytes);
