@@ -121,34 +121,70 @@ impl Service for Broker {
 impl Broker {
     /// Appends group records to the internal log, waits for their fsync, then applies them.
     /// Returns a Kafka error code.
-    pub async fn persist_group_records(&self, records: Vec<GroupRecord>) -> i16 {
+    pub async fn persist_group_records(self: &Arc<Self>, records: Vec<GroupRecord>) -> i16 {
         if records.is_empty() {
             return crate::error_codes::NONE;
         }
-        let log = self.group_store.log.clone();
-        let pending = self.group_store.pending.clone();
-        let batch = GroupStore::encode(&records, &self.groups);
+        self.append_group_log(GroupWrite::Records(records)).await
+    }
+
+    /// Makes the coordinator's own changes durable: group metadata that changed, expired
+    /// offsets and groups that are gone (see `Coordinator::take_changes`).
+    pub async fn persist_group_changes(self: &Arc<Self>) -> i16 {
+        let retention = Duration::from_secs(self.config.offsets_retention_minutes * 60);
+        self.append_group_log(GroupWrite::Changes(retention)).await
+    }
+
+    async fn append_group_log(self: &Arc<Self>, write: GroupWrite) -> i16 {
+        let b = self.clone();
+        // What to write is settled on the storage thread, which appends every batch of the
+        // group log in turn: there, what is appended but not yet applied (`pending`) is
+        // exactly what precedes this batch in the log.
         let appended = self
             .storage
             .run(partition_key(crate::groups::store::OFFSETS_TOPIC, 0), move || {
-                let mut batch = batch;
-                let info = log.append(&mut batch)?;
-                // On the storage thread, in log order: before any later batch exists.
-                pending.lock().unwrap().insert(info.last_offset, records);
-                Ok::<_, laminar_storage::StorageError>(info)
+                // Pending first, then memory: a record applied in between is in one of them.
+                let pending = b.group_store.pending_view();
+                let (records, apply) = match write {
+                    GroupWrite::Records(records) => (records, true),
+                    // Already applied to memory by `take_changes`.
+                    GroupWrite::Changes(retention) => (b.groups.take_changes(retention, &pending), false),
+                };
+                if records.is_empty() {
+                    return Ok(None);
+                }
+                let mut batch = GroupStore::encode(&records, &b.groups, &pending)
+                    .map_err(|e| GroupLogError::Encode(e.to_string()))?;
+                let info = b.group_store.log.append(&mut batch)?;
+                if apply {
+                    // In log order: before any later batch exists.
+                    b.group_store
+                        .pending
+                        .lock()
+                        .unwrap()
+                        .insert(info.last_offset, records);
+                }
+                Ok::<_, GroupLogError>(Some((info, apply)))
             })
             .await;
         let durable = match appended {
-            Ok(Ok(info)) => crate::net::waiting(self.group_store.flushed(info.last_offset))
+            Ok(Ok(None)) => return crate::error_codes::NONE,
+            Ok(Ok(Some((info, apply)))) => crate::net::waiting(self.group_store.flushed(info.last_offset))
                 .await
-                .map(|_| info.last_offset)
+                .map(|_| (info.last_offset, apply))
                 .map_err(|e| e.to_string()),
+            Ok(Err(GroupLogError::Encode(e))) => {
+                crate::warn!("group records refused: {e}");
+                return crate::error_codes::INVALID_REQUEST;
+            }
             Ok(Err(e)) => Err(e.to_string()),
             Err(panicked) => Err(panicked.to_string()),
         };
         match durable {
-            Ok(last) => {
-                self.group_store.apply_durable(&self.groups, last);
+            Ok((last, apply)) => {
+                if apply {
+                    self.group_store.apply_durable(&self.groups, last);
+                }
                 crate::error_codes::NONE
             }
             Err(e) => {
@@ -247,6 +283,22 @@ impl Broker {
 fn trace_requests() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("LAMINAR_TRACE").is_some())
+}
+
+/// What `append_group_log` writes.
+enum GroupWrite {
+    /// Records of a request (a commit, a deletion), applied to memory once durable.
+    Records(Vec<GroupRecord>),
+    /// The coordinator's own changes, taken with this offsets retention.
+    Changes(Duration),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum GroupLogError {
+    #[error("{0}")]
+    Encode(String),
+    #[error(transparent)]
+    Storage(#[from] laminar_storage::StorageError),
 }
 
 /// A broker that is listening.
@@ -463,11 +515,9 @@ impl RunningBroker {
         // Apart from the timer, so that a slow disk delays only the writing of group
         // metadata and expiries, never the session timeouts.
         let group_writer = tokio::spawn(async move {
-            let retention = Duration::from_secs(b.config.offsets_retention_minutes * 60);
             loop {
                 tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
-                let records = b.groups.take_changes(retention);
-                b.persist_group_records(records).await;
+                b.persist_group_changes().await;
             }
         });
         Ok(RunningBroker {
@@ -500,13 +550,15 @@ impl RunningBroker {
         if let Some((_, task)) = &self.metrics_server {
             task.abort();
         }
-        // The group metadata that changed since the writer's last round.
-        let retention = Duration::from_secs(self.broker.config.offsets_retention_minutes * 60);
-        let records = self.broker.groups.take_changes(retention);
-        self.broker.persist_group_records(records).await;
         // Requests in flight finish; those waiting on a rebalance are answered now.
         self.broker.groups.shutdown();
         self.server.shutdown().await;
+        // The group changes since the writer's last round, the requests just finished
+        // included. (A round the abort cut short either appended already or took nothing:
+        // the taking happens on the storage thread, with the append.)
+        if self.broker.persist_group_changes().await != crate::error_codes::NONE {
+            crate::warn!("the last group changes were not written: the next start restores older ones");
+        }
         let store = self.broker.store.clone();
         tokio::task::spawn_blocking(move || store.close())
             .await

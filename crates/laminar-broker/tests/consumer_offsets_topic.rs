@@ -211,54 +211,19 @@ fn the_group_log_of_earlier_versions_is_migrated() {
         .unwrap()
         .retain(|t| t["name"] != OFFSETS_TOPIC);
     std::fs::write(dir.join("topics.json"), parsed.to_string()).unwrap();
-    {
-        let store = laminar_storage::Store::open(
-            &dir,
-            laminar_storage::backend::RealStorage::new(),
-            Default::default(),
-        )
-        .unwrap();
-        let log = store
-            .create_log(
-                &laminar_storage::LogId::new("__laminar_groups", 0),
-                laminar_storage::LogConfig::default(),
-            )
-            .unwrap();
-        let json = |v: serde_json::Value| Some(v.to_string().into_bytes());
-        let records = [
-            json(
-                serde_json::json!({"type": "offset", "group": "g", "topic": "old", "partition": 0,
-                "offset": 5, "leader_epoch": 0, "metadata": "m", "commit_ms": laminar_storage::now_ms()}),
-            ),
-            json(
-                serde_json::json!({"type": "offset", "group": "g", "topic": "old", "partition": 1,
-                "offset": 9, "leader_epoch": 0, "metadata": null, "commit_ms": laminar_storage::now_ms()}),
-            ),
-            json(
-                serde_json::json!({"type": "offset", "group": "g", "topic": "old", "partition": 0,
-                "offset": 6, "leader_epoch": 0, "metadata": "m", "commit_ms": laminar_storage::now_ms()}),
-            ),
-            json(
-                serde_json::json!({"type": "offset", "group": "gone", "topic": "old", "partition": 0,
-                "offset": 3, "leader_epoch": 0, "metadata": null, "commit_ms": laminar_storage::now_ms()}),
-            ),
-            json(serde_json::json!({"type": "group_deleted", "group": "gone"})),
-        ];
-        let mut builder =
-            laminar_records::BatchBuilder::new(laminar_records::Compression::None, laminar_storage::now_ms());
-        for value in records {
-            builder.push(laminar_records::RecordSpec {
-                timestamp_ms: laminar_storage::now_ms(),
-                key: Some(b"g".to_vec()),
-                value,
-                headers: vec![],
-            });
-        }
-        let mut batch = builder.build().unwrap();
-        log.append(&mut batch).unwrap();
-        store.close().unwrap();
-    }
-
+    let now = laminar_storage::now_ms();
+    let offset = |group: &str, partition: i32, offset: i64| {
+        serde_json::json!({"type": "offset", "group": group, "topic": "old", "partition": partition,
+            "offset": offset, "leader_epoch": 0, "metadata": "m", "commit_ms": now})
+    };
+    let records = vec![
+        offset("g", 0, 5),
+        offset("g", 1, 9),
+        offset("g", 0, 6),
+        offset("gone", 0, 3),
+        serde_json::json!({"type": "group_deleted", "group": "gone"}),
+    ];
+    write_legacy_log(&dir, records);
     let b = TestBroker::start_in(dir.clone(), |_| {});
     assert!(
         !dir.join("__laminar_groups-0").exists(),
@@ -281,6 +246,17 @@ fn the_group_log_of_earlier_versions_is_migrated() {
     let c = group_consumer(&b.addr, "g");
     assert_eq!(committed(&c, "old"), Offset::Offset(6));
     assert_eq!(read_offsets_topic(&b.addr).len(), 2);
+
+    // A crash while the legacy log was being removed, after the migration was marked
+    // complete: what is left of it is removed, not migrated again over the full state.
+    let (dir, _) = b.stop();
+    write_legacy_log(&dir, vec![offset("g", 0, 1)]);
+    std::fs::write(dir.join("__laminar_groups.migrated"), b"").unwrap();
+    let b = TestBroker::start_in(dir.clone(), |_| {});
+    assert!(!dir.join("__laminar_groups-0").exists());
+    assert!(!dir.join("__laminar_groups.migrated").exists());
+    let c = group_consumer(&b.addr, "g");
+    assert_eq!(committed(&c, "old"), Offset::Offset(6));
 }
 
 /// A group's metadata (generation, members, assignment) is written when it settles and read
@@ -332,4 +308,35 @@ fn a_stable_group_survives_a_restart_without_a_rebalance() {
     assert_eq!(c.assignment().unwrap().count(), 1);
     drop(c);
     drop(b);
+}
+
+/// Writes `records` (JSON values) into a legacy group log `__laminar_groups-0` under `dir`, as
+/// versions before `__consumer_offsets` did.
+fn write_legacy_log(dir: &std::path::Path, records: Vec<serde_json::Value>) {
+    let store = laminar_storage::Store::open(
+        dir,
+        laminar_storage::backend::RealStorage::new(),
+        Default::default(),
+    )
+    .unwrap();
+    let log = store
+        .create_log(
+            &laminar_storage::LogId::new("__laminar_groups", 0),
+            laminar_storage::LogConfig::default(),
+        )
+        .unwrap();
+    let mut builder =
+        laminar_records::BatchBuilder::new(laminar_records::Compression::None, laminar_storage::now_ms());
+    for value in records {
+        let value = Some(value.to_string().into_bytes());
+        builder.push(laminar_records::RecordSpec {
+            timestamp_ms: laminar_storage::now_ms(),
+            key: Some(b"g".to_vec()),
+            value,
+            headers: vec![],
+        });
+    }
+    let mut batch = builder.build().unwrap();
+    log.append(&mut batch).unwrap();
+    store.close().unwrap();
 }

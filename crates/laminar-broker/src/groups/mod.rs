@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 
 use crate::error_codes as ec;
 use records::{GroupMetadataValue, MemberValue};
-use store::GroupRecord;
+use store::{GroupRecord, PendingView};
 
 /// Kafka's bounds on a member's session timeout (group.min/max.session.timeout.ms).
 pub const SESSION_TIMEOUT_MS_MIN: i32 = 1_000;
@@ -806,8 +806,11 @@ impl Coordinator {
     /// with nothing, and returns the records that make the changes since the last call
     /// durable: group metadata that changed, tombstones for expired offsets and for groups
     /// that are gone. Called by the task that writes them, when it is ready for more, so
-    /// nothing piles up behind a slow disk.
-    pub fn take_changes(&self, offsets_retention: Duration) -> Vec<GroupRecord> {
+    /// nothing piles up behind a slow disk, and on the storage thread that appends them, so
+    /// that `pending` (appended, not yet applied) is all that precedes them in the log: a key
+    /// or group with pending records is left for a later round, lest a tombstone land after
+    /// a newer commit.
+    pub fn take_changes(&self, offsets_retention: Duration, pending: &PendingView) -> Vec<GroupRecord> {
         let now_ms = laminar_storage::now_ms();
         let mut records = Vec::new();
         let mut groups = self.groups.lock().unwrap();
@@ -815,7 +818,10 @@ impl Coordinator {
             if group.state == GroupState::Empty {
                 let retention_ms = offsets_retention.as_millis() as i64;
                 group.offsets.retain(|(topic, partition), c| {
-                    let keep = now_ms - c.commit_ms < retention_ms;
+                    let keep = now_ms - c.commit_ms < retention_ms
+                        || pending
+                            .offsets
+                            .contains(&(group.id.clone(), topic.clone(), *partition));
                     if !keep {
                         records.push(GroupRecord::OffsetDeleted {
                             group: group.id.clone(),
@@ -826,7 +832,8 @@ impl Coordinator {
                     keep
                 });
             }
-            if std::mem::take(&mut group.metadata_changed) {
+            if group.metadata_changed && !pending.groups.contains(&group.id) {
+                group.metadata_changed = false;
                 group.metadata_written = true;
                 records.push(GroupRecord::Metadata {
                     group: group.id.clone(),
@@ -838,7 +845,8 @@ impl Coordinator {
             let gone = g.state == GroupState::Empty
                 && g.offsets.is_empty()
                 && g.members.is_empty()
-                && g.pending.is_empty();
+                && g.pending.is_empty()
+                && !pending.groups.contains(&g.id);
             if gone && g.metadata_written {
                 records.push(GroupRecord::GroupDeleted { group: g.id.clone() });
             }
@@ -927,6 +935,16 @@ impl Coordinator {
 mod tests {
     use super::*;
 
+    /// A commit made long before any retention.
+    fn old_commit() -> CommittedOffset {
+        CommittedOffset {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: Some(String::new()),
+            commit_ms: 0,
+        }
+    }
+
     fn metadata(generation: i32) -> GroupMetadataValue {
         GroupMetadataValue {
             protocol_type: "consumer".into(),
@@ -944,16 +962,11 @@ mod tests {
     #[test]
     fn take_changes_writes_expiries_removals_and_metadata_once() {
         let c = Coordinator::new(Duration::ZERO);
-        let old = CommittedOffset {
-            offset: 5,
-            leader_epoch: -1,
-            metadata: Some(String::new()),
-            commit_ms: 0,
-        };
+        let old = old_commit();
         c.apply_commit("simple", "t", 0, old.clone());
         c.restore_metadata("known", metadata(4));
         c.apply_commit("known", "t", 1, old);
-        let mut changes = c.take_changes(Duration::from_secs(60));
+        let mut changes = c.take_changes(Duration::from_secs(60), &PendingView::default());
         changes.sort_by_key(|r| format!("{r:?}"));
         assert_eq!(
             changes,
@@ -974,7 +987,9 @@ mod tests {
             ]
         );
         assert!(c.groups.lock().unwrap().is_empty());
-        assert!(c.take_changes(Duration::from_secs(60)).is_empty());
+        assert!(c
+            .take_changes(Duration::from_secs(60), &PendingView::default())
+            .is_empty());
 
         c.restore_metadata("g", metadata(1));
         c.apply_commit(
@@ -994,11 +1009,61 @@ mod tests {
             .get_mut("g")
             .unwrap()
             .settle(GroupState::Empty);
-        let changes = c.take_changes(Duration::from_secs(60));
+        let changes = c.take_changes(Duration::from_secs(60), &PendingView::default());
         assert!(
             matches!(&changes[..], [GroupRecord::Metadata { group, value }] if group == "g" && value.generation == 1),
             "{changes:?}"
         );
-        assert!(c.take_changes(Duration::from_secs(60)).is_empty(), "written once");
+        assert!(
+            c.take_changes(Duration::from_secs(60), &PendingView::default())
+                .is_empty(),
+            "written once"
+        );
+    }
+
+    /// A key with a record appended and not yet applied is left alone: a tombstone written
+    /// after a newer commit would delete it. And a group's deletion writes a tombstone for
+    /// every offset it holds, the pending ones too.
+    #[test]
+    fn pending_records_are_respected() {
+        let c = Coordinator::new(Duration::ZERO);
+        let old = old_commit();
+        c.apply_commit("g", "a", 0, old);
+        let mut pending = PendingView::default();
+        pending.offsets.insert(("g".into(), "a".into(), 0));
+        pending.offsets.insert(("g".into(), "b".into(), 1));
+        pending.groups.insert("g".into());
+        let changes = c.take_changes(Duration::from_secs(60), &pending);
+        assert!(changes.is_empty(), "{changes:?}");
+        assert_eq!(c.committed("g").len(), 1);
+
+        let batch =
+            store::GroupStore::encode(&[GroupRecord::GroupDeleted { group: "g".into() }], &c, &pending)
+                .unwrap();
+        let (_, start, end) = laminar_records::validate_batches(&batch).unwrap()[0];
+        let written: Vec<(records::GroupKey, bool)> =
+            laminar_records::decode_records(&batch[start..end], 1 << 20)
+                .unwrap()
+                .into_iter()
+                .map(|r| {
+                    (
+                        records::GroupKey::decode(&r.key.unwrap()).unwrap(),
+                        r.value.is_some(),
+                    )
+                })
+                .collect();
+        let offset = |topic: &str, partition| records::GroupKey::Offset {
+            group: "g".into(),
+            topic: topic.into(),
+            partition,
+        };
+        assert_eq!(
+            written,
+            [
+                (offset("a", 0), false),
+                (offset("b", 1), false),
+                (records::GroupKey::Metadata { group: "g".into() }, false)
+            ]
+        );
     }
 }

@@ -72,6 +72,8 @@ pub enum RecordError {
     UnknownVersion(i16),
     #[error("malformed group record: {0}")]
     Malformed(String),
+    #[error("a string of {0} bytes does not fit a group record (at most 32767)")]
+    TooLong(usize),
 }
 
 impl From<laminar_protocol::ProtocolError> for RecordError {
@@ -80,19 +82,22 @@ impl From<laminar_protocol::ProtocolError> for RecordError {
     }
 }
 
-fn put_string(out: &mut BytesMut, s: &str) {
-    assert!(
-        s.len() <= i16::MAX as usize,
-        "strings of group records fit an int16 length"
-    );
-    out.put_i16(s.len() as i16);
+/// Kafka's schemas give these strings an int16 length; flexible request versions can carry
+/// longer ones, which are refused here rather than cut.
+fn put_string(out: &mut BytesMut, s: &str) -> Result<(), RecordError> {
+    let len = i16::try_from(s.len()).map_err(|_| RecordError::TooLong(s.len()))?;
+    out.put_i16(len);
     out.put_slice(s.as_bytes());
+    Ok(())
 }
 
-fn put_nullable_string(out: &mut BytesMut, s: Option<&str>) {
+fn put_nullable_string(out: &mut BytesMut, s: Option<&str>) -> Result<(), RecordError> {
     match s {
         Some(s) => put_string(out, s),
-        None => out.put_i16(-1),
+        None => {
+            out.put_i16(-1);
+            Ok(())
+        }
     }
 }
 
@@ -108,7 +113,7 @@ impl GroupKey {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Result<Vec<u8>, RecordError> {
         let mut out = BytesMut::new();
         match self {
             GroupKey::Offset {
@@ -117,16 +122,16 @@ impl GroupKey {
                 partition,
             } => {
                 out.put_i16(KEY_OFFSET_COMMIT);
-                put_string(&mut out, group);
-                put_string(&mut out, topic);
+                put_string(&mut out, group)?;
+                put_string(&mut out, topic)?;
                 out.put_i32(*partition);
             }
             GroupKey::Metadata { group } => {
                 out.put_i16(KEY_GROUP_METADATA);
-                put_string(&mut out, group);
+                put_string(&mut out, group)?;
             }
         }
-        out.to_vec()
+        Ok(out.to_vec())
     }
 
     pub fn decode(key: &[u8]) -> Result<GroupKey, RecordError> {
@@ -146,14 +151,14 @@ impl GroupKey {
 }
 
 impl OffsetValue {
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Result<Vec<u8>, RecordError> {
         let mut out = BytesMut::new();
         out.put_i16(OFFSET_COMMIT_VALUE_VERSION);
         out.put_i64(self.offset);
         out.put_i32(self.leader_epoch);
-        put_string(&mut out, &self.metadata);
+        put_string(&mut out, &self.metadata)?;
         out.put_i64(self.commit_timestamp_ms);
-        out.to_vec()
+        Ok(out.to_vec())
     }
 
     pub fn decode(value: &[u8]) -> Result<OffsetValue, RecordError> {
@@ -183,26 +188,26 @@ impl OffsetValue {
 }
 
 impl GroupMetadataValue {
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Result<Vec<u8>, RecordError> {
         let mut out = BytesMut::new();
         out.put_i16(GROUP_METADATA_VALUE_VERSION);
-        put_string(&mut out, &self.protocol_type);
+        put_string(&mut out, &self.protocol_type)?;
         out.put_i32(self.generation);
-        put_nullable_string(&mut out, self.protocol.as_deref());
-        put_nullable_string(&mut out, self.leader.as_deref());
+        put_nullable_string(&mut out, self.protocol.as_deref())?;
+        put_nullable_string(&mut out, self.leader.as_deref())?;
         out.put_i64(self.current_state_timestamp_ms);
         out.put_i32(self.members.len() as i32);
         for m in &self.members {
-            put_string(&mut out, &m.member_id);
-            put_nullable_string(&mut out, m.group_instance_id.as_deref());
-            put_string(&mut out, &m.client_id);
-            put_string(&mut out, &m.client_host);
+            put_string(&mut out, &m.member_id)?;
+            put_nullable_string(&mut out, m.group_instance_id.as_deref())?;
+            put_string(&mut out, &m.client_id)?;
+            put_string(&mut out, &m.client_host)?;
             out.put_i32(m.rebalance_timeout_ms);
             out.put_i32(m.session_timeout_ms);
             put_bytes(&mut out, &m.subscription);
             put_bytes(&mut out, &m.assignment);
         }
-        out.to_vec()
+        Ok(out.to_vec())
     }
 
     pub fn decode(value: &[u8]) -> Result<GroupMetadataValue, RecordError> {
@@ -218,9 +223,9 @@ impl GroupMetadataValue {
         let protocol = r.nullable_string()?;
         let leader = r.nullable_string()?;
         let current_state_timestamp_ms = if version >= 2 { r.i64()? } else { -1 };
-        // The smallest member: five empty strings or nulls, three int32s, two empty byte
-        // arrays (non-flexible widths, the larger).
-        let count = r.array_len(2 * 5 + 4 * 3 + 4 * 2)?;
+        // The smallest member: three empty strings and a session timeout, two empty byte
+        // arrays, in the narrowest widths (version 4's one-byte lengths).
+        let count = r.array_len(3 + 4 + 2)?;
         let mut members = Vec::with_capacity(count);
         for _ in 0..count {
             let member_id = r.string()?;
@@ -274,16 +279,16 @@ mod tests {
             topic: "t".into(),
             partition: 7,
         };
-        assert_eq!(GroupKey::decode(&key.encode()).unwrap(), key);
+        assert_eq!(GroupKey::decode(&key.encode().unwrap()).unwrap(), key);
         let key = GroupKey::Metadata { group: "g".into() };
-        assert_eq!(GroupKey::decode(&key.encode()).unwrap(), key);
+        assert_eq!(GroupKey::decode(&key.encode().unwrap()).unwrap(), key);
         let value = OffsetValue {
             offset: 42,
             leader_epoch: 3,
             metadata: "m".into(),
             commit_timestamp_ms: 1_700_000_000_000,
         };
-        assert_eq!(OffsetValue::decode(&value.encode()).unwrap(), value);
+        assert_eq!(OffsetValue::decode(&value.encode().unwrap()).unwrap(), value);
         let value = GroupMetadataValue {
             protocol_type: "consumer".into(),
             generation: 5,
@@ -301,7 +306,10 @@ mod tests {
                 assignment: Bytes::from_static(b"asg"),
             }],
         };
-        assert_eq!(GroupMetadataValue::decode(&value.encode()).unwrap(), value);
+        assert_eq!(
+            GroupMetadataValue::decode(&value.encode().unwrap()).unwrap(),
+            value
+        );
     }
 
     /// The bytes Kafka's schemas give, written out field by field: an offset commit key
@@ -313,7 +321,10 @@ mod tests {
             topic: "tp".into(),
             partition: 2,
         };
-        assert_eq!(key.encode(), [0, 1, 0, 1, b'g', 0, 2, b't', b'p', 0, 0, 0, 2]);
+        assert_eq!(
+            key.encode().unwrap(),
+            [0, 1, 0, 1, b'g', 0, 2, b't', b'p', 0, 0, 0, 2]
+        );
         let value = OffsetValue {
             offset: 5,
             leader_epoch: -1,
@@ -325,7 +336,7 @@ mod tests {
         want.extend((-1i32).to_be_bytes());
         want.extend([0, 0]);
         want.extend(1i64.to_be_bytes());
-        assert_eq!(value.encode(), want);
+        assert_eq!(value.encode().unwrap(), want);
     }
 
     #[test]
@@ -355,5 +366,9 @@ mod tests {
             Err(RecordError::UnknownKey(3))
         ));
         assert!(OffsetValue::decode(&[0, 3, 0]).is_err());
+        let long = GroupKey::Metadata {
+            group: "g".repeat(40_000),
+        };
+        assert!(matches!(long.encode(), Err(RecordError::TooLong(40_000))));
     }
 }

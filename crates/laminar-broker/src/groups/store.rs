@@ -18,7 +18,7 @@ use laminar_storage::backend::read_exact_at;
 use laminar_storage::{Log, LogId, Offset, Store};
 use serde::Deserialize;
 
-use super::records::{GroupKey, GroupMetadataValue, OffsetValue};
+use super::records::{GroupKey, GroupMetadataValue, OffsetValue, RecordError};
 use super::{CommittedOffset, Coordinator};
 
 /// Kafka's name, so that tools that read it find it.
@@ -27,6 +27,10 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub const LEGACY_GROUPS_LOG_TOPIC: &str = "__laminar_groups";
 /// Bound on one decoded record batch of the internal log.
 const GROUP_BATCH_BYTES_MAX: usize = 64 << 20;
+/// Made durable in the data directory once the legacy log's state is in
+/// `__consumer_offsets`, and removed after the legacy log: removing a directory is not
+/// atomic, and a legacy log half removed must not be migrated again over the full one.
+const MIGRATED_MARKER: &str = "__laminar_groups.migrated";
 /// Records per batch when migrating the legacy log.
 const MIGRATION_BATCH_RECORDS: usize = 1_000;
 
@@ -62,6 +66,15 @@ pub enum GroupRecord {
 /// Group records appended and not yet applied, by the offset of their batch's last record.
 pub type Pending = Arc<std::sync::Mutex<std::collections::BTreeMap<Offset, Vec<GroupRecord>>>>;
 
+/// What the records appended and not yet applied touch, by key.
+#[derive(Debug, Default)]
+pub struct PendingView {
+    /// (group, topic, partition) of pending commits and offset deletions.
+    pub offsets: std::collections::HashSet<(String, String, i32)>,
+    /// Groups with any pending record.
+    pub groups: std::collections::HashSet<String>,
+}
+
 pub struct GroupStore {
     pub log: Arc<Log>,
     /// Records reach memory in log order once durable, whichever request's fsync wait wakes
@@ -84,18 +97,52 @@ impl GroupStore {
         })
     }
 
-    /// Encodes records as one batch in Kafka's schemas. A group's deletion needs the
-    /// offsets it holds, from `coordinator`. The append itself runs on a storage thread.
-    pub fn encode(records: &[GroupRecord], coordinator: &Coordinator) -> Vec<u8> {
+    /// What the pending records touch. Take it before reading the coordinator's memory: a
+    /// record applied in between is then in one or the other.
+    pub fn pending_view(&self) -> PendingView {
+        let mut view = PendingView::default();
+        for r in self.pending.lock().unwrap().values().flatten() {
+            match r {
+                GroupRecord::Offset {
+                    group,
+                    topic,
+                    partition,
+                    ..
+                }
+                | GroupRecord::OffsetDeleted {
+                    group,
+                    topic,
+                    partition,
+                } => {
+                    view.offsets.insert((group.clone(), topic.clone(), *partition));
+                    view.groups.insert(group.clone());
+                }
+                GroupRecord::GroupDeleted { group } | GroupRecord::Metadata { group, .. } => {
+                    view.groups.insert(group.clone());
+                }
+            }
+        }
+        view
+    }
+
+    /// Encodes records as one batch in Kafka's schemas. A group's deletion needs every
+    /// offset it holds: those in `coordinator`'s memory and those still `pending`. Call it
+    /// on the storage thread that appends the batch, so that nothing is appended between.
+    pub fn encode(
+        records: &[GroupRecord],
+        coordinator: &Coordinator,
+        pending: &PendingView,
+    ) -> Result<Vec<u8>, RecordError> {
         let now = laminar_storage::now_ms();
         let mut b = BatchBuilder::new(Compression::None, now);
-        let mut push = |key: GroupKey, value: Option<Vec<u8>>| {
+        let mut push = |key: GroupKey, value: Option<Vec<u8>>| -> Result<(), RecordError> {
             b.push(RecordSpec {
                 timestamp_ms: now,
-                key: Some(key.encode()),
+                key: Some(key.encode()?),
                 value,
                 headers: vec![],
             });
+            Ok(())
         };
         for r in records {
             match r {
@@ -120,9 +167,9 @@ impl GroupStore {
                             metadata: metadata.clone().unwrap_or_default(),
                             commit_timestamp_ms: *commit_ms,
                         }
-                        .encode(),
+                        .encode()?,
                     ),
-                ),
+                )?,
                 GroupRecord::OffsetDeleted {
                     group,
                     topic,
@@ -134,10 +181,21 @@ impl GroupStore {
                         partition: *partition,
                     },
                     None,
-                ),
+                )?,
                 GroupRecord::GroupDeleted { group } => {
-                    // Kafka's order: the offsets' tombstones, then the group's.
-                    for (topic, partition) in coordinator.committed(group).into_keys() {
+                    // Kafka's order: the offsets' tombstones, then the group's. Each offset
+                    // needs its own: the group's tombstone goes after delete.retention.ms,
+                    // and an offset without one would then come back.
+                    let mut offsets: std::collections::BTreeSet<(String, i32)> =
+                        coordinator.committed(group).into_keys().collect();
+                    offsets.extend(
+                        pending
+                            .offsets
+                            .iter()
+                            .filter(|(g, _, _)| g == group)
+                            .map(|(_, t, p)| (t.clone(), *p)),
+                    );
+                    for (topic, partition) in offsets {
                         push(
                             GroupKey::Offset {
                                 group: group.clone(),
@@ -145,16 +203,16 @@ impl GroupStore {
                                 partition,
                             },
                             None,
-                        );
+                        )?;
                     }
-                    push(GroupKey::Metadata { group: group.clone() }, None);
+                    push(GroupKey::Metadata { group: group.clone() }, None)?;
                 }
                 GroupRecord::Metadata { group, value } => {
-                    push(GroupKey::Metadata { group: group.clone() }, Some(value.encode()))
+                    push(GroupKey::Metadata { group: group.clone() }, Some(value.encode()?))?
                 }
             }
         }
-        b.build().expect("batch builds")
+        Ok(b.build().expect("batch builds"))
     }
 
     /// Reads the whole internal log into the coordinator. Blocking: startup only.
@@ -259,10 +317,28 @@ fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<()
 }
 
 /// Moves the state of the legacy log (if there is one) into `log`, then removes the legacy
-/// log. Until that removal, whatever `log` holds is a migration a crash interrupted, so it
-/// starts again from an empty log. Returns the log to use (a new one when it started again).
+/// log. Until the migration is marked complete, whatever `log` holds is a migration a crash
+/// interrupted, so it starts again from an empty log. Returns the log to use (a new one
+/// when it started again).
 fn migrate_legacy(store: &Store, log: Arc<Log>) -> Result<Arc<Log>, String> {
     let legacy_id = LogId::new(LEGACY_GROUPS_LOG_TOPIC, 0);
+    let storage = store.storage().clone();
+    let marker = store.dir().join(MIGRATED_MARKER);
+    let finish = || -> Result<(), String> {
+        if store.log(&legacy_id).is_some() {
+            store.delete_log(&legacy_id).map_err(|e| e.to_string())?;
+        }
+        if storage.exists(&marker) {
+            storage.remove_file(&marker).map_err(|e| e.to_string())?;
+            storage.sync_dir(store.dir()).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    if storage.exists(&marker) {
+        crate::warn!("finishing the removal of {legacy_id}, already migrated");
+        finish()?;
+        return Ok(log);
+    }
     let Some(legacy) = store.log(&legacy_id) else {
         return Ok(log);
     };
@@ -307,11 +383,14 @@ fn migrate_legacy(store: &Store, log: Arc<Log>) -> Result<Arc<Log>, String> {
         })
         .collect();
     for chunk in records.chunks(MIGRATION_BATCH_RECORDS) {
-        let mut batch = GroupStore::encode(chunk, &state);
+        let mut batch =
+            GroupStore::encode(chunk, &state, &PendingView::default()).map_err(|e| e.to_string())?;
         log.append(&mut batch).map_err(|e| e.to_string())?;
     }
     log.flush().map_err(|e| e.to_string())?;
-    store.delete_log(&legacy_id).map_err(|e| e.to_string())?;
+    laminar_storage::backend::write_atomically(storage.as_ref(), store.dir(), MIGRATED_MARKER, b"")
+        .map_err(|e| e.to_string())?;
+    finish()?;
     crate::info!(
         "migrated {legacy_id} ({read} records) to {OFFSETS_TOPIC}: {} committed offsets",
         records.len()
