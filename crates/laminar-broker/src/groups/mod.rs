@@ -471,7 +471,18 @@ impl Coordinator {
                     if let Some(w) = m.join_waiter.take() {
                         let _ = w.send(JoinOutcome::error(ec::FENCED_INSTANCE_ID, &old_id));
                     }
-                    let same_protocols = m.protocols == a.protocols;
+                    // As Kafka decides it: what matters is the protocol in force and the
+                    // member's metadata for it, not the rest of its list (a member restored
+                    // from the log carries only the protocol in force).
+                    let in_force = group.protocol_name.clone().unwrap_or_default();
+                    let metadata_for = |protocols: &[(String, Bytes)]| {
+                        protocols
+                            .iter()
+                            .find(|(n, _)| *n == in_force)
+                            .map(|(_, m)| m.clone())
+                    };
+                    let same_protocols = metadata_for(&m.protocols).is_some()
+                        && metadata_for(&m.protocols) == metadata_for(&a.protocols);
                     m.id = member_id.clone();
                     m.protocols = a.protocols.clone();
                     m.last_heartbeat = now;
@@ -482,6 +493,10 @@ impl Coordinator {
                     if was_leader {
                         group.leader = Some(member_id.clone());
                     }
+                    // The member id changed: the group's metadata is written again.
+                    group.metadata_changed = true;
+                    let same_protocols =
+                        same_protocols && group.select_protocol().as_deref() == Some(&in_force);
                     if group.state == GroupState::Stable && same_protocols {
                         // Even the leader: as in Kafka (KIP-345, KIP-814), a static member's
                         // return causes no rebalance. A leader gets the members, and
@@ -1018,6 +1033,51 @@ mod tests {
             c.take_changes(Duration::from_secs(60), &PendingView::default())
                 .is_empty(),
             "written once"
+        );
+    }
+
+    /// A static member that returns after a broker restart, sending its whole protocol list
+    /// (the log kept only the protocol in force), takes its place back without a rebalance;
+    /// one whose metadata for that protocol changed causes one.
+    #[test]
+    fn a_static_member_returning_to_a_restored_group_keeps_the_generation() {
+        let c = Coordinator::new(Duration::ZERO);
+        let mut value = metadata(7);
+        value.protocol = Some("range".into());
+        value.leader = Some("old-id".into());
+        value.members = vec![MemberValue {
+            member_id: "old-id".into(),
+            group_instance_id: Some("s1".into()),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            rebalance_timeout_ms: 60_000,
+            session_timeout_ms: 10_000,
+            subscription: Bytes::from_static(b"sub"),
+            assignment: Bytes::from_static(b"asg"),
+        }];
+        c.restore_metadata("g", value);
+        let join = |subscription: &'static [u8]| JoinArgs {
+            group_id: "g".into(),
+            member_id: String::new(),
+            instance_id: Some("s1".into()),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 60_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![
+                ("range".into(), Bytes::from_static(subscription)),
+                ("roundrobin".into(), Bytes::from_static(b"other")),
+            ],
+            require_known_member_id: false,
+        };
+        match c.join(join(b"sub")) {
+            Reply::Now(o) => assert_eq!((o.error, o.generation), (ec::NONE, 7)),
+            Reply::Later(_) => panic!("a rebalance began"),
+        }
+        assert!(
+            matches!(c.join(join(b"changed")), Reply::Later(_)),
+            "new metadata for the protocol in force needs a rebalance"
         );
     }
 
