@@ -7,8 +7,9 @@
 #     BG_RATE records/s (acks=1) into `table`: the cleaner running on another topic;
 #   TARGET=same: the measured producer itself writes the keyed records into `table`.
 # The same run with `log.cleaner.enable = false` is the baseline. ROUNDS rounds, the order
-# alternating. Each run's report (JSON, with percentiles), and the cleaner's counters from the
-# metrics endpoint after it, go to OUT_DIR; summary.txt has the table and the p99 ratios.
+# alternating. Each run's report (JSON, with percentiles), the cleaner's counters from the
+# metrics endpoint after it, and the broker threads' CPU time and run delay over the measured
+# run (sched-*.txt), go to OUT_DIR; summary.txt has the tables and the p99 ratios.
 #
 #   bench/cleaner.sh OUT_DIR
 #
@@ -53,6 +54,40 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The broker's threads as /proc tells them: name, time on a CPU and time waiting for one
+# (run delay), in ns (`schedstat`: the kernel's per-task scheduler statistics).
+schedstat() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s\n' "$(tr ' ' '_' <"$t/comm")" "$(cut -d' ' -f1,2 "$t/schedstat")"
+  done 2>/dev/null
+}
+# Per thread name (numbers dropped), over the run: ms on a CPU, ms waiting for one.
+sched_delta() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+def load(path):
+    out = {}
+    for i, line in enumerate(open(path)):
+        name, cpu, wait = line.split()
+        out[(name, i)] = (int(cpu), int(wait))
+    return out
+def by_name(rows):
+    acc = {}
+    for (name, _), (cpu, wait) in rows.items():
+        key = re.sub(r"[-_]?\d+$", "", name)
+        c, w = acc.get(key, (0, 0))
+        acc[key] = (c + cpu, w + wait)
+    return acc
+before, after = by_name(load(sys.argv[1])), by_name(load(sys.argv[2]))
+print(f"{'threads':<24} {'cpu ms':>9} {'run delay ms':>13}")
+for k in sorted(after):
+    c0, w0 = before.get(k, (0, 0))
+    c1, w1 = after[k]
+    print(f"{k:<24} {(c1 - c0) / 1e6:>9.1f} {(w1 - w0) / 1e6:>13.1f}")
+PY
+}
+
 run() { # run MODE ROUND: MODE is "on" or "off"
   local mode="$1" round="$2" enable
   enable=$([ "$mode" = on ] && echo true || echo false)
@@ -82,10 +117,13 @@ run() { # run MODE ROUND: MODE is "on" or "off"
     bg=$!
     sleep 5
   fi
+  schedstat "$pid" >"$data/sched-before.txt"
   "$LAMINAR" perf latency --bootstrap "127.0.0.1:$PORT" "${measured[@]}" \
     --records-per-s "$RATE" --record-bytes 512 --duration-s "$SECS" --acks "$ACKS" \
     --label "cleaner $mode" --series-out "$OUT/series-$mode-r$round.json" --json \
     >"$OUT/latency-$mode-r$round.json"
+  schedstat "$pid" >"$data/sched-after.txt"
+  sched_delta "$data/sched-before.txt" "$data/sched-after.txt" >"$OUT/sched-$mode-r$round.txt"
   curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E '^laminar_log_cleaner' \
     >"$OUT/cleaner-metrics-$mode-r$round.txt"
   du -sb "$data/data/table-0" | cut -f1 >"$OUT/table-bytes-$mode-r$round.txt"
@@ -123,4 +161,15 @@ for r in range(1, rounds + 1):
     ratios.append(p99["on"] / p99["off"])
 print("p99 with the cleaner / without, per round: " + ", ".join(f"{x:.2f}x" for x in ratios))
 print("MB/s: what the cleaner read and wrote over the time its passes took (its own speed, not a share of the run)")
+print()
+print("Over the measured run (sched-*.txt, from /proc/PID/task/*/schedstat): CPU time and run delay (waiting for a CPU), ms")
+print(f"{'round':>5} {'cleaner':>7} {'net cpu':>8} {'net wait':>9} {'storage cpu':>12} {'storage wait':>13} {'cleaner cpu':>12} {'cleaner wait':>13}")
+for r in range(1, rounds + 1):
+    for mode in ("on", "off"):
+        try:
+            rows = {l.split()[0]: (float(l.split()[1]), float(l.split()[2])) for l in list(open(f"{out}/sched-{mode}-r{r}.txt"))[1:]}
+        except FileNotFoundError:
+            continue
+        g = lambda k: rows.get(k, (0.0, 0.0))
+        print(f"{r:>5} {mode:>7} {g('laminar-net')[0]:>8.0f} {g('laminar-net')[1]:>9.0f} {g('laminar-storage')[0]:>12.0f} {g('laminar-storage')[1]:>13.0f} {g('laminar-cleaner')[0]:>12.0f} {g('laminar-cleaner')[1]:>13.0f}")
 EOF
