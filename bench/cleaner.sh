@@ -7,8 +7,8 @@
 #     BG_RATE records/s (acks=1) into `table`: the cleaner running on another topic;
 #   TARGET=same: the measured producer itself writes the keyed records into `table`.
 # The same run with `log.cleaner.enable = false` is the baseline. ROUNDS rounds, the order
-# alternating. Each run's report (JSON, with percentiles), the cleaner's counters from the
-# metrics endpoint after it, and the broker threads' CPU time and run delay over the measured
+# alternating. Each run's report (JSON, with percentiles), the metrics endpoint after it
+# (metrics-*.txt; the cleaner's counters also in cleaner-metrics-*.txt), and the broker threads' CPU time and run delay over the measured
 # run (sched-*.txt), go to OUT_DIR; summary.txt has the tables and the p99 ratios.
 #
 #   bench/cleaner.sh OUT_DIR
@@ -124,8 +124,8 @@ run() { # run MODE ROUND: MODE is "on" or "off"
     >"$OUT/latency-$mode-r$round.json"
   schedstat "$pid" >"$data/sched-after.txt"
   sched_delta "$data/sched-before.txt" "$data/sched-after.txt" >"$OUT/sched-$mode-r$round.txt"
-  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E '^laminar_log_cleaner' \
-    >"$OUT/cleaner-metrics-$mode-r$round.txt"
+  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/metrics-$mode-r$round.txt"
+  grep -E '^laminar_log_cleaner' "$OUT/metrics-$mode-r$round.txt" >"$OUT/cleaner-metrics-$mode-r$round.txt"
   du -sb "$data/data/table-0" | cut -f1 >"$OUT/table-bytes-$mode-r$round.txt"
   if [ -n "$bg" ]; then wait "$bg"; bg=""; fi
   kill "$pid"; wait "$pid" 2>/dev/null; pid=""
