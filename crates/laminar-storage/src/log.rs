@@ -145,6 +145,10 @@ pub struct Log {
     last_checkpoint_ms: AtomicI64,
     offline: Mutex<Option<String>>,
     closed: AtomicBool,
+    /// A roll created a segment file whose directory entry is not yet synced. The flusher
+    /// syncs the directory before it reports anything in that segment durable; the append
+    /// that rolled does not wait for it (an `acks=1` produce must not wait for an fsync).
+    dir_unsynced: AtomicBool,
     records_unflushed: AtomicU64,
     last_flush_ms: AtomicI64,
     /// Set when a durability waiter or the message threshold wants a flush now.
@@ -221,6 +225,7 @@ impl Log {
             last_checkpoint_ms: AtomicI64::new(now_ms()),
             offline: Mutex::new(None),
             closed: AtomicBool::new(false),
+            dir_unsynced: AtomicBool::new(false),
             records_unflushed: AtomicU64::new(0),
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_requested: AtomicBool::new(false),
@@ -508,12 +513,9 @@ impl Log {
             true,
             now_ms(),
         )?);
-        // The new file must survive a crash once data in it is acknowledged as flushed.
-        let t = Instant::now();
-        self.storage
-            .sync_dir(&self.dir)
-            .ctx("fsync directory", &self.dir)?;
-        self.metrics.metadata_fsync_us.record_since(t);
+        // The new file must survive a crash once data in it is acknowledged as flushed: the
+        // flusher syncs the directory before that, off the append path.
+        self.dir_unsynced.store(true, Ordering::Release);
         new.set_end(FilePos(0), log_end);
         self.view.write().unwrap().segments.push(new.clone());
         app.allocated_bytes = 0;
@@ -619,10 +621,22 @@ impl Log {
             && (checkpoint_now
                 || now_ms() - self.last_checkpoint_ms.load(Ordering::Relaxed)
                     >= self.config.read().unwrap().checkpoint_interval_ms as i64);
-        if target == flushed && !pending_indexes && !checkpoint_due {
+        let dir_unsynced = self.dir_unsynced.swap(false, Ordering::AcqRel);
+        if target == flushed && !pending_indexes && !checkpoint_due && !dir_unsynced {
             return Ok(Flushed::Nothing);
         }
         let started = Instant::now();
+        // Segments created by rolls since the last flush: their names must be durable before
+        // any of their data is reported durable. Taken after `target` was read, so every
+        // segment in `target` is covered (a later roll sets the flag again).
+        if dir_unsynced {
+            let t = Instant::now();
+            let synced = self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir);
+            self.metrics.metadata_fsync_us.record_since(t);
+            if let Err(e) = synced {
+                return Err(self.go_offline(&e));
+            }
+        }
         // Every segment from the recovery point's on, even one whose bytes were all synced
         // before it rolled: the roll trimmed it, and recovery must not find the old
         // preallocated zeros past its end (it would truncate the log there).
