@@ -11,12 +11,21 @@
 # (metrics-*.txt; the cleaner's counters also in cleaner-metrics-*.txt), and the broker threads' CPU time and run delay over the measured
 # run (sched-*.txt), go to OUT_DIR; summary.txt has the tables and the p99 ratios.
 #
+# With INTERLEAVE_S=W, each round is instead one run of one broker (cleaner enabled) in which
+# `table`'s cleanup.policy switches between compact and delete at every W-second boundary of
+# the wall clock (`laminar topics alter`), and the measured producer reports latency apart
+# for even and odd windows (`perf latency --window-s W --window-skip-s SKIP_S`, the first
+# SKIP_S seconds of each window left out while a pass in flight ends). Both sides then share
+# the machine's drift over minutes, which separate runs do not. Odd rounds compact in even
+# windows, even rounds in odd ones. Use a longer SECS (300: 15 windows a side of W=10).
+#
 #   bench/cleaner.sh OUT_DIR
 #
 # Env: TARGET (other), RATE (20000 records/s), BG_RATE (20000), SECS (60), KEYS (20000),
 #      ACKS (all), SEGMENT_BYTES (1048576), ROUNDS (3), PORT (19392), METRICS_PORT (19393),
 #      CLEANER_RATE (none: no limit, the default), DIRTY_RATIO (0.1; Kafka's default is 0.5),
-#      BACKOFF_MS (1000; Kafka's default is 15000). Stops the processes it started, by PID.
+#      BACKOFF_MS (1000; Kafka's default is 15000), INTERLEAVE_S (0: separate runs), SKIP_S (2).
+# Stops the processes it started, by PID.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -34,6 +43,8 @@ METRICS_PORT="${METRICS_PORT:-19393}"
 CLEANER_RATE="${CLEANER_RATE:-none}"
 DIRTY_RATIO="${DIRTY_RATIO:-0.1}"
 BACKOFF_MS="${BACKOFF_MS:-1000}"
+INTERLEAVE_S="${INTERLEAVE_S:-0}"
+SKIP_S="${SKIP_S:-2}"
 LAMINAR="$repo/target/release/laminar"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -42,12 +53,14 @@ OUT="$(cd "$OUT" && pwd)"
 # shellcheck source=machine.sh
 source "$here/machine.sh"
 (cd "$repo" && machine_info /tmp &&
-  echo "target: $TARGET; rate: $RATE records/s of 512 B, acks=$ACKS, $SECS s per run; keyed writer into the compacted topic: $([ "$TARGET" = other ] && echo "$BG_RATE records/s, acks=1" || echo "the measured one"), $KEYS keys; segment.bytes=$SEGMENT_BYTES, min.cleanable.dirty.ratio=$DIRTY_RATIO, log.cleaner.backoff.ms=$BACKOFF_MS, log.cleaner.io.max.bytes.per.second=$CLEANER_RATE") >"$OUT/machine.txt"
+  echo "target: $TARGET; rate: $RATE records/s of 512 B, acks=$ACKS, $SECS s per run; keyed writer into the compacted topic: $([ "$TARGET" = other ] && echo "$BG_RATE records/s, acks=1" || echo "the measured one"), $KEYS keys; segment.bytes=$SEGMENT_BYTES, min.cleanable.dirty.ratio=$DIRTY_RATIO, log.cleaner.backoff.ms=$BACKOFF_MS, log.cleaner.io.max.bytes.per.second=$CLEANER_RATE$([ "$INTERLEAVE_S" -gt 0 ] && echo "; interleaved: cleanup.policy switched every $INTERLEAVE_S s, the first $SKIP_S s of each window left out")") >"$OUT/machine.txt"
 
 pid=""
 bg=""
+toggler=""
 data=""
 cleanup() {
+  if [ -n "$toggler" ]; then kill "$toggler" 2>/dev/null; wait "$toggler" 2>/dev/null; fi
   if [ -n "$bg" ]; then kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; fi
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
   if [ -n "$data" ]; then rm -rf "$data"; fi
@@ -88,9 +101,30 @@ for k in sorted(after):
 PY
 }
 
-run() { # run MODE ROUND: MODE is "on" or "off"
-  local mode="$1" round="$2" enable
-  enable=$([ "$mode" = on ] && echo true || echo false)
+# The policy `table` should have in the window starting at UNIX time $1: compact when the
+# window's parity is $2.
+policy_at() {
+  if [ $(($1 / INTERLEAVE_S % 2)) -eq "$2" ]; then echo compact; else echo delete; fi
+}
+
+# Switches `table`'s cleanup.policy at every INTERLEAVE_S boundary until killed; logs each
+# switch (UNIX time, policy) to $2.
+toggle() { # toggle ON_PARITY LOG
+  local on_parity="$1" log="$2" now next policy
+  while :; do
+    now=$(date +%s%N)
+    next=$(((now / 1000000000 / INTERLEAVE_S + 1) * INTERLEAVE_S))
+    sleep "$(python3 -c "print(max(0, $next - $(date +%s%N) / 1e9))")"
+    policy=$(policy_at "$next" "$on_parity")
+    "$LAMINAR" topics alter table --add-config cleanup.policy="$policy" \
+      --bootstrap "127.0.0.1:$PORT" >/dev/null
+    echo "$(date +%s.%N) $next $policy" >>"$log"
+  done
+}
+
+run() { # run MODE ROUND: MODE is "on", "off" or "ab" (interleaved)
+  local mode="$1" round="$2" enable windows=()
+  enable=$([ "$mode" = off ] && echo false || echo true)
   data="$(mktemp -d /tmp/laminar-cleaner-bench.XXXXXX)"
   {
     echo "\"log.cleaner.enable\" = $enable"
@@ -117,11 +151,20 @@ run() { # run MODE ROUND: MODE is "on" or "off"
     bg=$!
     sleep 5
   fi
+  if [ "$mode" = ab ]; then
+    local on_parity=$(((round + 1) % 2))
+    "$LAMINAR" topics alter table --add-config cleanup.policy="$(policy_at "$(date +%s)" "$on_parity")" \
+      --bootstrap "127.0.0.1:$PORT" >/dev/null
+    toggle "$on_parity" "$OUT/switches-r$round.txt" &
+    toggler=$!
+    windows=(--window-s "$INTERLEAVE_S" --window-skip-s "$SKIP_S")
+  fi
   schedstat "$pid" >"$data/sched-before.txt"
   "$LAMINAR" perf latency --bootstrap "127.0.0.1:$PORT" "${measured[@]}" \
     --records-per-s "$RATE" --record-bytes 512 --duration-s "$SECS" --acks "$ACKS" \
-    --label "cleaner $mode" --series-out "$OUT/series-$mode-r$round.json" --json \
+    --label "cleaner $mode" --series-out "$OUT/series-$mode-r$round.json" --json "${windows[@]}" \
     >"$OUT/latency-$mode-r$round.json"
+  if [ -n "$toggler" ]; then kill "$toggler"; wait "$toggler" 2>/dev/null; toggler=""; fi
   schedstat "$pid" >"$data/sched-after.txt"
   sched_delta "$data/sched-before.txt" "$data/sched-after.txt" >"$OUT/sched-$mode-r$round.txt"
   curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/metrics-$mode-r$round.txt"
@@ -133,12 +176,35 @@ run() { # run MODE ROUND: MODE is "on" or "off"
 }
 
 for round in $(seq "$ROUNDS"); do
-  if [ $((round % 2)) -eq 1 ]; then order="on off"; else order="off on"; fi
+  if [ "$INTERLEAVE_S" -gt 0 ]; then
+    order="ab"
+  elif [ $((round % 2)) -eq 1 ]; then order="on off"; else order="off on"; fi
   for mode in $order; do
     echo "round $round: cleaner $mode" >&2
     run "$mode" "$round"
   done
 done
+if [ "$INTERLEAVE_S" -gt 0 ]; then
+  python3 - "$OUT" "$ROUNDS" <<'EOF' | tee "$OUT/summary.txt"
+import json, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+print(f"{'round':>5} {'windows':>8} {'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}")
+ratios = []
+for r in range(1, rounds + 1):
+    w = json.load(open(f"{out}/latency-ab-r{r}.json"))["windows"]
+    # Odd rounds compact in even windows, even rounds in odd ones.
+    on, off = ("even", "odd") if r % 2 == 1 else ("odd", "even")
+    p99 = {}
+    for label, side in (("compact", on), ("delete", off)):
+        lat = w[f"{side}_latency_us"]
+        p99[label] = lat["p99"]
+        print(f"{r:>5} {label:>8} {w[side + '_records']:>8} {lat['p50']/1e3:>8.2f} {lat['p99']/1e3:>8.2f} {lat['p999']/1e3:>9.2f} {lat['max']/1e3:>8.2f}")
+    ratios.append(p99["compact"] / p99["delete"])
+print("p99 in the cleaner's windows / in the others, per round: " + ", ".join(f"{x:.2f}x" for x in ratios))
+print(f"windows of {w['window_s']} s, the first {w['skip_s']} s of each left out; switches-r*.txt: when each switch was made")
+EOF
+  exit 0
+fi
 python3 - "$OUT" "$ROUNDS" <<'EOF' | tee "$OUT/summary.txt"
 import json, sys
 out, rounds = sys.argv[1], int(sys.argv[2])

@@ -158,6 +158,67 @@ pub struct LatencyConfig {
     #[arg(long)]
     #[serde(skip)]
     pub label: Option<String>,
+    /// Also report latency apart for even and odd windows of this many seconds of the wall
+    /// clock (window k covers UNIX time [k*W, (k+1)*W)), by send time: for A/B runs where a
+    /// script switches something on and off at the same boundaries, so that both sides
+    /// share the machine's slow drift. 0: no windows.
+    #[arg(long, default_value_t = 0)]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub window_s: u64,
+    /// Leave out records sent in the first this many seconds of each window (the switch
+    /// taking effect).
+    #[arg(long, default_value_t = 0)]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub window_skip_s: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Latency by the parity of the wall-clock window it was sent in (`--window-s`).
+#[derive(Debug, Serialize)]
+pub struct WindowsReport {
+    pub window_s: u64,
+    pub skip_s: u64,
+    /// Records sent in even windows (UNIX time / window_s even), outside the skipped start.
+    pub even_records: u64,
+    pub even_latency_us: Percentiles,
+    pub odd_records: u64,
+    pub odd_latency_us: Percentiles,
+}
+
+/// Two histograms, for sends in even and odd wall-clock windows.
+pub(crate) struct Windows {
+    window: Duration,
+    skip: Duration,
+    /// Wall-clock time (since the UNIX epoch) at `Recorded::start`.
+    start_unix: Duration,
+    histograms: [Histogram<u64>; 2],
+}
+
+impl Windows {
+    fn record(&mut self, since_start: Duration, us: u64) {
+        let at = self.start_unix + since_start;
+        let window_nanos = self.window.as_nanos();
+        let into = Duration::from_nanos((at.as_nanos() % window_nanos) as u64);
+        if into < self.skip {
+            return;
+        }
+        let parity = (at.as_nanos() / window_nanos % 2) as usize;
+        self.histograms[parity].saturating_record(us.max(1));
+    }
+
+    fn report(&self) -> WindowsReport {
+        WindowsReport {
+            window_s: self.window.as_secs(),
+            skip_s: self.skip.as_secs(),
+            even_records: self.histograms[0].len(),
+            even_latency_us: Percentiles::of(&self.histograms[0]),
+            odd_records: self.histograms[1].len(),
+            odd_latency_us: Percentiles::of(&self.histograms[1]),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -180,6 +241,8 @@ pub struct LatencyReport {
     /// From the send call to the delivery report, in microseconds.
     pub latency_us: Percentiles,
     pub consumer: Option<ConsumerReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowsReport>,
 }
 
 /// What each delivery records, under one lock: one lock per delivery either way, and the
@@ -188,6 +251,7 @@ pub(crate) struct Recorded {
     pub(crate) latency_us: Histogram<u64>,
     /// By send time since `start`.
     pub(crate) over_time: TimeSeries,
+    pub(crate) windows: Option<Windows>,
     start: Instant,
 }
 
@@ -196,8 +260,28 @@ impl Recorded {
         Recorded {
             latency_us: new_histogram(),
             over_time: TimeSeries::with_expected(OVER_TIME_BUCKET, expected),
+            windows: None,
             start,
         }
+    }
+
+    /// Also keep latency apart by wall-clock window parity (`--window-s`).
+    pub(crate) fn with_windows(mut self, window: Duration, skip: Duration) -> Recorded {
+        assert!(
+            !window.is_zero() && skip < window,
+            "a window longer than its skipped start"
+        );
+        let start_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("the clock is after 1970")
+            .saturating_sub(self.start.elapsed());
+        self.windows = Some(Windows {
+            window,
+            skip,
+            start_unix,
+            histograms: [new_histogram(), new_histogram()],
+        });
+        self
     }
 }
 
@@ -220,6 +304,9 @@ impl ProducerContext for Timed {
                 r.latency_us.saturating_record(us.max(1));
                 let since_start = sent.saturating_duration_since(r.start);
                 r.over_time.record(since_start, us);
+                if let Some(w) = &mut r.windows {
+                    w.record(since_start, us);
+                }
                 drop(r);
                 self.delivered.fetch_add(1, Ordering::Relaxed);
             }
@@ -312,6 +399,9 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     if cfg.record_bytes == 0 || cfg.duration_s == 0 {
         bail!("--record-bytes and --duration-s must be positive");
     }
+    if cfg.window_s > 0 && cfg.window_skip_s >= cfg.window_s {
+        bail!("--window-skip-s must be shorter than --window-s");
+    }
     // Open it now: a bad path should fail before the run, not after it.
     let series_file = match &cfg.series_out {
         Some(path) => Some(File::create(path).with_context(|| format!("create {}", path.display()))?),
@@ -350,7 +440,14 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
             (cfg.records_per_s > 0).then(|| Duration::from_secs_f64(1.0 / cfg.records_per_s as f64));
         let start = Instant::now();
         // Forget the first record; the time series counts from here.
-        *ctx.recorded.lock().unwrap() = Recorded::new(start, duration);
+        let mut recorded = Recorded::new(start, duration);
+        if cfg.window_s > 0 {
+            recorded = recorded.with_windows(
+                Duration::from_secs(cfg.window_s),
+                Duration::from_secs(cfg.window_skip_s),
+            );
+        }
+        *ctx.recorded.lock().unwrap() = recorded;
         let mut total = 0u64;
         loop {
             match interval {
@@ -387,6 +484,7 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
     })?;
     let recorded = ctx.recorded.lock().unwrap();
     let latency = recorded.latency_us.clone();
+    let windows = recorded.windows.as_ref().map(Windows::report);
     if let Some(file) = series_file {
         let label = cfg
             .label
@@ -418,6 +516,7 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
         failed: ctx.failed.load(Ordering::Relaxed),
         latency_us: Percentiles::of(&latency),
         consumer,
+        windows,
     })
 }
 
@@ -439,5 +538,32 @@ impl LatencyReport {
                 r.topic, r.records, r.mb_per_s
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_split_by_wall_clock_parity_and_skip_each_start() {
+        let mut w = Windows {
+            window: Duration::from_secs(10),
+            skip: Duration::from_secs(2),
+            // The run started 5 s into window 100 (even).
+            start_unix: Duration::from_secs(1005),
+            histograms: [new_histogram(), new_histogram()],
+        };
+        w.record(Duration::from_secs(1), 100); // 1006: even window
+        w.record(Duration::from_millis(5_500), 7_000); // 1010.5: odd window, skipped start
+        w.record(Duration::from_secs(8), 300); // 1013: odd window
+        w.record(Duration::from_secs(9), 400); // 1014: odd window
+        w.record(Duration::from_millis(16_900), 900); // 1021.9: even window, skipped
+        w.record(Duration::from_secs(17), 500); // 1022: even window, just past the skip
+        let r = w.report();
+        assert_eq!((r.even_records, r.odd_records), (2, 2));
+        assert_eq!(r.even_latency_us.max, 500);
+        assert_eq!(r.odd_latency_us.max, 400);
+        assert!(r.odd_latency_us.p50 >= 300 && r.odd_latency_us.p50 < 305);
     }
 }

@@ -1,7 +1,7 @@
 //! `laminar topics`, `groups` and `quotas`: a small blocking Kafka admin client. It speaks
 //! the Kafka protocol, so it works against Apache Kafka as well as Laminar. Versions are ones
 //! both support (Kafka 4.x and Laminar): Metadata v12, CreateTopics v7, DeleteTopics v6,
-//! DescribeConfigs v4, DescribeClientQuotas v1, AlterClientQuotas v1.
+//! DescribeConfigs v4, IncrementalAlterConfigs v1, DescribeClientQuotas v1, AlterClientQuotas v1.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,6 +12,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     alter_client_quotas_request, describe_client_quotas_request, AlterClientQuotasRequest,
@@ -19,8 +20,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, MetadataResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader,
+    TopicName,
 };
 use kafka_protocol::messages::{
     DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
@@ -423,6 +425,44 @@ pub fn create(
         "created topic {name} with {} partitions (id {})",
         t.num_partitions, t.topic_id
     );
+    Ok(())
+}
+
+/// Sets (`add`) and removes (`delete`: back to the broker's default) topic configs with
+/// IncrementalAlterConfigs, as `kafka-configs --alter --add-config/--delete-config` does.
+pub fn alter(bootstrap: &str, name: &str, add: &[(String, String)], delete: &[String]) -> anyhow::Result<()> {
+    if add.is_empty() && delete.is_empty() {
+        bail!("nothing to do: give --add-config name=value or --delete-config name");
+    }
+    // Kafka's operation codes: 0 SET, 1 DELETE.
+    let mut configs: Vec<AlterableConfig> = add
+        .iter()
+        .map(|(k, v)| {
+            let mut c = AlterableConfig::default();
+            c.name = sb(k);
+            c.config_operation = 0;
+            c.value = Some(sb(v));
+            c
+        })
+        .collect();
+    configs.extend(delete.iter().map(|k| {
+        let mut c = AlterableConfig::default();
+        c.name = sb(k);
+        c.config_operation = 1;
+        c
+    }));
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 2; // topic
+    resource.resource_name = sb(name);
+    resource.configs = configs;
+    let mut req = IncrementalAlterConfigsRequest::default();
+    req.resources = vec![resource];
+    let mut admin = Admin::connect(bootstrap)?;
+    let resp: IncrementalAlterConfigsResponse = admin.call(ApiKey::IncrementalAlterConfigs, 1, &req)?;
+    for r in &resp.responses {
+        check(r.error_code, r.error_message.as_ref(), &format!("alter {name}"))?;
+    }
+    println!("altered topic {name}");
     Ok(())
 }
 

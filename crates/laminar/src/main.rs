@@ -73,6 +73,19 @@ enum TopicsCommand {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
+    /// Set or remove a topic's configs (IncrementalAlterConfigs); a removed one falls back to
+    /// the broker's default.
+    Alter {
+        topic: String,
+        /// A config to set, as name=value; may be repeated.
+        #[arg(long = "add-config", value_parser = parse_key_value)]
+        add: Vec<(String, String)>,
+        /// A config to remove; may be repeated.
+        #[arg(long = "delete-config")]
+        delete: Vec<String>,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
     /// Delete a topic and its data.
     Delete {
         topic: String,
@@ -430,6 +443,12 @@ fn main() -> anyhow::Result<()> {
                 configs,
                 bootstrap,
             } => admin::create(&bootstrap, &topic, partitions, &configs),
+            TopicsCommand::Alter {
+                topic,
+                add,
+                delete,
+                bootstrap,
+            } => admin::alter(&bootstrap, &topic, &add, &delete),
             TopicsCommand::Delete { topic, bootstrap } => admin::delete(&bootstrap, &topic),
         },
         Command::Quotas { command } => match command {
