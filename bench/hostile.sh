@@ -7,14 +7,15 @@
 # acks=1) through phases: a baseline, then one hostile kind per phase (10,000 idle
 # connections, 1,000 consumers that never read their fetch responses, a connection flood,
 # decompression bombs, requests with huge counts, 100 frames announcing 100 MB that never
-# come), then a baseline again. Per phase it reports the producer's latency and its p99
-# over the baseline's, the broker's RSS (sampled every 100 ms), and what the hostile
+# come), each attack followed by a baseline again, CYCLES times. Per phase it reports the
+# producer's latency and its p99 over the baselines around it (and each kind pooled over
+# the cycles), the broker's RSS (sampled every 100 ms), and what the hostile
 # clients saw. The broker's log is kept, with a count of its reasons for closing connections.
 #
 # The frames announcing 100 MB come last: they leave Kafka (1 GiB heap) out of memory, which
 # would spoil every phase after them.
 #
-# Env: RATE (1000), PHASE_S (30), LONG_PHASE_S (75), ROUNDS (1), FIRST (laminar: who goes
+# Env: RATE (1000), PHASE_S (30), LONG_PHASE_S (75), CYCLES (1), ROUNDS (1), FIRST (laminar: who goes
 #      first in odd rounds), ATTACKS (the order above), LAMINAR_ARGS (extra
 #      `laminar serve` arguments), LAMINAR_PORT (19492), KAFKA_PORT (19493; +1 controller),
 #      KAFKA_LIB. Both brokers run on their defaults. Stops what it started, by PID.
@@ -26,6 +27,7 @@ WHICH="${2:-both}"
 RATE="${RATE:-1000}"
 PHASE_S="${PHASE_S:-30}"
 LONG_PHASE_S="${LONG_PHASE_S:-75}"
+CYCLES="${CYCLES:-1}"
 ROUNDS="${ROUNDS:-1}"
 FIRST="${FIRST:-laminar}"
 ATTACKS="${ATTACKS:-idle,non-reading,flood,bombs,huge-counts,unfinished-frames}"
@@ -41,7 +43,7 @@ OUT="$(cd "$OUT" && pwd)"
 source "$here/machine.sh"
 (cd "$repo" && machine_info /tmp && echo "open files (soft/hard): $(ulimit -Sn)/$(ulimit -Hn)" &&
   { [[ "$WHICH" == laminar ]] || echo "kafka: $(cat "${KAFKA_LIB:-/tmp/kafka-lib}/.kafka-version")"; } &&
-  echo "well-behaved: $RATE records/s of 512 B, acks=1; phases $PHASE_S s, long phases $LONG_PHASE_S s") \
+  echo "well-behaved: $RATE records/s of 512 B, acks=1; phases $PHASE_S s, long phases $LONG_PHASE_S s, $CYCLES cycles") \
   >"$OUT/machine.txt"
 
 ulimit -n "$(ulimit -Hn)"
@@ -96,7 +98,7 @@ run_one() {  # laminar|kafka ROUND
   start_broker "$1" "$OUT/$name.broker.log" || return 1
   "$LAMINAR" perf hostile --bootstrap "127.0.0.1:$port" --broker-pid "$rss_pid" \
     --records-per-s "$RATE" --phase-s "$PHASE_S" --long-phase-s "$LONG_PHASE_S" \
-    --attacks "$ATTACKS" --json >"$OUT/$name.json" 2>>"$OUT/run.log"
+    --attacks "$ATTACKS" --cycles "$CYCLES" --json >"$OUT/$name.json" 2>>"$OUT/run.log"
   echo "exit $?" >>"$OUT/run.log"
   stop_broker
   # Why the broker closed connections, by reason (addresses and numbers folded).
@@ -118,4 +120,5 @@ for round in $(seq 1 "$ROUNDS"); do
   esac
   for b in $order; do run_one "$b" "$round"; done
 done
-echo "done: $OUT" | tee -a "$OUT/run.log"
+python3 "$here/hostile_summary.py" "$OUT" >"$OUT/summary.md"
+echo "done: $OUT (summary.md)" | tee -a "$OUT/run.log"

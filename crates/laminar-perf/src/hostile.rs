@@ -10,6 +10,12 @@
 //! a phase's clock starts, so a phase measures the broker while it holds them. Phases whose
 //! remedy is a broker timeout (responses never read, frames never finished) last
 //! `--long-phase-s`, long enough to see whether the broker ends them.
+//!
+//! A baseline phase (no hostile clients) runs first and after every attack, and with
+//! `--cycles K` the attacks run K times over. Each attack is compared with the baselines
+//! right before and after it, and `pooled` merges every occurrence of a kind (and of its
+//! neighbouring baselines): on a small shared machine the latency drifts over minutes, and a
+//! comparison with one baseline at the start measured that drift as much as the attack.
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
@@ -19,7 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use laminar_metrics::Percentiles;
+use laminar_metrics::{new_histogram, Histogram, Percentiles};
 use laminar_records::varint::write_varint;
 use laminar_records::{crc_of, BatchBuilder, Compression, RecordSpec};
 use rdkafka::producer::{BaseRecord, Producer};
@@ -91,7 +97,7 @@ pub struct HostileConfig {
     /// The broker's process id, to sample its resident memory.
     #[arg(long)]
     pub broker_pid: Option<u32>,
-    /// The attacks, in order; a baseline phase runs before and after them.
+    /// The attacks, in order; a baseline phase runs first and after each of them.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [
         Attack::Idle, Attack::NonReading, Attack::Flood, Attack::Bombs, Attack::HugeCounts,
         Attack::UnfinishedFrames,
@@ -112,6 +118,9 @@ pub struct HostileConfig {
     pub unfinished_frame_bytes: i32,
     #[arg(long, default_value_t = 4)]
     pub bomb_threads: usize,
+    /// How many times the attacks run, each followed by a baseline.
+    #[arg(long, default_value_t = 1)]
+    pub cycles: usize,
 }
 
 /// What the hostile clients of one phase saw, by outcome.
@@ -130,7 +139,8 @@ pub struct PhaseReport {
     pub failed: u64,
     /// The well-behaved producer: send to delivery report.
     pub produce_us: Percentiles,
-    /// This phase's p99 over the first baseline's.
+    /// This phase's p99 over that of the baselines right before and after it, merged (for
+    /// a baseline: over the first baseline's).
     pub p99_vs_baseline: f64,
     pub broker_rss_max_mib: Option<f64>,
     pub broker_rss_end_mib: Option<f64>,
@@ -139,15 +149,104 @@ pub struct PhaseReport {
     pub outcomes: Outcomes,
 }
 
+/// Every occurrence of one attack, merged, against its neighbouring baselines, merged.
+#[derive(Debug, Serialize)]
+pub struct PooledReport {
+    pub phase: String,
+    pub occurrences: usize,
+    pub produce_us: Percentiles,
+    pub baseline_us: Percentiles,
+    pub p99_vs_baseline: f64,
+    pub broker_rss_max_mib: Option<f64>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct HostileReport {
     pub config: HostileConfig,
     pub phases: Vec<PhaseReport>,
+    pub pooled: Vec<PooledReport>,
 }
 
+/// The phases in order: a baseline, then each attack followed by a baseline, `cycles` times.
+fn plan(attacks: &[Attack], cycles: usize) -> Vec<Option<Attack>> {
+    let mut plan = vec![None];
+    for _ in 0..cycles {
+        for a in attacks {
+            plan.push(Some(*a));
+            plan.push(None);
+        }
+    }
+    plan
+}
+
+fn ratio(p99_us: u64, baseline_p99_us: u64) -> f64 {
+    p99_us as f64 / baseline_p99_us.max(1) as f64
+}
+
+/// Fills in each attack's ratio to its neighbouring baselines, and pools each kind.
+/// `latencies[i]` is phase i's histogram; phases alternate baseline, attack, baseline, ...
+fn compare(phases: &mut [PhaseReport], latencies: &[Histogram<u64>]) -> Vec<PooledReport> {
+    let merged = |indexes: &[usize]| {
+        let mut h = new_histogram();
+        for &i in indexes {
+            h.add(&latencies[i]).expect("same bounds");
+        }
+        h
+    };
+    let is_baseline: Vec<bool> = phases.iter().map(|p| p.phase == BASELINE).collect();
+    let neighbours = |i: usize| -> Vec<usize> {
+        [i.checked_sub(1), Some(i + 1)]
+            .into_iter()
+            .flatten()
+            .filter(|&j| is_baseline.get(j) == Some(&true))
+            .collect()
+    };
+    let first_baseline_p99 = phases.first().map_or(0, |b| b.produce_us.p99);
+    let mut pooled: Vec<PooledReport> = Vec::new();
+    let mut kinds: Vec<String> = Vec::new();
+    for (i, phase) in phases.iter_mut().enumerate() {
+        if phase.phase == BASELINE {
+            phase.p99_vs_baseline = ratio(phase.produce_us.p99, first_baseline_p99);
+            continue;
+        }
+        let around = Percentiles::of(&merged(&neighbours(i)));
+        phase.p99_vs_baseline = ratio(phase.produce_us.p99, around.p99);
+        if !kinds.contains(&phase.phase) {
+            kinds.push(phase.phase.clone());
+        }
+    }
+    for kind in kinds {
+        let at: Vec<usize> = (0..phases.len()).filter(|&i| phases[i].phase == kind).collect();
+        let mut around: Vec<usize> = at.iter().flat_map(|&i| neighbours(i)).collect();
+        around.sort_unstable();
+        around.dedup();
+        let produce_us = Percentiles::of(&merged(&at));
+        let baseline_us = Percentiles::of(&merged(&around));
+        pooled.push(PooledReport {
+            occurrences: at.len(),
+            p99_vs_baseline: ratio(produce_us.p99, baseline_us.p99),
+            produce_us,
+            baseline_us,
+            broker_rss_max_mib: at
+                .iter()
+                .filter_map(|&i| phases[i].broker_rss_max_mib)
+                .reduce(f64::max),
+            phase: kind,
+        });
+    }
+    pooled
+}
+
+const BASELINE: &str = "baseline";
+
 pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
-    if cfg.records_per_s == 0 || cfg.phase_s == 0 || cfg.long_phase_s == 0 || cfg.record_bytes == 0 {
-        bail!("--records-per-s, --phase-s, --long-phase-s and --record-bytes must be positive");
+    if cfg.records_per_s == 0
+        || cfg.phase_s == 0
+        || cfg.long_phase_s == 0
+        || cfg.record_bytes == 0
+        || cfg.cycles == 0
+    {
+        bail!("--records-per-s, --phase-s, --long-phase-s, --record-bytes and --cycles must be positive");
     }
     let addr = cfg
         .bootstrap
@@ -185,6 +284,7 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
     let done = AtomicBool::new(false);
     let sent = AtomicU64::new(0);
     let mut phases: Vec<PhaseReport> = Vec::new();
+    let mut latencies: Vec<Histogram<u64>> = Vec::new();
     std::thread::scope(|s| -> anyhow::Result<()> {
         s.spawn(|| rss.run(&done));
         s.spawn(|| {
@@ -207,16 +307,9 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
         });
         // A warm-up, unreported: the first seconds of a fresh producer and broker are slower.
         std::thread::sleep(Duration::from_secs(5));
-        let mut plan: Vec<Option<Attack>> = vec![None];
-        plan.extend(cfg.attacks.iter().copied().map(Some));
-        plan.push(None);
         let result = (|| -> anyhow::Result<()> {
-            for (i, attack) in plan.into_iter().enumerate() {
-                let name = match (attack, i) {
-                    (None, 0) => "baseline".to_string(),
-                    (None, _) => "baseline-after".to_string(),
-                    (Some(a), _) => a.name().to_string(),
-                };
+            for attack in plan(&cfg.attacks, cfg.cycles) {
+                let name = attack.map_or(BASELINE, Attack::name).to_string();
                 let seconds = match attack {
                     Some(Attack::NonReading | Attack::UnfinishedFrames) => cfg.long_phase_s,
                     _ => cfg.phase_s,
@@ -240,6 +333,7 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
                     rss.max_kib.store(0, Ordering::Relaxed);
                     std::thread::sleep(Duration::from_secs(seconds));
                     let latency = ctx.recorded.lock().unwrap().latency_us.clone();
+                    latencies.push(latency.clone());
                     let measured = (
                         started.elapsed().as_secs_f64(),
                         sent.load(Ordering::Relaxed) - s0,
@@ -256,7 +350,6 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
                     Ok((outcomes, measured))
                 })?;
                 let (secs, sent_n, delivered, failed, produce_us, max_kib, last_kib) = measured;
-                let baseline_p99 = phases.first().map_or(produce_us.p99, |b| b.produce_us.p99);
                 let mib = |kib: u64| (cfg.broker_pid.is_some() && kib > 0).then(|| kib as f64 / 1024.0);
                 phases.push(PhaseReport {
                     phase: name,
@@ -264,7 +357,8 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
                     sent: sent_n,
                     delivered,
                     failed,
-                    p99_vs_baseline: produce_us.p99 as f64 / baseline_p99.max(1) as f64,
+                    // Filled in at the end, when the baseline after it is known.
+                    p99_vs_baseline: 0.0,
                     produce_us,
                     broker_rss_max_mib: mib(max_kib),
                     broker_rss_end_mib: mib(last_kib),
@@ -280,9 +374,11 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
         result
     })?;
     let _ = p.flush(Duration::from_secs(FLUSH_TIMEOUT_S));
+    let pooled = compare(&mut phases, &latencies);
     Ok(HostileReport {
         config: cfg.clone(),
         phases,
+        pooled,
     })
 }
 
@@ -311,6 +407,26 @@ impl HostileReport {
                 p.p99_vs_baseline,
                 p.broker_rss_max_mib.map_or("-".into(), |m| format!("{m:.0}")),
                 outcomes.join("; ")
+            );
+        }
+        println!("p99 x: over the baselines right before and after (a baseline: over the first one)");
+        println!();
+        println!(
+            "{:<22} {:>5} {:>9} {:>9} {:>13} {:>13} {:>7} {:>9}",
+            "pooled", "times", "p99 ms", "p99.9 ms", "base p99 ms", "base p99.9 ms", "p99 x", "RSS MiB"
+        );
+        for p in &self.pooled {
+            let ms = |us: u64| us as f64 / 1000.0;
+            println!(
+                "{:<22} {:>5} {:>9.2} {:>9.2} {:>13.2} {:>13.2} {:>7.2} {:>9}",
+                p.phase,
+                p.occurrences,
+                ms(p.produce_us.p99),
+                ms(p.produce_us.p999),
+                ms(p.baseline_us.p99),
+                ms(p.baseline_us.p999),
+                p.p99_vs_baseline,
+                p.broker_rss_max_mib.map_or("-".into(), |m| format!("{m:.0}")),
             );
         }
     }
@@ -812,4 +928,76 @@ fn ask(s: &mut TcpStream, request: &[u8]) -> Result<Vec<u8>, &'static str> {
 fn api_versions(addr: SocketAddr) -> Result<Vec<u8>, &'static str> {
     let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|_| "connect failed")?;
     ask(&mut s, &api_versions_v0(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &str, latencies_ms: &[u64]) -> (PhaseReport, Histogram<u64>) {
+        let mut h = new_histogram();
+        for ms in latencies_ms {
+            h.record(ms * 1000).unwrap();
+        }
+        let report = PhaseReport {
+            phase: name.to_string(),
+            seconds: 1.0,
+            sent: 0,
+            delivered: 0,
+            failed: 0,
+            produce_us: Percentiles::of(&h),
+            p99_vs_baseline: 0.0,
+            broker_rss_max_mib: Some(latencies_ms.len() as f64),
+            broker_rss_end_mib: None,
+            broker_answers_after: true,
+            outcomes: Outcomes::new(),
+        };
+        (report, h)
+    }
+
+    #[test]
+    fn the_plan_puts_a_baseline_after_every_attack() {
+        assert_eq!(
+            plan(&[Attack::Idle, Attack::Bombs], 2),
+            vec![
+                None,
+                Some(Attack::Idle),
+                None,
+                Some(Attack::Bombs),
+                None,
+                Some(Attack::Idle),
+                None,
+                Some(Attack::Bombs),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn attacks_are_compared_with_their_neighbouring_baselines_and_pooled() {
+        // The machine drifts: the first baseline is fast, the later ones slow.
+        let (mut phases, latencies): (Vec<_>, Vec<_>) = [
+            phase(BASELINE, &[1; 100]),
+            phase("idle-connections", &[4; 100]),
+            phase(BASELINE, &[4; 100]),
+            phase("idle-connections", &[6; 100]),
+            phase(BASELINE, &[6; 100]),
+        ]
+        .into_iter()
+        .unzip();
+        let pooled = compare(&mut phases, &latencies);
+        // Against baselines of 1 and 4 ms, merged: their p99 is 4 ms.
+        assert_eq!(phases[1].p99_vs_baseline, 1.0);
+        assert_eq!(phases[3].p99_vs_baseline, 1.0);
+        assert!(
+            (phases[2].p99_vs_baseline - 4.0).abs() < 0.01,
+            "a baseline against the first"
+        );
+        assert_eq!(pooled.len(), 1);
+        let idle = &pooled[0];
+        assert_eq!(idle.occurrences, 2);
+        assert_eq!(idle.p99_vs_baseline, 1.0);
+        assert_eq!(idle.broker_rss_max_mib, Some(100.0));
+        assert!(idle.baseline_us.p50 >= 4000 && idle.baseline_us.p50 < 4010);
+    }
 }
