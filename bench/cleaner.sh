@@ -107,18 +107,20 @@ policy_at() {
   if [ $(($1 / INTERLEAVE_S % 2)) -eq "$2" ]; then echo compact; else echo delete; fi
 }
 
-# Switches `table`'s cleanup.policy at every INTERLEAVE_S boundary until killed; logs each
-# switch (UNIX time, policy) to $2.
+# Keeps `table`'s cleanup.policy that of the current INTERLEAVE_S window until killed: sets
+# it for the window it starts in, then at every boundary, each time from the clock as read
+# then (so a boundary passed while starting or altering is caught at once); logs each switch
+# (UNIX time, window start, policy) to $2.
 toggle() { # toggle ON_PARITY LOG
-  local on_parity="$1" log="$2" now next policy
+  local on_parity="$1" log="$2" now window policy
   while :; do
     now=$(date +%s%N)
-    next=$(((now / 1000000000 / INTERLEAVE_S + 1) * INTERLEAVE_S))
-    sleep "$(python3 -c "print(max(0, $next - $(date +%s%N) / 1e9))")"
-    policy=$(policy_at "$next" "$on_parity")
+    window=$((now / 1000000000 / INTERLEAVE_S * INTERLEAVE_S))
+    policy=$(policy_at "$window" "$on_parity")
     "$LAMINAR" topics alter table --add-config cleanup.policy="$policy" \
       --bootstrap "127.0.0.1:$PORT" >/dev/null
-    echo "$(date +%s.%N) $next $policy" >>"$log"
+    echo "$(date +%s.%N) $window $policy" >>"$log"
+    sleep "$(python3 -c "print(max(0, $window + $INTERLEAVE_S - $(date +%s%N) / 1e9))")"
   done
 }
 

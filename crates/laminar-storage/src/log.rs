@@ -631,7 +631,10 @@ impl Log {
         // segment in `target` is covered (a later roll sets the flag again).
         if dir_unsynced {
             let t = Instant::now();
+            // A journal commit like any fsync: appends do not preallocate meanwhile.
+            FSYNCS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             let synced = self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir);
+            FSYNCS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
             self.metrics.metadata_fsync_us.record_since(t);
             if let Err(e) = synced {
                 return Err(self.go_offline(&e));

@@ -429,7 +429,8 @@ pub fn create(
 }
 
 /// Sets (`add`) and removes (`delete`: back to the broker's default) topic configs with
-/// IncrementalAlterConfigs, as `kafka-configs --alter --add-config/--delete-config` does.
+/// IncrementalAlterConfigs, as `kafka-configs --alter --add-config/--delete-config` does (one
+/// config per flag here: a value may hold commas).
 pub fn alter(bootstrap: &str, name: &str, add: &[(String, String)], delete: &[String]) -> anyhow::Result<()> {
     if add.is_empty() && delete.is_empty() {
         bail!("nothing to do: give --add-config name=value or --delete-config name");
@@ -459,6 +460,9 @@ pub fn alter(bootstrap: &str, name: &str, add: &[(String, String)], delete: &[St
     req.resources = vec![resource];
     let mut admin = Admin::connect(bootstrap)?;
     let resp: IncrementalAlterConfigsResponse = admin.call(ApiKey::IncrementalAlterConfigs, 1, &req)?;
+    if resp.responses.is_empty() {
+        bail!("alter {name}: the broker answered for no resource");
+    }
     for r in &resp.responses {
         check(r.error_code, r.error_message.as_ref(), &format!("alter {name}"))?;
     }
