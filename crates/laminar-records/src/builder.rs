@@ -20,6 +20,7 @@ pub struct BatchBuilder {
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
+    transactional: bool,
 }
 
 fn write_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
@@ -68,7 +69,14 @@ impl BatchBuilder {
             producer_id: -1,
             producer_epoch: -1,
             base_sequence: -1,
+            transactional: false,
         }
+    }
+
+    /// Marks the batch as part of a transaction of its producer.
+    pub fn transactional(mut self) -> Self {
+        self.transactional = true;
+        self
     }
 
     pub fn producer(mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Self {
@@ -126,7 +134,8 @@ impl BatchBuilder {
             partition_leader_epoch: -1,
             magic: MAGIC_V2,
             crc: 0,
-            attributes: self.compression.attribute_bits(),
+            attributes: self.compression.attribute_bits()
+                | if self.transactional { ATTR_TRANSACTIONAL } else { 0 },
             last_offset_delta: (self.count - 1).max(0),
             base_timestamp: self.base_timestamp_ms,
             max_timestamp: self.max_timestamp_ms,
@@ -162,4 +171,40 @@ pub(crate) fn write_batch(header: &BatchHeader, body: &[u8]) -> Vec<u8> {
     let crc = crc_of(&out);
     out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
     out
+}
+
+/// A transaction marker: the control batch a transaction coordinator writes into each
+/// partition of a transaction when it ends, as Kafka writes it (one record, key
+/// `[version 0, type]`, value `[version 0, coordinator epoch]`, uncompressed).
+pub fn control_batch(
+    marker: ControlType,
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4);
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&(marker as i16).to_be_bytes());
+    let mut value = Vec::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let mut records = Vec::new();
+    encode_record(&mut records, 0, 0, 0, Some(&key), Some(&value), &[]);
+    let header = BatchHeader {
+        base_offset: 0,
+        batch_length: 0,
+        partition_leader_epoch: -1,
+        magic: MAGIC_V2,
+        crc: 0,
+        attributes: ATTR_TRANSACTIONAL | ATTR_CONTROL,
+        last_offset_delta: 0,
+        base_timestamp: timestamp_ms,
+        max_timestamp: timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence: -1,
+        records_count: 1,
+    };
+    write_batch(&header, &records)
 }

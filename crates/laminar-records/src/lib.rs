@@ -30,7 +30,7 @@ mod record;
 mod stream;
 pub mod varint;
 
-pub use builder::{BatchBuilder, RecordSpec};
+pub use builder::{control_batch, BatchBuilder, RecordSpec};
 pub use compression::{compress, decompress, Compression};
 pub use record::{Header, Record, RecordIter};
 pub use stream::validate_compressed;
@@ -58,8 +58,39 @@ pub const RECORDS_COUNT_POS: usize = 57;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
-const ATTR_TRANSACTIONAL: i16 = 0x10;
-const ATTR_CONTROL: i16 = 0x20;
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub const ATTR_CONTROL: i16 = 0x20;
+
+/// The kind of a control record: the type field of its key. Kafka defines 0 and 1 as the
+/// transaction markers; later types (KRaft's) never appear in a partition's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i16)]
+pub enum ControlType {
+    Abort = 0,
+    Commit = 1,
+}
+
+/// The marker a control batch holds, read from its first record's key. `None` for a batch
+/// that is not a control batch, or a control record of another type. The batch must have
+/// been validated (control batches are never compressed).
+pub fn control_type(batch: &[u8]) -> Option<ControlType> {
+    let h = BatchHeader::parse(batch).ok()?;
+    if !h.is_control() || h.records_count < 1 || h.compression().ok()? != Compression::None {
+        return None;
+    }
+    let record = RecordIter::new(&batch[BATCH_HEADER_BYTES..], h.records_count)
+        .next()?
+        .ok()?;
+    let key = record.key?;
+    if key.len() < 4 {
+        return None;
+    }
+    match i16::from_be_bytes([key[2], key[3]]) {
+        0 => Some(ControlType::Abort),
+        1 => Some(ControlType::Commit),
+        _ => None,
+    }
+}
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum RecordsError {
@@ -359,5 +390,36 @@ mod tests {
             decode_records(&batch, 1 << 20),
             Err(RecordsError::DecompressedTooLarge { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+
+    #[test]
+    fn control_batches_round_trip() {
+        for marker in [ControlType::Abort, ControlType::Commit] {
+            let batch = control_batch(marker, 42, 3, 7, 1_700_000_000_000);
+            let h = validate_batch(&batch).unwrap();
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!((h.producer_id, h.producer_epoch, h.records_count), (42, 3, 1));
+            assert_eq!(control_type(&batch), Some(marker));
+        }
+        let mut b = BatchBuilder::new(Compression::None, 0)
+            .producer(42, 3, 0)
+            .transactional();
+        b.push(RecordSpec {
+            key: Some(vec![0, 0, 0, 1]),
+            ..Default::default()
+        });
+        let data = b.build().unwrap();
+        let h = validate_batch(&data).unwrap();
+        assert!(h.is_transactional() && !h.is_control());
+        assert_eq!(
+            control_type(&data),
+            None,
+            "a data batch is no marker, whatever its key"
+        );
     }
 }

@@ -1,66 +1,105 @@
 //! The per-partition recovery-point checkpoint, written atomically: a temporary file,
 //! fsync, rename over the old one, fsync of the directory.
 //!
-//! Layout (34 bytes, big-endian): magic `LMRP`, version u16 = 1, next_offset i64,
-//! segment_base i64, position u64, CRC-32C u32 of the 30 bytes before it.
+//! Layout (big-endian): magic `LMRP`, version u16, next_offset i64, segment_base i64,
+//! position u64; from version 2, the transactions open at the recovery point: count u32, then
+//! (producer id i64, first offset i64) each; last, a CRC-32C u32 of every byte before it.
+//! Version 1 (34 bytes) was written before transactions existed: none were open.
 
 use std::path::Path;
 
 use crate::backend::{read_exact_at, write_atomically, Storage};
 use crate::error::{IoContext, Result};
+use crate::txn::OpenTxns;
 use crate::types::{FilePos, Offset, RecoveryPoint};
 
 pub const CHECKPOINT_FILE: &str = "recovery-point";
 const MAGIC: &[u8; 4] = b"LMRP";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+const FIXED_BYTES: usize = 30;
+/// A version 1 file, and the smallest version 2 one (no open transactions) less 4.
 pub const CHECKPOINT_BYTES: usize = 34;
+/// More open transactions than this in one partition is not a checkpoint this broker wrote.
+const OPEN_TXNS_MAX: usize = 1 << 20;
 
-pub fn encode(rp: &RecoveryPoint) -> [u8; CHECKPOINT_BYTES] {
-    let mut out = [0u8; CHECKPOINT_BYTES];
-    out[0..4].copy_from_slice(MAGIC);
-    out[4..6].copy_from_slice(&VERSION.to_be_bytes());
-    out[6..14].copy_from_slice(&rp.next_offset.0.to_be_bytes());
-    out[14..22].copy_from_slice(&rp.segment_base.0.to_be_bytes());
-    out[22..30].copy_from_slice(&rp.position.0.to_be_bytes());
-    let crc = crc32c::crc32c(&out[..30]);
-    out[30..34].copy_from_slice(&crc.to_be_bytes());
+/// What the checkpoint holds: the recovery point, and the transactions open there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub point: RecoveryPoint,
+    pub open_txns: OpenTxns,
+}
+
+pub fn encode(rp: &RecoveryPoint, open: &OpenTxns) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 16 * open.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&rp.next_offset.0.to_be_bytes());
+    out.extend_from_slice(&rp.segment_base.0.to_be_bytes());
+    out.extend_from_slice(&rp.position.0.to_be_bytes());
+    out.extend_from_slice(&(open.len() as u32).to_be_bytes());
+    for (pid, first) in open.entries() {
+        out.extend_from_slice(&pid.to_be_bytes());
+        out.extend_from_slice(&first.0.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_be_bytes());
     out
 }
 
-pub fn decode(bytes: &[u8]) -> Option<RecoveryPoint> {
-    if bytes.len() != CHECKPOINT_BYTES || &bytes[0..4] != MAGIC {
+pub fn decode(bytes: &[u8]) -> Option<Checkpoint> {
+    if bytes.len() < CHECKPOINT_BYTES || &bytes[0..4] != MAGIC {
         return None;
     }
-    if u16::from_be_bytes(bytes[4..6].try_into().unwrap()) != VERSION {
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().unwrap()) {
         return None;
     }
-    if crc32c::crc32c(&bytes[..30]) != u32::from_be_bytes(bytes[30..34].try_into().unwrap()) {
-        return None;
-    }
-    let rp = RecoveryPoint {
-        next_offset: Offset(i64::from_be_bytes(bytes[6..14].try_into().unwrap())),
-        segment_base: Offset(i64::from_be_bytes(bytes[14..22].try_into().unwrap())),
-        position: FilePos(u64::from_be_bytes(bytes[22..30].try_into().unwrap())),
+    let at = |i: usize| i64::from_be_bytes(body[i..i + 8].try_into().unwrap());
+    let point = RecoveryPoint {
+        next_offset: Offset(at(6)),
+        segment_base: Offset(at(14)),
+        position: FilePos(at(22) as u64),
     };
-    (rp.next_offset >= rp.segment_base && rp.segment_base.0 >= 0).then_some(rp)
+    let open_txns = match u16::from_be_bytes(body[4..6].try_into().unwrap()) {
+        1 if body.len() == FIXED_BYTES => OpenTxns::default(),
+        2 if body.len() >= FIXED_BYTES + 4 => {
+            let n = u32::from_be_bytes(body[30..34].try_into().unwrap()) as usize;
+            if n > OPEN_TXNS_MAX || body.len() != FIXED_BYTES + 4 + 16 * n {
+                return None;
+            }
+            let entries: Vec<(i64, Offset)> = (0..n)
+                .map(|i| (at(34 + 16 * i), Offset(at(42 + 16 * i))))
+                .collect();
+            if entries
+                .iter()
+                .any(|(pid, first)| *pid < 0 || *first > point.next_offset)
+            {
+                return None;
+            }
+            OpenTxns::from_entries(entries)
+        }
+        _ => return None,
+    };
+    (point.next_offset >= point.segment_base && point.segment_base.0 >= 0)
+        .then_some(Checkpoint { point, open_txns })
 }
 
 /// Reads the checkpoint of the log in `dir`. A missing or invalid one reads as `None`, and
 /// recovery then scans the whole log.
-pub fn read(storage: &dyn Storage, dir: &Path) -> Option<RecoveryPoint> {
+pub fn read(storage: &dyn Storage, dir: &Path) -> Option<Checkpoint> {
     let path = dir.join(CHECKPOINT_FILE);
     let file = storage.open(&path, false).ok()?;
-    let len = file.len().ok()?;
-    if len != CHECKPOINT_BYTES as u64 {
+    let len = file.len().ok()? as usize;
+    if len > FIXED_BYTES + 8 + 16 * OPEN_TXNS_MAX {
         return None;
     }
-    let mut buf = [0u8; CHECKPOINT_BYTES];
+    let mut buf = vec![0u8; len];
     read_exact_at(file.as_ref(), &mut buf, 0).ok()?;
     decode(&buf)
 }
 
-pub fn write(storage: &dyn Storage, dir: &Path, rp: &RecoveryPoint) -> Result<()> {
-    write_atomically(storage, dir, CHECKPOINT_FILE, &encode(rp))
+pub fn write(storage: &dyn Storage, dir: &Path, rp: &RecoveryPoint, open: &OpenTxns) -> Result<()> {
+    write_atomically(storage, dir, CHECKPOINT_FILE, &encode(rp, open))
         .ctx("write checkpoint", &dir.join(CHECKPOINT_FILE))
 }
 
@@ -75,13 +114,30 @@ mod tests {
             segment_base: Offset(1000),
             position: FilePos(98765),
         };
-        let bytes = encode(&rp);
-        assert_eq!(decode(&bytes), Some(rp));
-        for i in 0..CHECKPOINT_BYTES {
-            let mut bad = bytes;
-            bad[i] ^= 0x10;
-            assert_eq!(decode(&bad), None, "flip at {i}");
+        let open = OpenTxns::from_entries([(5, Offset(1001)), (3, Offset(1200))]);
+        for open in [OpenTxns::default(), open] {
+            let bytes = encode(&rp, &open);
+            let want = Checkpoint {
+                point: rp,
+                open_txns: open.clone(),
+            };
+            assert_eq!(decode(&bytes), Some(want));
+            for i in 0..bytes.len() {
+                let mut bad = bytes.clone();
+                bad[i] ^= 0x10;
+                assert_eq!(decode(&bad), None, "flip at {i}");
+            }
+            assert_eq!(decode(&bytes[..20]), None);
         }
-        assert_eq!(decode(&bytes[..20]), None);
+        // Version 1, as written before transactions.
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(b"LMRP");
+        v1.extend_from_slice(&1u16.to_be_bytes());
+        v1.extend_from_slice(&1234i64.to_be_bytes());
+        v1.extend_from_slice(&1000i64.to_be_bytes());
+        v1.extend_from_slice(&98765u64.to_be_bytes());
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(decode(&v1).map(|c| c.point), Some(rp));
     }
 }

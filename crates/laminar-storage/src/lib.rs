@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod residency;
 pub mod segment;
 pub mod store;
+pub mod txn;
 pub mod types;
 mod wait;
 

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Instant;
 
 use laminar_records::{
-    validate_batches, validate_stored_batch, BatchHeader, Compression, RecordIter, BATCH_HEADER_BYTES,
-    LOG_OVERHEAD_BYTES,
+    control_type, validate_batches, validate_stored_batch, BatchHeader, Compression, RecordIter,
+    BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES,
 };
 
 use crate::backend::{read_exact_at, Storage, StorageFile};
@@ -34,6 +34,7 @@ use crate::metrics::StorageMetrics;
 use crate::segment::{
     self, Segment, CLEANED_SUFFIX, DATA_SUFFIX, INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
+use crate::txn::{AbortedTxn, OpenTxns, TxnIndex, TXN_INDEX_CLEANED_SUFFIX, TXN_INDEX_SUFFIX};
 use crate::types::{now_ms, FilePos, Offset, RecoveryPoint};
 use crate::wait::{Completion, FlushWait};
 
@@ -80,6 +81,8 @@ pub struct LogRead {
     pub range: Option<FileRange>,
     pub log_start: Offset,
     pub log_end: Offset,
+    /// Every record below it is decided: no transaction open here starts below it.
+    pub last_stable: Offset,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +112,17 @@ struct View {
     segments: Vec<Arc<Segment>>,
     log_start: Offset,
     log_end: Offset,
+    /// The transactions open in this log. Changed with `log_end`, under the same lock, so
+    /// that a reader never sees records of a transaction without it being open.
+    open_txns: OpenTxns,
+}
+
+impl View {
+    fn last_stable(&self) -> Offset {
+        self.open_txns
+            .first_unstable()
+            .map_or(self.log_end, |o| o.min(self.log_end))
+    }
 }
 
 struct Appender {
@@ -184,7 +198,7 @@ impl Log {
             reason,
         })?;
         storage.create_dir_all(dir).ctx("create directory", dir)?;
-        let (segments, report) = recover(storage.as_ref(), dir, &config, clean)?;
+        let (segments, report, open_txns) = recover(storage.as_ref(), dir, &config, clean)?;
         let active = segments
             .last()
             .expect("recovery leaves at least one segment")
@@ -212,6 +226,7 @@ impl Log {
                 segments,
                 log_start,
                 log_end,
+                open_txns: open_txns.clone(),
             }),
             flush_state: Mutex::new(FlushState {
                 flushed,
@@ -234,7 +249,7 @@ impl Log {
         });
         // Recovery read every byte it kept from disk, and synced what it truncated, so the
         // whole log is now durable: record that as the new recovery point.
-        checkpoint::write(log.storage.as_ref(), dir, &flushed)?;
+        checkpoint::write(log.storage.as_ref(), dir, &flushed, &open_txns)?;
         Ok(log)
     }
 
@@ -462,6 +477,7 @@ impl Log {
         // overwrites and recovery truncates: the log itself is unchanged.
         written.ctx("write", &active.data_path)?;
 
+        let open_txns = self.track_txns(&active, batches, &headers)?;
         let mut max_timestamp_ms = i64::MIN;
         {
             let mut idx = active.indexes.lock().unwrap();
@@ -483,6 +499,9 @@ impl Log {
             let mut view = self.view.write().unwrap();
             active.set_end(FilePos(end), next);
             view.log_end = next;
+            if let Some(open) = open_txns {
+                view.open_txns = open;
+            }
         }
         drop(app);
 
@@ -497,6 +516,94 @@ impl Log {
             max_timestamp_ms,
             records,
         })
+    }
+
+    /// The transactions open after the batches just written (offsets assigned), if any of
+    /// them is transactional, with the aborts they end added to `active`'s index. Called with
+    /// the append lock held, before the batches are published.
+    fn track_txns(
+        &self,
+        active: &Segment,
+        batches: &[u8],
+        headers: &[(BatchHeader, usize, usize)],
+    ) -> Result<Option<OpenTxns>> {
+        if !headers.iter().any(|(h, _, _)| h.is_transactional()) {
+            return Ok(None);
+        }
+        let mut open = self.view.read().unwrap().open_txns.clone();
+        let mut aborted = Vec::new();
+        for (_, start, stop) in headers {
+            // Parsed again for the base offset just assigned.
+            let h = BatchHeader::parse(&batches[*start..*stop]).expect("a validated batch");
+            let marker = if h.is_control() {
+                control_type(&batches[*start..*stop])
+            } else {
+                None
+            };
+            // The stable offset right after the marker (not after the whole append, which
+            // may open another transaction): readers stop their search of the index there.
+            aborted.extend(open.on_batch(&h, marker, Offset(h.next_offset())));
+        }
+        if !aborted.is_empty() {
+            // Written with the data, synced by the flusher before the checkpoint passes it.
+            // Readers may see the entries before the batches: harmless, as the transaction
+            // stays open (and the stable offset below it) until they are published.
+            let mut txns = active.txns.lock().unwrap();
+            txns.entries.extend(aborted);
+            match txns.write_new(self.storage.as_ref(), &active.txn_index_path) {
+                Ok(created) => {
+                    if created {
+                        self.dir_unsynced.store(true, Ordering::Release);
+                    }
+                }
+                Err(e) => {
+                    let written = txns.written;
+                    txns.entries.truncate(written);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Some(open))
+    }
+
+    /// The offset below which every record is decided (committed, aborted, or in no
+    /// transaction): what `read_committed` consumers may read up to.
+    pub fn last_stable_offset(&self) -> Offset {
+        self.view.read().unwrap().last_stable()
+    }
+
+    /// The transactions open in this log, by producer id and first offset.
+    pub fn open_txns(&self) -> Vec<(i64, Offset)> {
+        self.view.read().unwrap().open_txns.entries().collect()
+    }
+
+    /// The aborted transactions that hold records in `[from, upper)`, as a fetch returns them
+    /// to a `read_committed` consumer. An entry lives in the segment of its marker, which
+    /// lies at or after `from` for every transaction that reaches `from`; the search ends at
+    /// the first entry whose stable offset reaches `upper`, as every transaction that
+    /// starts below `upper` ended by then (Kafka's rule).
+    pub fn aborted_txns(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        let segments: Vec<Arc<Segment>> = {
+            let view = self.view.read().unwrap();
+            let i = view
+                .segments
+                .partition_point(|s| s.base <= from)
+                .saturating_sub(1);
+            view.segments[i..].to_vec()
+        };
+        let mut out = Vec::new();
+        for seg in &segments {
+            let txns = seg.txns.lock().unwrap();
+            for e in &txns.entries {
+                if e.last_offset >= from && e.first_offset < upper {
+                    out.push(*e);
+                }
+                if e.last_stable_offset >= upper {
+                    return out;
+                }
+            }
+        }
+        out
     }
 
     /// Seals the active segment and starts a new one at `log_end`. The sealed file is
@@ -599,7 +706,7 @@ impl Log {
         self.flush_requested.store(false, Ordering::Release);
         let unflushed_before = self.records_unflushed.load(Ordering::Relaxed);
         let flushed = self.flush_state.lock().unwrap().flushed;
-        let (segments, target) = {
+        let (segments, target, open_txns) = {
             let view = self.view.read().unwrap();
             let segments: Vec<Arc<Segment>> = view
                 .segments
@@ -613,7 +720,7 @@ impl Log {
                 segment_base: active.base,
                 position: active.end_pos(),
             };
-            (segments, target)
+            (segments, target, view.open_txns.clone())
         };
         let pending_indexes = segments.iter().any(|s| s.is_sealed() && !s.indexes_durable());
         let checkpointed = *self.checkpointed.lock().unwrap();
@@ -660,6 +767,20 @@ impl Log {
             }
             self.metrics.metadata_fsync_us.record_since(t);
         }
+        // Aborted-transaction entries cannot be rebuilt once the checkpoint passes their
+        // markers: they are durable first. (Written before `target` was read, like the data.)
+        for seg in &segments {
+            let unsynced = seg.txns.lock().unwrap().unsynced();
+            if let Some((file, written)) = unsynced {
+                let t = Instant::now();
+                if let Err(e) = file.sync_data().ctx("fdatasync", &seg.txn_index_path) {
+                    return Err(self.go_offline(&e));
+                }
+                self.metrics.metadata_fsync_us.record_since(t);
+                let mut txns = seg.txns.lock().unwrap();
+                txns.synced = txns.synced.max(written);
+            }
+        }
         // Group commit: everything appended before the fsync started is durable, so every
         // waiter for an offset below `target` completes now, together.
         let done: Vec<Arc<Completion>> = {
@@ -699,7 +820,7 @@ impl Log {
                 Some(active) => active.persist_indexes(self.storage.as_ref(), false),
                 None => Ok(()),
             }
-            .and_then(|()| checkpoint::write(self.storage.as_ref(), &self.dir, &target));
+            .and_then(|()| checkpoint::write(self.storage.as_ref(), &self.dir, &target, &open_txns));
             match written {
                 Ok(()) => {
                     *self.checkpointed.lock().unwrap() = target;
@@ -720,8 +841,19 @@ impl Log {
     /// it with `min_one_batch`, as Kafka returns the first batch whole). May read batch
     /// headers from disk, so it runs on a storage or I/O thread, never a socket thread.
     pub fn read(&self, start: Offset, max_bytes: u64, min_one_batch: bool) -> Result<LogRead> {
+        self.read_to(start, max_bytes, min_one_batch, Offset(i64::MAX))
+    }
+
+    /// Like [`Log::read`], but returns only batches below `upper` (which is a batch
+    /// boundary, such as the last stable offset for a `read_committed` consumer).
+    pub fn read_committed(&self, start: Offset, max_bytes: u64, min_one_batch: bool) -> Result<LogRead> {
+        self.read_to(start, max_bytes, min_one_batch, Offset(-1))
+    }
+
+    /// Reads below `upper`; -1 stands for the last stable offset, taken with the log's end.
+    fn read_to(&self, start: Offset, max_bytes: u64, min_one_batch: bool, upper: Offset) -> Result<LogRead> {
         self.check_online()?;
-        let (segments, log_start, log_end) = {
+        let (segments, log_start, log_end, last_stable) = {
             let view = self.view.read().unwrap();
             let i = view
                 .segments
@@ -734,7 +866,12 @@ impl Log {
                 .take(READ_SEGMENTS_MAX)
                 .cloned()
                 .collect();
-            (segments, view.log_start, view.log_end)
+            (segments, view.log_start, view.log_end, view.last_stable())
+        };
+        let upper = if upper.0 < 0 {
+            last_stable
+        } else {
+            upper.min(log_end)
         };
         if start < log_start || start > log_end {
             return Err(StorageError::OffsetOutOfRange {
@@ -747,8 +884,9 @@ impl Log {
             range: None,
             log_start,
             log_end,
+            last_stable,
         };
-        if start == log_end {
+        if start >= upper {
             return Ok(empty);
         }
         let t = Instant::now();
@@ -781,26 +919,24 @@ impl Log {
                 pos += h.total_bytes() as u64;
             };
             if let Some(first) = first {
-                let range = self.range_from(seg, pos, first, max_bytes, min_one_batch)?;
+                let range = if first.base_offset < upper.0 {
+                    self.range_from(seg, pos, first, max_bytes, min_one_batch, upper)?
+                } else {
+                    None
+                };
                 self.metrics.segment_read_us.record_since(t);
-                return Ok(LogRead {
-                    range,
-                    log_start,
-                    log_end,
-                });
+                return Ok(LogRead { range, ..empty });
             }
         }
         // Only emptied batches up to the end: send the last, so the reader moves past it.
         let range = match passed_empty {
-            Some((seg, pos, h)) => self.range_from(seg, pos, h, max_bytes, min_one_batch)?,
-            None => None,
+            Some((seg, pos, h)) if h.base_offset < upper.0 => {
+                self.range_from(seg, pos, h, max_bytes, min_one_batch, upper)?
+            }
+            _ => None,
         };
         self.metrics.segment_read_us.record_since(t);
-        Ok(LogRead {
-            range,
-            log_start,
-            log_end,
-        })
+        Ok(LogRead { range, ..empty })
     }
 
     /// Whole batches of `seg` from the batch `first` at `pos`, up to `max_bytes` (or the
@@ -812,7 +948,9 @@ impl Log {
         first: BatchHeader,
         max_bytes: u64,
         min_one_batch: bool,
+        upper: Offset,
     ) -> Result<Option<FileRange>> {
+        debug_assert!(first.base_offset < upper.0);
         let end_pos = seg.end_pos().0;
         let first_bytes = first.total_bytes() as u64;
         if first_bytes > max_bytes && !min_one_batch {
@@ -829,16 +967,17 @@ impl Log {
             .offsets
             .floor_by_position(limit.min(u32::MAX as u64) as u32)
         {
-            if e.position as u64 > end && (e.position as u64) < end_pos {
+            let at = Offset(seg.base.0 + e.relative_offset as i64);
+            if e.position as u64 > end && (e.position as u64) < end_pos && at <= upper {
                 end = e.position as u64;
-                next = Offset(seg.base.0 + e.relative_offset as i64);
+                next = at;
             }
         }
         while end < end_pos {
             let Some(h) = seg.read_header(end, end_pos)? else {
                 break;
             };
-            if end + h.total_bytes() as u64 > limit {
+            if end + h.total_bytes() as u64 > limit || h.base_offset >= upper.0 {
                 break;
             }
             end += h.total_bytes() as u64;
@@ -1041,6 +1180,24 @@ impl Log {
                 .ctx("remove", cleaned_path)?;
             return Ok(false);
         };
+        // The aborted transactions of the segments replaced, in one index, durable before
+        // the commit point (recovery renames it into place with the swap).
+        let merged: Vec<AbortedTxn> = old
+            .iter()
+            .flat_map(|s| s.txns.lock().unwrap().entries.clone())
+            .collect();
+        let merged_path = self
+            .dir
+            .join(segment::file_name(cleaned.base, TXN_INDEX_CLEANED_SUFFIX));
+        let merged_index = if merged.is_empty() {
+            TxnIndex::default()
+        } else {
+            let index = TxnIndex::rewrite(self.storage.as_ref(), &merged_path, merged)?;
+            self.storage
+                .sync_dir(&self.dir)
+                .ctx("fsync directory", &self.dir)?;
+            index
+        };
         let swap_path = self.dir.join(segment::file_name(cleaned.base, SWAP_SUFFIX));
         self.storage
             .rename(cleaned_path, &swap_path)
@@ -1050,7 +1207,12 @@ impl Log {
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
             for seg in old {
-                for path in [&seg.index_path, &seg.time_index_path, &seg.data_path] {
+                for path in [
+                    &seg.index_path,
+                    &seg.time_index_path,
+                    &seg.txn_index_path,
+                    &seg.data_path,
+                ] {
                     match self.storage.remove_file(path) {
                         Ok(()) => {}
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1061,6 +1223,11 @@ impl Log {
             self.storage
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
+            if !merged_index.entries.is_empty() {
+                self.storage
+                    .rename(&merged_path, &cleaned.txn_index_path)
+                    .ctx("rename", &merged_path)?;
+            }
             self.storage
                 .rename(&swap_path, &cleaned.data_path)
                 .ctx("rename", &swap_path)?;
@@ -1080,6 +1247,7 @@ impl Log {
         }
         self.metrics.metadata_fsync_us.record_since(t);
         debug_assert!(cleaned.indexes_durable());
+        *cleaned.txns.lock().unwrap() = merged_index;
         let mut view = self.view.write().unwrap();
         view.segments.splice(at..at + old.len(), [cleaned]);
         Ok(true)
@@ -1089,7 +1257,12 @@ impl Log {
     fn remove_segments(&self, doomed: &[Arc<Segment>]) -> Result<()> {
         for seg in doomed {
             // Readers holding this segment keep their open descriptor; unlinking is safe.
-            for path in [&seg.data_path, &seg.index_path, &seg.time_index_path] {
+            for path in [
+                &seg.data_path,
+                &seg.index_path,
+                &seg.time_index_path,
+                &seg.txn_index_path,
+            ] {
                 match self.storage.remove_file(path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1130,6 +1303,21 @@ impl Log {
         active.indexes.lock().unwrap().add_time_entry();
         self.flush()?;
         active.persist_indexes(self.storage.as_ref(), true)?;
+        // A clean start trusts the checkpoint for the transactions open at the end, so it
+        // must be current (a flush tolerates a failed checkpoint write; close does not).
+        let (point, open) = {
+            let view = self.view.read().unwrap();
+            let point = RecoveryPoint {
+                next_offset: view.log_end,
+                segment_base: active.base,
+                position: active.end_pos(),
+            };
+            (point, view.open_txns.clone())
+        };
+        if *self.checkpointed.lock().unwrap() != point || !open.is_empty() {
+            checkpoint::write(self.storage.as_ref(), &self.dir, &point, &open)?;
+            *self.checkpointed.lock().unwrap() = point;
+        }
         Ok(())
     }
 
@@ -1153,7 +1341,7 @@ fn recover(
     dir: &Path,
     config: &LogConfig,
     clean: bool,
-) -> Result<(Vec<Arc<Segment>>, RecoveryReport)> {
+) -> Result<(Vec<Arc<Segment>>, RecoveryReport, OpenTxns)> {
     let mut names = storage.list_dir(dir).ctx("list", dir)?;
     if finish_swaps(storage, dir, &names)? {
         names = storage.list_dir(dir).ctx("list", dir)?;
@@ -1166,15 +1354,25 @@ fn recover(
     // Index files without a data file, temporary files and a cleaning pass's unfinished
     // output are left-overs of a crash.
     for name in &names {
-        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
             .iter()
             .any(|sfx| segment::parse_file_name(name, sfx).is_some_and(|b| !bases.contains(&b)));
-        if orphan || name.ends_with(".tmp") || segment::parse_file_name(name, CLEANED_SUFFIX).is_some() {
+        if orphan
+            || name.ends_with(".tmp")
+            || segment::parse_file_name(name, CLEANED_SUFFIX).is_some()
+            || segment::parse_file_name(name, TXN_INDEX_CLEANED_SUFFIX).is_some()
+        {
             let path = dir.join(name);
             storage.remove_file(&path).ctx("remove", &path)?;
         }
     }
-    let recovery_point = checkpoint::read(storage, dir);
+    let checkpoint = checkpoint::read(storage, dir);
+    let recovery_point = checkpoint.as_ref().map(|c| c.point);
+    // The transactions open at the recovery point; recovery follows the batches after it.
+    let mut open_txns = checkpoint.map(|c| c.open_txns).unwrap_or_default();
+    // A clean shutdown wrote the checkpoint last; without one, what was open is unknown and
+    // every batch is read again.
+    let clean = clean && recovery_point.is_some();
     let mut report = RecoveryReport {
         clean,
         recovery_point,
@@ -1183,7 +1381,7 @@ fn recover(
     if bases.is_empty() {
         let seg = Segment::new(storage, dir, Offset(0), true, now_ms())?;
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
-        return Ok((vec![Arc::new(seg)], report));
+        return Ok((vec![Arc::new(seg)], report, OpenTxns::default()));
     }
 
     let mut segments: Vec<Arc<Segment>> = Vec::new();
@@ -1213,10 +1411,18 @@ fn recover(
                 _ => 0,
             }
         };
-        let stopped = load_segment(storage, &seg, config, trusted, file_len, &mut report)?;
+        let stopped = load_segment(
+            storage,
+            &seg,
+            config,
+            trusted,
+            file_len,
+            &mut report,
+            &mut open_txns,
+        )?;
         expected = Some(seg.next_offset());
         let seg = Arc::new(seg);
-        if let Some(reason) = stopped {
+        if let Some(reason) = stopped.stopped {
             let at = seg.end_pos();
             report.truncated_at.get_or_insert((seg.next_offset(), at, reason));
             seg.file.set_len(at.0).ctx("truncate", &seg.data_path)?;
@@ -1251,7 +1457,7 @@ fn recover(
     if report.segments_deleted > 0 {
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
     }
-    Ok((segments, report))
+    Ok((segments, report, open_txns))
 }
 
 /// Finishes every cleaner swap a crash interrupted after its commit point: a `B.log.swap`
@@ -1287,7 +1493,7 @@ fn finish_swaps(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<b
             });
         };
         for name in names {
-            let replaced = [DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+            let replaced = [DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
                 .iter()
                 .any(|sfx| segment::parse_file_name(name, sfx).is_some_and(|b| b >= base && b < end));
             if replaced {
@@ -1296,6 +1502,12 @@ fn finish_swaps(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<b
             }
         }
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
+        // The pass's merged aborted-transaction index, synced before the swap began.
+        let merged = dir.join(segment::file_name(base, TXN_INDEX_CLEANED_SUFFIX));
+        if names.iter().any(|n| dir.join(n) == merged) {
+            let to = dir.join(segment::file_name(base, TXN_INDEX_SUFFIX));
+            storage.rename(&merged, &to).ctx("rename", &merged)?;
+        }
         let data = dir.join(segment::file_name(base, DATA_SUFFIX));
         storage.rename(&path, &data).ctx("rename", &path)?;
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
@@ -1310,7 +1522,7 @@ fn delete_segments(
     report: &mut RecoveryReport,
 ) -> Result<()> {
     for &base in bases {
-        for sfx in [DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for sfx in [DATA_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             let path = dir.join(segment::file_name(base, sfx));
             match storage.remove_file(&path) {
                 Ok(()) => {}
@@ -1334,7 +1546,8 @@ fn load_segment(
     trusted: u64,
     file_len: u64,
     report: &mut RecoveryReport,
-) -> Result<Option<String>> {
+    open_txns: &mut OpenTxns,
+) -> Result<Loaded> {
     use crate::index::{Index, OffsetEntry, TimeEntry};
     let load = |path: &Path| -> Option<Arc<dyn StorageFile>> { storage.open(path, false).ok() };
     let offsets = load(&seg.index_path).and_then(|f| Index::<OffsetEntry>::load(&f).ok());
@@ -1382,15 +1595,44 @@ fn load_segment(
         buf: Vec::new(),
         buf_pos: 0,
         validated_bytes: 0,
+        open_txns,
+        first_validated: None,
+        aborted: Vec::new(),
     };
     let stopped = walk.run()?;
     report.validated_bytes += walk.validated_bytes;
     seg.set_end(FilePos(walk.pos), walk.next);
     let (end_pos, end_rel) = (walk.pos, seg.relative(walk.next));
-    let mut idx = seg.indexes.lock().unwrap();
-    idx.offsets.truncate_while(|e| (e.position as u64) < end_pos);
-    idx.times.truncate_while(|e| e.relative_offset < end_rel);
-    Ok(stopped)
+    {
+        let mut idx = seg.indexes.lock().unwrap();
+        idx.offsets.truncate_while(|e| (e.position as u64) < end_pos);
+        idx.times.truncate_while(|e| e.relative_offset < end_rel);
+    }
+    // The aborted-transaction index: entries for markers in the trusted part stand (they
+    // were synced before the checkpoint passed them); those from the validated part are
+    // rebuilt from the markers found, and the file rewritten if that changes it.
+    let loaded = TxnIndex::load(storage, &seg.txn_index_path)?;
+    let valid_below = walk.first_validated.unwrap_or(walk.next).min(walk.next);
+    let mut entries: Vec<AbortedTxn> = loaded
+        .entries
+        .iter()
+        .copied()
+        .filter(|e| e.last_offset < valid_below)
+        .collect();
+    entries.append(&mut walk.aborted);
+    let txns = if entries == loaded.entries {
+        loaded
+    } else {
+        TxnIndex::rewrite(storage, &seg.txn_index_path, entries)?
+    };
+    *seg.txns.lock().unwrap() = txns;
+    Ok(Loaded { stopped })
+}
+
+/// What loading a segment found.
+struct Loaded {
+    /// Why the walk stopped before the file's end, if it did.
+    stopped: Option<String>,
 }
 
 struct Walk<'a> {
@@ -1403,6 +1645,12 @@ struct Walk<'a> {
     buf: Vec<u8>,
     buf_pos: u64,
     validated_bytes: u64,
+    /// Transactions open before the batch at `pos`, followed through validated batches.
+    open_txns: &'a mut OpenTxns,
+    /// The base offset of the first batch validated.
+    first_validated: Option<Offset>,
+    /// Transactions that validated abort markers end.
+    aborted: Vec<AbortedTxn>,
 }
 
 impl Walk<'_> {
@@ -1481,6 +1729,15 @@ impl Walk<'_> {
             );
             if validate {
                 self.validated_bytes += total as u64;
+                self.first_validated.get_or_insert(Offset(header.base_offset));
+                if header.is_transactional() {
+                    let at = self.fill(total)?;
+                    let marker = control_type(&self.buf[at..at + total]);
+                    let ended = self
+                        .open_txns
+                        .on_batch(&header, marker, Offset(header.next_offset()));
+                    self.aborted.extend(ended);
+                }
             }
             self.pos += total as u64;
             self.next = Offset(header.next_offset());

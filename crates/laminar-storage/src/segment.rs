@@ -88,6 +88,7 @@ pub struct Segment {
     pub data_path: PathBuf,
     pub index_path: PathBuf,
     pub time_index_path: PathBuf,
+    pub txn_index_path: PathBuf,
     pub file: Arc<dyn StorageFile>,
     /// Exclusive end of the valid data. Bytes after it are preallocated zeros or garbage.
     end_pos: AtomicU64,
@@ -95,6 +96,8 @@ pub struct Segment {
     next_offset: AtomicI64,
     pub created_ms: i64,
     pub indexes: Mutex<SegmentIndexes>,
+    /// The transactions aborted by a marker in this segment (see `crate::txn`).
+    pub txns: Mutex<crate::txn::TxnIndex>,
     /// No more appends: the file is trimmed and its indexes are final.
     sealed: AtomicBool,
     /// Sealed, and its index files are written and synced.
@@ -126,6 +129,7 @@ impl Segment {
             base,
             index_path: dir.join(file_name(base, INDEX_SUFFIX)),
             time_index_path: dir.join(file_name(base, TIME_INDEX_SUFFIX)),
+            txn_index_path: crate::txn::txn_index_path(dir, base),
             data_path: dir.join(file_name(base, DATA_SUFFIX)),
             file,
             end_pos: AtomicU64::new(0),
@@ -135,6 +139,7 @@ impl Segment {
                 max_timestamp_ms: i64::MIN,
                 ..Default::default()
             }),
+            txns: Mutex::new(Default::default()),
             sealed: AtomicBool::new(false),
             indexes_durable: AtomicBool::new(false),
         }

@@ -26,7 +26,7 @@ impl fmt::Display for FilePos {
 /// The point up to which a log is known to be on disk: every record below `next_offset` has
 /// been fsynced. `segment_base` and `position` say where that point is in the files, so
 /// recovery can start scanning there instead of at the start of the segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecoveryPoint {
     /// Exclusive: the offset of the first record that may not be durable.
     pub next_offset: Offset,

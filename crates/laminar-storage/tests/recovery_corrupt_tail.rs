@@ -69,7 +69,7 @@ fn run_case(seed: u64) {
     let active_base: i64 = active.file_stem().unwrap().to_str().unwrap().parse().unwrap();
     // The recovery point's position in the active segment, if it lies there: damage is only
     // ever done after it, as a crash only ever damages what was not yet synced.
-    let rp = laminar_storage::checkpoint::read(sim.as_ref(), &dir);
+    let rp = laminar_storage::checkpoint::read(sim.as_ref(), &dir).map(|c| c.point);
     let protected = match rp {
         Some(rp) if rp.segment_base.0 == active_base => rp.position.0 as usize,
         _ => 0,
