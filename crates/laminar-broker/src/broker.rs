@@ -80,6 +80,9 @@ pub struct Broker {
     pub producers: Producers,
     pub groups: Coordinator,
     pub group_store: GroupStore,
+    pub txns: crate::txn::TxnCoordinator,
+    /// `__transaction_state-0`: the transaction coordinator's log.
+    pub txn_log: Arc<laminar_storage::Log>,
     /// Woken after every append, for fetches waiting in long poll.
     pub data_arrived: Notify,
     pub advertised_host: String,
@@ -245,7 +248,7 @@ impl Broker {
             Request::ListOffsets(r) => handlers::list_offsets::handle(b, v, c, r).await,
             Request::CreateTopics(r) => handlers::create_topics::handle(b, v, c, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, v, c, r).await,
-            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, v, c, r),
+            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, v, c, r).await,
             Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, v, c, r),
             Request::CreatePartitions(r) => handlers::create_partitions::handle(b, v, c, r).await,
             Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, v, c, r),
@@ -271,6 +274,10 @@ impl Broker {
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r),
             Request::DescribeProducers(r) => handlers::describe_producers::handle(b, v, c, r),
             Request::ListPartitionReassignments(r) => handlers::list_partition_reassignments::handle(v, c, r),
+            Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, v, c, r).await,
+            Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, v, c, r).await,
+            Request::EndTxn(r) => handlers::end_txn::handle(b, v, c, r).await,
+            Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, v, c, r).await,
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
@@ -309,6 +316,7 @@ pub struct RunningBroker {
     producer_expiry: tokio::task::JoinHandle<()>,
     group_timer: tokio::task::JoinHandle<()>,
     group_writer: tokio::task::JoinHandle<()>,
+    txn_timer: tokio::task::JoinHandle<()>,
     metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
 }
 
@@ -341,7 +349,7 @@ impl RunningBroker {
         };
         let (advertised_host, advertised_port) = config.advertised(bound);
         let cfg = config.clone();
-        let (store, topics, producers, groups, group_store, quotas, was_empty) =
+        let (store, topics, producers, groups, group_store, quotas, was_empty, txns, txn_log) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
                 let mut storage: Arc<dyn Storage> = RealStorage::new();
                 if let Some(f) = &cfg.faults {
@@ -404,6 +412,14 @@ impl RunningBroker {
                 if replayed > 0 {
                     crate::info!("restored {replayed} group records");
                 }
+                let txn_log = store
+                    .log(&laminar_storage::LogId::new(crate::txn::log::TRANSACTION_TOPIC, 0))
+                    .ok_or_else(|| io::Error::other("__transaction_state-0 does not exist"))?;
+                let restored = crate::txn::log::replay(&txn_log).map_err(io::Error::other)?;
+                if !restored.is_empty() {
+                    crate::info!("restored {} transactional ids", restored.len());
+                }
+                let txns = crate::txn::TxnCoordinator::new(restored.into_values());
                 Ok((
                     store,
                     Arc::new(topics),
@@ -412,6 +428,8 @@ impl RunningBroker {
                     group_store,
                     quotas,
                     was_empty,
+                    txns,
+                    txn_log,
                 ))
             })
             .await
@@ -440,6 +458,8 @@ impl RunningBroker {
             producers,
             groups,
             group_store,
+            txns,
+            txn_log,
             data_arrived: Notify::new(),
             cluster_id: "laminar-cluster".to_string(),
             advertised_host,
@@ -520,6 +540,27 @@ impl RunningBroker {
                 b.persist_group_changes().await;
             }
         });
+        // Transactions found prepared were decided before the stop: end them now.
+        for prepared in broker.txns.prepared() {
+            crate::info!(
+                "completing transaction {:?} ({}) decided before the restart",
+                prepared.transactional_id,
+                prepared.status.name()
+            );
+            tokio::spawn(crate::txn::complete::complete(broker.clone(), prepared));
+        }
+        let b = broker.clone();
+        let txn_timer = tokio::spawn(async move {
+            let interval = Duration::from_millis(
+                b.config
+                    .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            );
+            loop {
+                tokio::time::sleep(interval).await;
+                crate::txn::complete::abort_timed_out(&b).await;
+                crate::txn::complete::expire_ids(&b).await;
+            }
+        });
         Ok(RunningBroker {
             broker,
             server,
@@ -527,6 +568,7 @@ impl RunningBroker {
             producer_expiry,
             group_timer,
             group_writer,
+            txn_timer,
             metrics_server,
         })
     }
@@ -547,6 +589,7 @@ impl RunningBroker {
         self.producer_expiry.abort();
         self.group_timer.abort();
         self.group_writer.abort();
+        self.txn_timer.abort();
         if let Some((_, task)) = &self.metrics_server {
             task.abort();
         }

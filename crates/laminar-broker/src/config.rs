@@ -219,6 +219,26 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "How often expired producer state is looked for.",
     },
     SettingDoc {
+        name: "transaction.max.timeout.ms",
+        default: "900000",
+        doc: "The longest transaction.timeout.ms a producer may ask for in InitProducerId.",
+    },
+    SettingDoc {
+        name: "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        default: "10000",
+        doc: "How often the transaction coordinator looks for transactions past their timeout, and aborts them.",
+    },
+    SettingDoc {
+        name: "transactional.id.expiration.ms",
+        default: "604800000",
+        doc: "A transactional id with no transaction in progress is forgotten this long after its last update.",
+    },
+    SettingDoc {
+        name: "transaction.state.log.segment.bytes",
+        default: "104857600",
+        doc: "Segment size of `__transaction_state`, set when the topic is created.",
+    },
+    SettingDoc {
         name: "metrics.listeners",
         default: "127.0.0.1:9644",
         doc: "Address of the Prometheus endpoint (GET /metrics); \"none\" turns it off (--metrics-listen).",
@@ -286,6 +306,10 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_bytes: u64,
     pub producer_id_expiration_ms: u64,
     pub producer_id_expiration_check_interval_ms: u64,
+    pub transaction_max_timeout_ms: u64,
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    pub transactional_id_expiration_ms: u64,
+    pub transaction_state_log_segment_bytes: u64,
     pub metrics_listen: Option<SocketAddr>,
     pub event_loop_stall_threshold_ms: u64,
     /// The settings given in `laminar.toml` or on the command line (the rest are defaults):
@@ -344,6 +368,10 @@ impl Default for BrokerConfig {
             offsets_topic_segment_bytes: 104_857_600,
             producer_id_expiration_ms: 86_400_000,
             producer_id_expiration_check_interval_ms: 600_000,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            transactional_id_expiration_ms: 604_800_000,
+            transaction_state_log_segment_bytes: 104_857_600,
             metrics_listen: Some("127.0.0.1:9644".parse().unwrap()),
             event_loop_stall_threshold_ms: 50,
             set_names: Default::default(),
@@ -525,6 +553,14 @@ impl BrokerConfig {
             "producer.id.expiration.check.interval.ms" => {
                 self.producer_id_expiration_check_interval_ms = positive(int()?)?
             }
+            "transaction.max.timeout.ms" => self.transaction_max_timeout_ms = positive(int()?)?,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+                self.transaction_abort_timed_out_transaction_cleanup_interval_ms = positive(int()?)?
+            }
+            "transactional.id.expiration.ms" => self.transactional_id_expiration_ms = positive(int()?)?,
+            "transaction.state.log.segment.bytes" => {
+                self.transaction_state_log_segment_bytes = positive(int()?)?
+            }
             "socket.send.chunk.bytes" => self.socket_send_chunk_bytes = positive(int()?)? as usize,
             "socket.send.buffer.bytes" => {
                 self.socket_send_buffer_bytes = opt_i64(int()?).filter(|&v| v > 0).map(|v| v as usize)
@@ -658,6 +694,19 @@ impl BrokerConfig {
             format!(
                 "producer.id.expiration.check.interval.ms = {}",
                 self.producer_id_expiration_check_interval_ms
+            ),
+            format!("transaction.max.timeout.ms = {}", self.transaction_max_timeout_ms),
+            format!(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms = {}",
+                self.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            ),
+            format!(
+                "transactional.id.expiration.ms = {}",
+                self.transactional_id_expiration_ms
+            ),
+            format!(
+                "transaction.state.log.segment.bytes = {}",
+                self.transaction_state_log_segment_bytes
             ),
             format!(
                 "metrics.listeners = {}",

@@ -21,6 +21,7 @@ pub mod producers;
 pub mod quotas;
 pub mod storage_pool;
 pub mod topics;
+pub mod txn;
 
 pub use broker::{Broker, RunningBroker};
 pub use config::BrokerConfig;

@@ -150,6 +150,21 @@ impl Producers {
         p.last_timestamp_ms = max_timestamp_ms;
     }
 
+    /// A transaction marker of this producer was appended: a marker with a newer epoch (a
+    /// fenced or bumped producer) makes every older epoch's batches refused from now on, and
+    /// the new epoch starts its sequences at 0.
+    pub fn on_marker(&self, topic: &str, partition: i32, producer_id: i64, epoch: i16, timestamp_ms: i64) {
+        let mut state = self.state.lock().unwrap();
+        let p = state
+            .entry((producer_id, topic.to_string(), partition))
+            .or_default();
+        if epoch > p.epoch || p.batches.is_empty() {
+            p.batches.clear();
+            p.epoch = epoch;
+        }
+        p.last_timestamp_ms = timestamp_ms;
+    }
+
     /// Forgets every producer whose last batch on a partition is older than `expiration_ms`
     /// (KIP-854; Kafka compares the batch's timestamp, as here). Its next batch with a sequence
     /// above 0 gets UNKNOWN_PRODUCER_ID, and the client starts its sequence again. Returns how
@@ -209,7 +224,9 @@ impl Producers {
             let mut pos = 0;
             while pos + laminar_records::BATCH_HEADER_BYTES <= buf.len() {
                 let h = BatchHeader::parse(&buf[pos..]).map_err(|e| e.to_string())?;
-                if h.producer_id >= 0 && h.base_offset >= offset.0 {
+                if h.producer_id >= 0 && h.base_offset >= offset.0 && h.is_control() {
+                    self.on_marker(topic, partition, h.producer_id, h.producer_epoch, h.max_timestamp);
+                } else if h.producer_id >= 0 && h.base_offset >= offset.0 {
                     let batch = ProducerBatch {
                         producer_id: h.producer_id,
                         epoch: h.producer_epoch,

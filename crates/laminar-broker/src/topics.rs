@@ -14,6 +14,7 @@ use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
 use crate::error_codes as ec;
 use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
+use crate::txn::log::TRANSACTION_TOPIC;
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.
@@ -73,7 +74,7 @@ pub struct Topics {
 /// Kafka's internal topics: listed in Metadata with `is_internal`, read by anyone, written
 /// only by the broker itself.
 pub fn is_internal(name: &str) -> bool {
-    name == OFFSETS_TOPIC
+    name == OFFSETS_TOPIC || name == TRANSACTION_TOPIC
 }
 
 pub fn valid_topic_name(name: &str) -> bool {
@@ -136,7 +137,13 @@ impl Topics {
             }
         }
         if topics.get(OFFSETS_TOPIC).is_none() {
-            topics.create_offsets_topic()?;
+            topics.create_internal_topic(OFFSETS_TOPIC, topics.config.offsets_topic_segment_bytes)?;
+        }
+        if topics.get(TRANSACTION_TOPIC).is_none() {
+            topics.create_internal_topic(
+                TRANSACTION_TOPIC,
+                topics.config.transaction_state_log_segment_bytes,
+            )?;
         }
         // Apply each topic's configs to its logs, and create any log that is missing (a
         // crash between the topics file and the log directories).
@@ -150,18 +157,16 @@ impl Topics {
         Ok(topics)
     }
 
-    /// Creates `__consumer_offsets` as Kafka does: one partition here (a single node), compacted,
-    /// its segment size from `offsets.topic.segment.bytes`, both as topic configs.
-    fn create_offsets_topic(&self) -> std::io::Result<()> {
+    /// Creates `__consumer_offsets` or `__transaction_state` as Kafka does: one partition here
+    /// (a single node), compacted, its segment size from `offsets.topic.segment.bytes` or
+    /// `transaction.state.log.segment.bytes`, both as topic configs.
+    fn create_internal_topic(&self, name: &str, segment_bytes: u64) -> std::io::Result<()> {
         let configs = BTreeMap::from([
             ("cleanup.policy".to_string(), "compact".to_string()),
-            (
-                "segment.bytes".to_string(),
-                self.config.offsets_topic_segment_bytes.to_string(),
-            ),
+            ("segment.bytes".to_string(), segment_bytes.to_string()),
         ]);
         let meta = TopicMeta {
-            name: OFFSETS_TOPIC.to_string(),
+            name: name.to_string(),
             id: random_id(),
             partitions: 1,
             configs,
@@ -172,7 +177,7 @@ impl Topics {
             .unwrap()
             .insert(meta.name.clone(), meta.clone());
         self.persist()?;
-        crate::info!("created topic {OFFSETS_TOPIC} (id {})", meta.id);
+        crate::info!("created topic {name} (id {})", meta.id);
         Ok(())
     }
 

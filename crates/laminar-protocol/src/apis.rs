@@ -36,6 +36,10 @@ pub enum ApiKey {
     ListPartitionReassignments = 46,
     DescribeProducers = 61,
     DeleteRecords = 21,
+    AddPartitionsToTxn = 24,
+    AddOffsetsToTxn = 25,
+    EndTxn = 26,
+    TxnOffsetCommit = 28,
 }
 
 pub struct ApiSpec {
@@ -240,6 +244,32 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 2,
         first_flexible: 2,
     },
+    // Transactions, as clients use them without transaction.version 2 (KIP-890): v4 and
+    // v5 of AddPartitionsToTxn are for brokers.
+    ApiSpec {
+        key: ApiKey::AddPartitionsToTxn,
+        min_version: 0,
+        max_version: 3,
+        first_flexible: 3,
+    },
+    ApiSpec {
+        key: ApiKey::AddOffsetsToTxn,
+        min_version: 0,
+        max_version: 4,
+        first_flexible: 3,
+    },
+    ApiSpec {
+        key: ApiKey::EndTxn,
+        min_version: 0,
+        max_version: 4,
+        first_flexible: 3,
+    },
+    ApiSpec {
+        key: ApiKey::TxnOffsetCommit,
+        min_version: 0,
+        max_version: 4,
+        first_flexible: 3,
+    },
 ];
 
 impl ApiKey {
@@ -290,6 +320,10 @@ impl ApiKey {
             ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
             ApiKey::DescribeProducers => "DescribeProducers",
             ApiKey::DeleteRecords => "DeleteRecords",
+            ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+            ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+            ApiKey::EndTxn => "EndTxn",
+            ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         }
     }
 
@@ -325,6 +359,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 32);
+        assert_eq!(API_TABLE.len(), 36);
     }
 }

@@ -66,6 +66,56 @@ pub enum Request {
     ListPartitionReassignments(ListPartitionReassignmentsRequest),
     DescribeProducers(DescribeProducersRequest),
     DeleteRecords(DeleteRecordsRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+}
+
+/// The producer a transactional request speaks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnProducer {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+/// AddPartitionsToTxn v0-3 (a client's; v4+ batch transactions for brokers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddPartitionsToTxnRequest {
+    pub producer: TxnProducer,
+    pub topics: TopicPartitions,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddOffsetsToTxnRequest {
+    pub producer: TxnProducer,
+    pub group_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndTxnRequest {
+    pub producer: TxnProducer,
+    pub committed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnOffsetCommitRequest {
+    pub producer: TxnProducer,
+    pub group_id: String,
+    /// From v3 (KIP-447): the consumer's generation and member, checked by the group.
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub topics: Vec<(String, Vec<TxnOffsetCommitPartition>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnOffsetCommitPartition {
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -511,6 +561,25 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
             })
         }
         ApiKey::IncrementalAlterConfigs => Request::AlterConfigs(alter_configs(&mut r, true)?),
+        ApiKey::AddPartitionsToTxn => {
+            let producer = txn_producer(&mut r)?;
+            let topics = r.array(3, |r| {
+                let name = r.string()?;
+                let partitions = r.array(4, |r| r.i32())?;
+                r.tagged_fields()?;
+                Ok((name, partitions))
+            })?;
+            Request::AddPartitionsToTxn(AddPartitionsToTxnRequest { producer, topics })
+        }
+        ApiKey::AddOffsetsToTxn => Request::AddOffsetsToTxn(AddOffsetsToTxnRequest {
+            producer: txn_producer(&mut r)?,
+            group_id: r.string()?,
+        }),
+        ApiKey::EndTxn => Request::EndTxn(EndTxnRequest {
+            producer: txn_producer(&mut r)?,
+            committed: r.bool()?,
+        }),
+        ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(txn_offset_commit(&mut r, v)?),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },
@@ -519,6 +588,57 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
     };
     r.tagged_fields()?;
     Ok((header, request))
+}
+
+/// Transactional id, producer id and epoch, in that order (AddPartitionsToTxn v0-3,
+/// AddOffsetsToTxn, EndTxn).
+fn txn_producer(r: &mut Reader) -> Result<TxnProducer> {
+    Ok(TxnProducer {
+        transactional_id: r.string()?,
+        producer_id: r.i64()?,
+        producer_epoch: r.i16()?,
+    })
+}
+
+fn txn_offset_commit(r: &mut Reader, v: i16) -> Result<TxnOffsetCommitRequest> {
+    let transactional_id = r.string()?;
+    let group_id = r.string()?;
+    let producer = TxnProducer {
+        transactional_id,
+        producer_id: r.i64()?,
+        producer_epoch: r.i16()?,
+    };
+    let (generation_id, member_id, group_instance_id) = if v >= 3 {
+        (r.i32()?, r.string()?, r.nullable_string()?)
+    } else {
+        (-1, String::new(), None)
+    };
+    let topics = r.array(3, |r| {
+        let name = r.string()?;
+        let partitions = r.array(14, |r| {
+            let partition = r.i32()?;
+            let offset = r.i64()?;
+            let leader_epoch = if v >= 2 { r.i32()? } else { -1 };
+            let metadata = r.nullable_string()?;
+            r.tagged_fields()?;
+            Ok(TxnOffsetCommitPartition {
+                partition,
+                offset,
+                leader_epoch,
+                metadata,
+            })
+        })?;
+        r.tagged_fields()?;
+        Ok((name, partitions))
+    })?;
+    Ok(TxnOffsetCommitRequest {
+        producer,
+        group_id,
+        generation_id,
+        member_id,
+        group_instance_id,
+        topics,
+    })
 }
 
 fn api_versions(r: &mut Reader, v: i16) -> Result<ApiVersionsRequest> {

@@ -121,6 +121,9 @@ pub struct FetchPartitionResponse<F> {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// For a `read_committed` fetch: (producer id, first offset) of each aborted
+    /// transaction with records in the range, which the client drops.
+    pub aborted_transactions: Vec<(i64, i64)>,
     /// Record batches, sent as they are stored.
     pub records: Vec<Chunk<F>>,
 }
@@ -215,8 +218,13 @@ pub fn encode_fetch<F: FileSlice>(
             if version >= 5 {
                 w.buf.put_i64(p.log_start_offset);
             }
-            // aborted_transactions: none (no transactions yet); an empty array, not null.
-            w.len(0);
+            // An empty array, not null, when there are none.
+            w.len(p.aborted_transactions.len());
+            for (producer_id, first_offset) in p.aborted_transactions {
+                w.buf.put_i64(producer_id);
+                w.buf.put_i64(first_offset);
+                w.tags();
+            }
             if version >= 11 {
                 w.buf.put_i32(-1); // preferred_read_replica
             }

@@ -366,6 +366,49 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.topics = vec![t];
             frame(ApiKey::DeleteRecords, v, &r)
         }
+        24 => {
+            let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            t.name = topic();
+            t.partitions = vec![0, 1, 2];
+            let mut r = AddPartitionsToTxnRequest::default();
+            r.v3_and_below_transactional_id = TransactionalId(sb("txn"));
+            r.v3_and_below_producer_id = ProducerId(7);
+            r.v3_and_below_producer_epoch = 1;
+            r.v3_and_below_topics = vec![t.clone(), t];
+            frame(ApiKey::AddPartitionsToTxn, v, &r)
+        }
+        25 => {
+            let mut r = AddOffsetsToTxnRequest::default();
+            r.transactional_id = TransactionalId(sb("txn"));
+            r.producer_id = ProducerId(7);
+            r.group_id = GroupId(sb("group"));
+            frame(ApiKey::AddOffsetsToTxn, v, &r)
+        }
+        26 => {
+            let mut r = EndTxnRequest::default();
+            r.transactional_id = TransactionalId(sb("txn"));
+            r.producer_id = ProducerId(7);
+            r.committed = true;
+            frame(ApiKey::EndTxn, v, &r)
+        }
+        28 => {
+            let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            p.partition_index = 3;
+            p.committed_offset = 99;
+            p.committed_metadata = Some(sb("m"));
+            let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            t.name = topic();
+            t.partitions = vec![p.clone(), p];
+            let mut r = TxnOffsetCommitRequest::default();
+            r.transactional_id = TransactionalId(sb("txn"));
+            r.group_id = GroupId(sb("group"));
+            r.producer_id = ProducerId(7);
+            if v >= 3 {
+                r.member_id = sb("member");
+            }
+            r.topics = vec![t];
+            frame(ApiKey::TxnOffsetCommit, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }
@@ -455,4 +498,41 @@ fn mutated_requests_never_panic_nor_allocate_from_untrusted_lengths() {
     }
     eprintln!("{decoded} mutated frames decoded, {rejected} rejected");
     assert!(rejected > 0 && decoded > 0, "the mutations reach both outcomes");
+}
+
+/// The transactional requests decode to what the client encoded, at every version.
+#[test]
+fn transactional_requests_decode_to_their_fields() {
+    use laminar_protocol::requests::Request;
+    for spec in API_TABLE
+        .iter()
+        .filter(|s| [24, 25, 26, 28].contains(&(s.key as i16)))
+    {
+        for v in spec.min_version..=spec.max_version {
+            let (_, request) = decode(Bytes::from(seed(spec.key as i16, v))).unwrap();
+            match request {
+                Request::AddPartitionsToTxn(r) => {
+                    assert_eq!(
+                        (r.producer.transactional_id.as_str(), r.producer.producer_id),
+                        ("txn", 7)
+                    );
+                    assert_eq!(r.producer.producer_epoch, 1);
+                    assert_eq!(r.topics.len(), 2);
+                    assert_eq!(r.topics[1], ("fuzz-topic".to_string(), vec![0, 1, 2]));
+                }
+                Request::AddOffsetsToTxn(r) => assert_eq!(r.group_id, "group"),
+                Request::EndTxn(r) => assert!(r.committed && r.producer.producer_id == 7),
+                Request::TxnOffsetCommit(r) => {
+                    assert_eq!(
+                        (r.group_id.as_str(), r.producer.transactional_id.as_str()),
+                        ("group", "txn")
+                    );
+                    assert_eq!(r.member_id, if v >= 3 { "member" } else { "" });
+                    let p = &r.topics[0].1[1];
+                    assert_eq!((p.partition, p.offset, p.metadata.as_deref()), (3, 99, Some("m")));
+                }
+                other => panic!("v{v}: decoded as {other:?}"),
+            }
+        }
+    }
 }

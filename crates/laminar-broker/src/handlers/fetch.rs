@@ -27,6 +27,8 @@ pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
 /// a slow disk): the fetch is answered without it, and later fetches skip it until that read
 /// returns, so one stalled partition does not hold up the others a consumer reads.
 pub const STUCK_READ_MS: u64 = 100;
+/// A fetch's `isolation_level` asking for committed records only.
+pub const READ_COMMITTED: i8 = 1;
 
 /// The partitions whose read is stuck on the I/O pool, and how many times one was found.
 #[derive(Default)]
@@ -83,6 +85,7 @@ fn read_once(
     b: &Broker,
     wanted: &[Wanted],
     max_bytes: i32,
+    read_committed: bool,
     reading: &AtomicUsize,
 ) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
     let mut index = 0;
@@ -103,6 +106,7 @@ fn read_once(
                 high_watermark: -1,
                 last_stable_offset: -1,
                 log_start_offset: -1,
+                aborted_transactions: Vec::new(),
                 records: Vec::new(),
             };
             let log = if w.known {
@@ -121,7 +125,7 @@ fn read_once(
             };
             if b.stuck_reads.contains(&w.name, partition) {
                 p.high_watermark = log.log_end().0;
-                p.last_stable_offset = p.high_watermark;
+                p.last_stable_offset = log.last_stable_offset().0;
                 p.log_start_offset = log.log_start().0;
                 topic.partitions.push(p);
                 continue;
@@ -131,7 +135,12 @@ fn read_once(
             // nothing has been returned yet, so a consumer always makes progress.
             let min_one = total == 0;
             reading.store(index, Ordering::SeqCst);
-            let read = log.read(Offset(fetch_offset), limit, min_one).and_then(|read| {
+            let read = if read_committed {
+                log.read_committed(Offset(fetch_offset), limit, min_one)
+            } else {
+                log.read(Offset(fetch_offset), limit, min_one)
+            };
+            let read = read.and_then(|read| {
                 if let Some(range) = &read.range {
                     touch_last_page(range)?;
                 }
@@ -143,9 +152,17 @@ fn read_once(
             match read {
                 Ok(read) => {
                     p.high_watermark = read.log_end.0;
-                    p.last_stable_offset = read.log_end.0;
+                    p.last_stable_offset = read.last_stable.0;
                     p.log_start_offset = read.log_start.0;
                     if let Some(range) = read.range {
+                        if read_committed {
+                            // In memory: the index of each segment is held there.
+                            p.aborted_transactions = log
+                                .aborted_txns(Offset(fetch_offset), range.next_offset)
+                                .into_iter()
+                                .map(|a| (a.producer_id, a.first_offset.0))
+                                .collect();
+                        }
                         total += range.len;
                         budget = budget.saturating_sub(range.len);
                         p.records.push(Chunk::File(RecordsFile {
@@ -160,7 +177,7 @@ fn read_once(
                 }) => {
                     p.error_code = ec::OFFSET_OUT_OF_RANGE;
                     p.high_watermark = log_end.0;
-                    p.last_stable_offset = log_end.0;
+                    p.last_stable_offset = log.last_stable_offset().0;
                     p.log_start_offset = log_start.0;
                 }
                 Err(e) => {
@@ -197,11 +214,13 @@ async fn read_unstuck(
     b: &Arc<Broker>,
     wanted: &Arc<Vec<Wanted>>,
     max_bytes: i32,
+    read_committed: bool,
 ) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
     loop {
         let reading = Arc::new(AtomicUsize::new(0));
         let (b2, w2, r2) = (b.clone(), wanted.clone(), reading.clone());
-        let (job, watched) = b.io.run_watched(move || read_once(&b2, &w2, max_bytes, &r2));
+        let (job, watched) =
+            b.io.run_watched(move || read_once(&b2, &w2, max_bytes, read_committed, &r2));
         tokio::pin!(job);
         let mut slow_since: Option<(usize, Instant)> = None;
         let stuck = loop {
@@ -293,7 +312,7 @@ pub async fn handle(
             Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
             None => r.max_bytes,
         };
-        let (topics, total) = read_unstuck(b, &wanted, max_bytes).await;
+        let (topics, total) = read_unstuck(b, &wanted, max_bytes, r.isolation_level == READ_COMMITTED).await;
         let any_error = topics
             .iter()
             .flat_map(|t| &t.partitions)

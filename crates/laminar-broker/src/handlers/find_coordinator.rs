@@ -1,4 +1,5 @@
-//! FindCoordinator v0-6: this node coordinates every group (batched keys from v4).
+//! FindCoordinator v0-6: this node coordinates every group and every transactional id
+//! (batched keys from v4).
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorResponse};
@@ -11,11 +12,11 @@ use crate::error_codes as ec;
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorRequest) -> Encoded {
     let mut resp = FindCoordinatorResponse::default();
-    // Transactions do not exist yet: their coordinator is not available.
-    let error = if r.key_type == 0 {
+    // 0: a group, 1: a transactional id; Kafka refuses other kinds (share groups) so.
+    let error = if r.key_type == 0 || r.key_type == 1 {
         ec::NONE
     } else {
-        ec::COORDINATOR_NOT_AVAILABLE
+        ec::INVALID_REQUEST
     };
     // Where the coordinator is, or the "none" Kafka answers with an error.
     let (node_id, host, port) = if error == ec::NONE {

@@ -1,4 +1,7 @@
-//! InitProducerId v0-4: idempotent producers (transactions are not supported yet).
+//! InitProducerId v0-4: idempotent producers, and transactional ones (a transactional id:
+//! the coordinator gives the id's producer a new epoch, fencing every older instance).
+
+use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdResponse, ProducerId};
 use laminar_protocol::requests::InitProducerIdRequest;
@@ -7,25 +10,50 @@ use laminar_protocol::{responses, ApiKey};
 use super::Encoded;
 use crate::broker::Broker;
 use crate::error_codes as ec;
+use crate::txn::complete::{run, Written};
+use crate::txn::{decide_init, TxnStatus};
 
-/// Kafka's error for a transactional id when transactions are unavailable.
-const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: InitProducerIdRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitProducerIdRequest) -> Encoded {
     let mut resp = InitProducerIdResponse::default();
-    if r.transactional_id.is_some() {
-        resp.error_code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-        resp.producer_id = ProducerId(-1);
-        resp.producer_epoch = -1;
-    } else if r.producer_id >= 0 {
-        // A producer that already has an id asks for a new epoch: give it a new id instead,
-        // which fences nothing on a single node and keeps sequence state simple.
-        resp.error_code = ec::NONE;
-        resp.producer_id = ProducerId(b.producers.allocate());
-        resp.producer_epoch = 0;
-    } else {
-        resp.producer_id = ProducerId(b.producers.allocate());
-        resp.producer_epoch = 0;
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    match &r.transactional_id {
+        None => {
+            // An idempotent producer that already has an id and asks for a new epoch gets a
+            // new id instead: it fences nothing on a single node and keeps sequences simple.
+            resp.producer_id = ProducerId(b.producers.allocate());
+            resp.producer_epoch = 0;
+        }
+        Some(id) if id.is_empty() => resp.error_code = ec::INVALID_REQUEST,
+        Some(id) => {
+            let timeout = r.transaction_timeout_ms;
+            if timeout <= 0 || timeout as u64 > b.config.transaction_max_timeout_ms {
+                resp.error_code = ec::INVALID_TRANSACTION_TIMEOUT;
+            } else {
+                let now = laminar_storage::now_ms();
+                let mut allocate = || b.producers.allocate();
+                let requested = (r.producer_id, r.producer_epoch);
+                let decision = b
+                    .txns
+                    .begin(id, |m| decide_init(m, id, timeout, requested, now, &mut allocate));
+                match run(b, id, decision).await {
+                    Ok(Written::Reply((pid, epoch))) => {
+                        resp.producer_id = ProducerId(pid);
+                        resp.producer_epoch = epoch;
+                    }
+                    // A transaction in progress was aborted to fence its producer: the new
+                    // instance retries once the abort is complete.
+                    Ok(Written::Wrote(m)) if m.status == TxnStatus::PrepareAbort => {
+                        resp.error_code = ec::CONCURRENT_TRANSACTIONS
+                    }
+                    Ok(Written::Wrote(m)) => {
+                        resp.producer_id = ProducerId(m.producer_id);
+                        resp.producer_epoch = m.producer_epoch;
+                    }
+                    Err(code) => resp.error_code = code,
+                }
+            }
+        }
     }
     responses::encode(ApiKey::InitProducerId, version, correlation_id, &resp)
 }

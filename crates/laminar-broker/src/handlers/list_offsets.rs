@@ -1,4 +1,5 @@
-//! ListOffsets v1-7: earliest (-2), latest (-1), max timestamp (-3), and by timestamp.
+//! ListOffsets v1-7: earliest (-2), latest (-1: the last stable offset for `read_committed`),
+//! max timestamp (-3), and by timestamp.
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ fn lookup(
     topic: &str,
     partition: i32,
     timestamp: i64,
+    read_committed: bool,
 ) -> ListOffsetsPartitionResponse {
     let mut p = ListOffsetsPartitionResponse::default();
     p.partition_index = partition;
@@ -36,6 +38,8 @@ fn lookup(
         return p;
     };
     let result = match timestamp {
+        // A read_committed consumer's end is the last stable offset.
+        LATEST_TIMESTAMP if read_committed => Ok(Some((log.last_stable_offset(), -1))),
         LATEST_TIMESTAMP => Ok(Some((log.log_end(), -1))),
         EARLIEST_TIMESTAMP => Ok(Some((log.log_start(), -1))),
         // The first record carrying the largest timestamp (ListOffsets v7+, KIP-734).
@@ -72,7 +76,10 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ListO
                     tr.partitions = t
                         .partitions
                         .iter()
-                        .map(|p| lookup(&b2, version, &t.name, p.partition_index, p.timestamp))
+                        .map(|p| {
+                            let committed = r.isolation_level == crate::handlers::fetch::READ_COMMITTED;
+                            lookup(&b2, version, &t.name, p.partition_index, p.timestamp, committed)
+                        })
                         .collect();
                     tr
                 })

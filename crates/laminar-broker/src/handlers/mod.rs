@@ -1,6 +1,8 @@
 //! One module per Kafka API. Each `handle` takes the request version and correlation id and
 //! returns the encoded response. Version ranges are in `laminar_protocol::API_TABLE`.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod api_versions;
@@ -16,6 +18,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -32,6 +35,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

@@ -1,4 +1,6 @@
-//! OffsetFetch v1-9, with several groups per request from v8.
+//! OffsetFetch v1-9, with several groups per request from v8. A consumer that asks for stable
+//! offsets (`require_stable`, KIP-447: read_committed consumers) gets UNSTABLE_OFFSET_COMMIT
+//! for a partition whose offset waits in a transaction, and asks again.
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -11,10 +13,24 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
 
-/// `(topic, [(partition, offset, leader_epoch, metadata)])` for one group.
-type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>)>)>;
+/// `(topic, [(partition, offset, leader_epoch, metadata, error)])` for one group.
+type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
-fn fetch(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
+fn fetch(b: &Broker, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
+    let mut out = fetch_committed(b, g);
+    if require_stable {
+        for (topic, ps) in out.iter_mut() {
+            for (p, offset, epoch, _, error) in ps.iter_mut() {
+                if b.txns.offset_pending(&g.group_id, topic, *p) {
+                    (*offset, *epoch, *error) = (-1, -1, crate::error_codes::UNSTABLE_OFFSET_COMMIT);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn fetch_committed(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
     let committed = b.groups.committed(&g.group_id);
     match &g.topics {
         None => {
@@ -26,7 +42,7 @@ fn fetch(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
                 out.last_mut()
                     .unwrap()
                     .1
-                    .push((p, c.offset, c.leader_epoch, c.metadata.clone()));
+                    .push((p, c.offset, c.leader_epoch, c.metadata.clone(), 0));
             }
             out
         }
@@ -36,8 +52,8 @@ fn fetch(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
                 let ps = parts
                     .iter()
                     .map(|p| match committed.get(&(topic.clone(), *p)) {
-                        Some(c) => (*p, c.offset, c.leader_epoch, c.metadata.clone()),
-                        None => (*p, -1, -1, Some(String::new())),
+                        Some(c) => (*p, c.offset, c.leader_epoch, c.metadata.clone(), 0),
+                        None => (*p, -1, -1, Some(String::new()), 0),
                     })
                     .collect();
                 (topic.clone(), ps)
@@ -56,16 +72,17 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetFetchReque
             .map(|g| {
                 let mut out = OffsetFetchResponseGroup::default();
                 out.group_id = GroupId(sb(&g.group_id));
-                out.topics = fetch(b, g)
+                out.topics = fetch(b, g, r.require_stable)
                     .into_iter()
                     .map(|(t, ps)| {
                         let mut tr = OffsetFetchResponseTopics::default();
                         tr.name = topic_name(&t);
                         tr.partitions = ps
                             .into_iter()
-                            .map(|(p, o, e, m)| {
+                            .map(|(p, o, e, m, error)| {
                                 let mut pr = OffsetFetchResponsePartitions::default();
                                 pr.partition_index = p;
+                                pr.error_code = error;
                                 pr.committed_offset = o;
                                 pr.committed_leader_epoch = e;
                                 pr.metadata = m.as_deref().map(sb);
@@ -79,16 +96,17 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetFetchReque
             })
             .collect();
     } else if let Some(g) = r.groups.first() {
-        resp.topics = fetch(b, g)
+        resp.topics = fetch(b, g, r.require_stable)
             .into_iter()
             .map(|(t, ps)| {
                 let mut tr = OffsetFetchResponseTopic::default();
                 tr.name = topic_name(&t);
                 tr.partitions = ps
                     .into_iter()
-                    .map(|(p, o, e, m)| {
+                    .map(|(p, o, e, m, error)| {
                         let mut pr = OffsetFetchResponsePartition::default();
                         pr.partition_index = p;
+                        pr.error_code = error;
                         pr.committed_offset = o;
                         pr.committed_leader_epoch = epoch(e);
                         pr.metadata = m.as_deref().map(sb);

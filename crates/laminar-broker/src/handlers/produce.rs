@@ -108,8 +108,25 @@ fn append(
     if log.config().cleanup_compact {
         refuse_keyless(&buf, &batches, topic, partition)?;
     }
+    if batches.iter().any(|(h, _, _)| h.is_control()) {
+        // As Kafka refuses them: only a transaction coordinator writes markers.
+        return Err(Refused::Code(ec::INVALID_RECORD));
+    }
     let (first, last) = (&batches[0].0, &batches[batches.len() - 1].0);
     let (pid, epoch) = (first.producer_id, first.producer_epoch);
+    if batches.iter().any(|(h, _, _)| h.is_transactional()) {
+        if batches
+            .iter()
+            .any(|(h, _, _)| !h.is_transactional() || h.producer_id != pid || h.producer_epoch != epoch)
+        {
+            return Err(Refused::Code(ec::INVALID_RECORD));
+        }
+        // Here, on the storage thread that appends the markers too: a batch let through
+        // lands before the marker of its transaction.
+        b.txns
+            .check_produce(pid, epoch, topic, partition)
+            .map_err(Refused::Code)?;
+    }
     let first_seq = first.base_sequence;
     let last_seq = last.base_sequence.wrapping_add(last.last_offset_delta);
     let seqs = ProducerBatch {
@@ -396,11 +413,6 @@ pub async fn handle(
     client_id: &str,
     r: ProduceRequest,
 ) -> Result<Dispatched, CloseConnection> {
-    if r.transactional_id.is_some() {
-        return Err(CloseConnection(
-            "transactional produce is not supported yet".into(),
-        ));
-    }
     let acks = r.acks;
     let request_bytes: u64 = r
         .topics

@@ -1,0 +1,246 @@
+//! What the coordinator does with the broker: writes its records durably, ends
+//! transactions (markers into the partitions, offsets into the group log), aborts the ones
+//! that timed out, and forgets ids that expired.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use laminar_records::{control_batch, ControlType};
+use laminar_storage::Offset;
+
+use super::log::{encode_batch, TRANSACTION_TOPIC};
+use super::{Decision, TxnMeta, TxnStatus};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::groups::store::GroupRecord;
+use crate::storage_pool::partition_key;
+
+/// How long a completion waits before trying a partition again whose marker failed.
+const MARKER_RETRY_MS: u64 = 1_000;
+
+/// Appends `changes` to the transaction log and waits until they are durable.
+pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -> Result<(), i16> {
+    let log = b.txn_log.clone();
+    let appended = b
+        .storage
+        .run(partition_key(TRANSACTION_TOPIC, 0), move || {
+            let mut batch = encode_batch(&changes);
+            log.append(&mut batch)
+        })
+        .await;
+    let last = match appended {
+        Ok(Ok(info)) => info.last_offset,
+        Ok(Err(e)) => {
+            crate::warn!("writing the transaction log: {e}");
+            return Err(ec::COORDINATOR_NOT_AVAILABLE);
+        }
+        Err(e) => {
+            crate::warn!("writing the transaction log: {e}");
+            return Err(ec::COORDINATOR_NOT_AVAILABLE);
+        }
+    };
+    crate::net::waiting(b.txn_log.wait_flushed(last))
+        .await
+        .map_err(|e| {
+            crate::warn!("syncing the transaction log: {e}");
+            ec::COORDINATOR_NOT_AVAILABLE
+        })?;
+    Ok(())
+}
+
+/// Runs a decision of `id`: writes it if it is a change, applies it once durable. Returns the
+/// reply, or the written state.
+pub async fn run<T>(
+    b: &Arc<Broker>,
+    id: &str,
+    decision: Result<Decision<T>, i16>,
+) -> Result<Written<T>, i16> {
+    match decision? {
+        Decision::Reply(r) => Ok(Written::Reply(r)),
+        Decision::Write(meta) => {
+            let written = persist(b, vec![(id.to_string(), Some(meta.clone()))]).await;
+            b.txns.finish(id, written.is_ok().then(|| meta.clone()));
+            written?;
+            if meta.status.is_prepared() {
+                // Markers, then the complete record, in the background.
+                tokio::spawn(complete(b.clone(), meta.clone()));
+            }
+            Ok(Written::Wrote(meta))
+        }
+    }
+}
+
+pub enum Written<T> {
+    Reply(T),
+    Wrote(TxnMeta),
+}
+
+/// Appends one marker to `topic`-`partition` and returns its offset, or `None` if the
+/// partition no longer exists (its topic was deleted: nothing is left to end).
+async fn write_marker(
+    b: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    meta: &TxnMeta,
+    commit: bool,
+) -> Result<Option<Offset>, String> {
+    let Some(log) = b.topics.log(topic, partition) else {
+        return Ok(None);
+    };
+    let (b2, t, pid, epoch) = (
+        b.clone(),
+        topic.to_string(),
+        meta.producer_id,
+        meta.producer_epoch,
+    );
+    let marker = if commit {
+        ControlType::Commit
+    } else {
+        ControlType::Abort
+    };
+    let log2 = log.clone();
+    let appended = b
+        .storage
+        .run(partition_key(topic, partition), move || {
+            let now = laminar_storage::now_ms();
+            let mut batch = control_batch(marker, pid, epoch, 0, now);
+            let info = log2.append(&mut batch)?;
+            b2.producers.on_marker(&t, partition, pid, epoch, now);
+            Ok::<_, laminar_storage::StorageError>(info.last_offset)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    b.data_arrived.notify_waiters();
+    crate::net::waiting(log.wait_flushed(appended))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some(appended))
+}
+
+/// Ends a prepared transaction: a marker in each of its partitions and, on commit, its offsets
+/// in the group log, all durable; then the complete record. Retries what fails until it
+/// succeeds (as Kafka's marker channel does): the transaction's id waits meanwhile.
+pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
+    debug_assert!(prepared.status.is_prepared());
+    let commit = prepared.status == TxnStatus::PrepareCommit;
+    let id = prepared.transactional_id.clone();
+    let offsets_partition = super::offsets_partition();
+    let mut left: Vec<(String, i32)> = prepared
+        .partitions
+        .iter()
+        .filter(|p| **p != offsets_partition)
+        .cloned()
+        .collect();
+    let mut offsets_left = commit && !prepared.offsets.is_empty();
+    loop {
+        let mut failed = Vec::new();
+        for (topic, partition) in left {
+            if let Err(e) = write_marker(&b, &topic, partition, &prepared, commit).await {
+                crate::warn!("transaction {id:?}: the marker for {topic}-{partition} failed, retrying: {e}");
+                failed.push((topic, partition));
+            }
+        }
+        left = failed;
+        if offsets_left {
+            let records = prepared
+                .offsets
+                .iter()
+                .map(|((group, topic, partition), o)| GroupRecord::Offset {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: Some(o.metadata.clone().unwrap_or_default()),
+                    commit_ms: o.commit_ms,
+                })
+                .collect();
+            match b.persist_group_records(records).await {
+                ec::NONE => offsets_left = false,
+                code => crate::warn!("transaction {id:?}: committing its offsets failed ({code}), retrying"),
+            }
+        }
+        if left.is_empty() && !offsets_left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(MARKER_RETRY_MS)).await;
+    }
+    let done = TxnMeta {
+        status: if commit {
+            TxnStatus::CompleteCommit
+        } else {
+            TxnStatus::CompleteAbort
+        },
+        partitions: Default::default(),
+        offsets: Default::default(),
+        update_ms: laminar_storage::now_ms(),
+        ..prepared
+    };
+    // Nothing else writes this id while it is prepared; wait out a reader's busy mark.
+    loop {
+        let begun = b.txns.begin(&id, |m| match m {
+            Some(m) if m.status == done.status || m.status.is_prepared() => Ok(Decision::Write(done.clone())),
+            _ => Ok(Decision::Reply(())),
+        });
+        match begun {
+            Ok(Decision::Write(meta)) => {
+                let written = persist(&b, vec![(id.clone(), Some(meta.clone()))]).await;
+                b.txns.finish(&id, written.is_ok().then_some(meta));
+                if written.is_ok() {
+                    return;
+                }
+            }
+            Ok(Decision::Reply(())) => return,
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(MARKER_RETRY_MS)).await;
+    }
+}
+
+/// Aborts the transactions past their timeout, fencing their producers with a new epoch.
+pub async fn abort_timed_out(b: &Arc<Broker>) {
+    let now = laminar_storage::now_ms();
+    for id in b.txns.timed_out(now) {
+        let mut allocate = || b.producers.allocate();
+        let decision = b
+            .txns
+            .begin(&id, |m| super::decide_timeout(m, now, &mut allocate));
+        if let Ok(Written::Wrote(meta)) = run(b, &id, decision).await {
+            crate::info!(
+                "transaction {id:?} timed out after {} ms: aborting it, producer {} fenced with epoch {}",
+                meta.timeout_ms,
+                meta.producer_id,
+                meta.producer_epoch
+            );
+        }
+    }
+}
+
+/// Forgets ids idle past `transactional.id.expiration.ms`, with a tombstone each.
+pub async fn expire_ids(b: &Arc<Broker>) {
+    let now = laminar_storage::now_ms();
+    let expiration_ms = b.config.transactional_id_expiration_ms;
+    for id in b.txns.expired(now, expiration_ms) {
+        // Busy while the tombstone is written, and only if it is still idle.
+        let begun = b.txns.begin(&id, |m| match m {
+            Some(m)
+                if matches!(
+                    m.status,
+                    TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
+                ) && now.saturating_sub(m.update_ms) > expiration_ms as i64 =>
+            {
+                Ok(Decision::Write(m.clone()))
+            }
+            _ => Ok(Decision::Reply(())),
+        });
+        if let Ok(Decision::Write(_)) = begun {
+            if persist(b, vec![(id.clone(), None)]).await.is_ok() {
+                b.txns.remove(&id);
+                crate::info!("transactional id {id:?} expired");
+            } else {
+                b.txns.finish(&id, None);
+            }
+        }
+    }
+}

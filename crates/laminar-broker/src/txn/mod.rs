@@ -1,0 +1,678 @@
+//! The transaction coordinator: each transactional id's producer id and epoch, the state of
+//! its transaction, the partitions and offset commits in it. Kafka's state machine (Empty,
+//! Ongoing, PrepareCommit/Abort, CompleteCommit/Abort), its fencing by epoch, and its errors.
+//!
+//! Every change is made durable in the transaction log ([`log`]) before it is applied here or
+//! answered. A change is decided under the lock, the id is marked busy, and the lock is let go
+//! for the write: the lock is never held across I/O, and requests for a busy id get
+//! CONCURRENT_TRANSACTIONS (the client retries), as Kafka answers while a write is in flight.
+//!
+//! Ending a transaction: the PrepareCommit (PrepareAbort) record is made durable and EndTxn is
+//! answered; then [`complete`] writes a marker into every partition of the transaction, and
+//! the offsets into the group log on commit, waits until they are durable, and writes
+//! CompleteCommit (CompleteAbort). After a restart, every transaction found prepared is
+//! completed again (markers are idempotent), and open ones are aborted once they time out.
+
+pub mod complete;
+pub mod log;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use crate::error_codes as ec;
+
+/// Kafka's transaction states, with its numbering (`TransactionState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum TxnStatus {
+    Empty = 0,
+    Ongoing = 1,
+    PrepareCommit = 2,
+    PrepareAbort = 3,
+    CompleteCommit = 4,
+    CompleteAbort = 5,
+    Dead = 6,
+    PrepareEpochFence = 7,
+}
+
+impl TxnStatus {
+    pub fn from_i8(v: i8) -> Option<TxnStatus> {
+        use TxnStatus::*;
+        [
+            Empty,
+            Ongoing,
+            PrepareCommit,
+            PrepareAbort,
+            CompleteCommit,
+            CompleteAbort,
+            Dead,
+            PrepareEpochFence,
+        ]
+        .into_iter()
+        .find(|s| *s as i8 == v)
+    }
+
+    /// As Kafka's tools print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnStatus::Empty => "Empty",
+            TxnStatus::Ongoing => "Ongoing",
+            TxnStatus::PrepareCommit => "PrepareCommit",
+            TxnStatus::PrepareAbort => "PrepareAbort",
+            TxnStatus::CompleteCommit => "CompleteCommit",
+            TxnStatus::CompleteAbort => "CompleteAbort",
+            TxnStatus::Dead => "Dead",
+            TxnStatus::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    fn is_prepared(self) -> bool {
+        matches!(
+            self,
+            TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence
+        )
+    }
+}
+
+/// An offset commit made in a transaction: applied to the group when it commits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingOffset {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+    pub commit_ms: i64,
+}
+
+/// One transactional id's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnMeta {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The id and epoch before the last bump: a producer whose InitProducerId answer was lost
+    /// asks again with them (KIP-360).
+    pub last_producer_id: i64,
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub status: TxnStatus,
+    /// The partitions of the transaction in progress (or being completed).
+    pub partitions: BTreeSet<(String, i32)>,
+    /// Its offset commits: (group, topic, partition).
+    pub offsets: BTreeMap<(String, String, i32), PendingOffset>,
+    /// When the transaction in progress began; its timeout counts from here.
+    pub start_ms: i64,
+    pub update_ms: i64,
+}
+
+/// The group log's partition, as AddOffsetsToTxn adds it to a transaction.
+pub fn offsets_partition() -> (String, i32) {
+    (crate::groups::store::OFFSETS_TOPIC.to_string(), 0)
+}
+
+struct Entry {
+    meta: TxnMeta,
+    /// A change of this id is being written.
+    busy: bool,
+    /// Reserved for the first record of a new id, not yet durable.
+    new: bool,
+}
+
+/// What a request decided.
+pub enum Decision<T> {
+    /// Answer now; nothing changes.
+    Reply(T),
+    /// Write this state, then apply it and answer (the id is busy meanwhile).
+    Write(TxnMeta),
+}
+
+pub struct TxnCoordinator {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    txns: HashMap<String, Entry>,
+    /// Producer id to transactional id, for the checks of transactional produce.
+    by_producer: HashMap<i64, String>,
+}
+
+impl State {
+    fn insert(&mut self, meta: TxnMeta) {
+        self.by_producer
+            .insert(meta.producer_id, meta.transactional_id.clone());
+        let id = meta.transactional_id.clone();
+        match self.txns.get_mut(&id) {
+            Some(e) => {
+                if e.meta.producer_id != meta.producer_id {
+                    self.by_producer.remove(&e.meta.producer_id);
+                }
+                e.meta = meta;
+            }
+            None => {
+                self.txns.insert(
+                    id,
+                    Entry {
+                        meta,
+                        busy: false,
+                        new: false,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The producer a request names, checked against the id's state.
+fn check_producer(m: &TxnMeta, producer_id: i64, producer_epoch: i16) -> Result<(), i16> {
+    if m.producer_id != producer_id {
+        return Err(ec::INVALID_PRODUCER_ID_MAPPING);
+    }
+    if m.producer_epoch != producer_epoch {
+        return Err(ec::PRODUCER_FENCED);
+    }
+    Ok(())
+}
+
+impl TxnCoordinator {
+    pub fn new(restored: impl IntoIterator<Item = TxnMeta>) -> TxnCoordinator {
+        let mut state = State::default();
+        for m in restored {
+            state.insert(m);
+        }
+        TxnCoordinator {
+            state: Mutex::new(state),
+        }
+    }
+
+    /// Decides a change of `id` with `decide`, which sees the id's state (`None`: unknown).
+    /// On [`Decision::Write`] the id is busy until [`TxnCoordinator::finish`].
+    pub fn begin<T>(
+        &self,
+        id: &str,
+        decide: impl FnOnce(Option<&TxnMeta>) -> Result<Decision<T>, i16>,
+    ) -> Result<Decision<T>, i16> {
+        let mut st = self.state.lock().unwrap();
+        let entry = st.txns.get(id);
+        if entry.is_some_and(|e| e.busy) {
+            return Err(ec::CONCURRENT_TRANSACTIONS);
+        }
+        let decision = decide(entry.map(|e| &e.meta))?;
+        if let Decision::Write(meta) = &decision {
+            debug_assert_eq!(meta.transactional_id, id);
+            match st.txns.get_mut(id) {
+                Some(e) => e.busy = true,
+                None => {
+                    // Reserved while the first record of a new id is written.
+                    st.txns.insert(
+                        id.to_string(),
+                        Entry {
+                            meta: meta.clone(),
+                            busy: true,
+                            new: true,
+                        },
+                    );
+                    st.by_producer.insert(meta.producer_id, id.to_string());
+                }
+            }
+        }
+        Ok(decision)
+    }
+
+    /// The write of `id` begun by [`TxnCoordinator::begin`] ended: `Some(meta)` if it is
+    /// durable (applied now), `None` if it failed (the state stays as it was).
+    pub fn finish(&self, id: &str, written: Option<TxnMeta>) {
+        let mut st = self.state.lock().unwrap();
+        match written {
+            Some(meta) => st.insert(meta),
+            None => {
+                // A new id whose first record failed is forgotten.
+                if st.txns.get(id).is_some_and(|e| e.new) {
+                    if let Some(e) = st.txns.remove(id) {
+                        st.by_producer.remove(&e.meta.producer_id);
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(e) = st.txns.get_mut(id) {
+            e.busy = false;
+            e.new = false;
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<TxnMeta> {
+        self.state.lock().unwrap().txns.get(id).map(|e| e.meta.clone())
+    }
+
+    /// Every id's state, by id.
+    pub fn list(&self) -> Vec<TxnMeta> {
+        let st = self.state.lock().unwrap();
+        let mut out: Vec<TxnMeta> = st.txns.values().map(|e| e.meta.clone()).collect();
+        out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        out
+    }
+
+    /// May a transactional batch of this producer be appended to `topic`-`partition`? Only in
+    /// its current epoch, in a transaction in progress that holds the partition. Called on
+    /// the partition's storage thread, where the markers are appended too: a batch checked
+    /// here lands before the marker that ends its transaction.
+    pub fn check_produce(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), i16> {
+        let st = self.state.lock().unwrap();
+        let Some(m) = st
+            .by_producer
+            .get(&producer_id)
+            .and_then(|id| st.txns.get(id))
+            .map(|e| &e.meta)
+        else {
+            return Err(ec::INVALID_PRODUCER_ID_MAPPING);
+        };
+        if m.producer_id != producer_id {
+            return Err(ec::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if epoch != m.producer_epoch {
+            return Err(ec::INVALID_PRODUCER_EPOCH);
+        }
+        if m.status != TxnStatus::Ongoing || !m.partitions.contains(&(topic.to_string(), partition)) {
+            return Err(ec::INVALID_TXN_STATE);
+        }
+        Ok(())
+    }
+
+    /// Are offsets of `group` on `topic`-`partition` waiting in a transaction? A consumer that
+    /// asks for stable offsets (KIP-447) is told to retry until it ends.
+    pub fn offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        let st = self.state.lock().unwrap();
+        let key = (group.to_string(), topic.to_string(), partition);
+        st.txns.values().any(|e| e.meta.offsets.contains_key(&key))
+    }
+
+    /// Transactions in progress whose timeout has passed, and are not busy.
+    pub fn timed_out(&self, now_ms: i64) -> Vec<String> {
+        let st = self.state.lock().unwrap();
+        st.txns
+            .values()
+            .filter(|e| {
+                !e.busy
+                    && e.meta.status == TxnStatus::Ongoing
+                    && now_ms.saturating_sub(e.meta.start_ms) > e.meta.timeout_ms as i64
+            })
+            .map(|e| e.meta.transactional_id.clone())
+            .collect()
+    }
+
+    /// Ids with nothing in progress and no change for `expiration_ms`
+    /// (`transactional.id.expiration.ms`).
+    pub fn expired(&self, now_ms: i64, expiration_ms: u64) -> Vec<String> {
+        let st = self.state.lock().unwrap();
+        st.txns
+            .values()
+            .filter(|e| {
+                !e.busy
+                    && matches!(
+                        e.meta.status,
+                        TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
+                    )
+                    && now_ms.saturating_sub(e.meta.update_ms) > expiration_ms as i64
+            })
+            .map(|e| e.meta.transactional_id.clone())
+            .collect()
+    }
+
+    /// Forgets an id whose tombstone is durable.
+    pub fn remove(&self, id: &str) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(e) = st.txns.remove(id) {
+            st.by_producer.remove(&e.meta.producer_id);
+        }
+    }
+
+    /// The ids found prepared (at startup): their completion must run again.
+    pub fn prepared(&self) -> Vec<TxnMeta> {
+        let st = self.state.lock().unwrap();
+        st.txns
+            .values()
+            .filter(|e| e.meta.status.is_prepared())
+            .map(|e| e.meta.clone())
+            .collect()
+    }
+}
+
+/// The next epoch of a producer, or a new producer id when the epoch is exhausted (as
+/// Kafka does at `Short.MaxValue - 1`). Returns (id, epoch).
+pub fn bump(m: &TxnMeta, allocate: impl FnOnce() -> i64) -> (i64, i16) {
+    if m.producer_epoch >= i16::MAX - 1 {
+        (allocate(), 0)
+    } else {
+        (m.producer_id, m.producer_epoch + 1)
+    }
+}
+
+/// InitProducerId for a transactional id: a new id, or the next epoch of the id's producer,
+/// which fences every older instance. A transaction in progress is aborted first (the
+/// client is told to retry). `Ok(Reply)` carries (producer id, epoch).
+pub fn decide_init(
+    m: Option<&TxnMeta>,
+    id: &str,
+    timeout_ms: i32,
+    requested: (i64, i16),
+    now_ms: i64,
+    allocate: &mut dyn FnMut() -> i64,
+) -> Result<Decision<(i64, i16)>, i16> {
+    let Some(m) = m else {
+        return Ok(Decision::Write(TxnMeta {
+            transactional_id: id.to_string(),
+            producer_id: allocate(),
+            producer_epoch: 0,
+            last_producer_id: -1,
+            last_producer_epoch: -1,
+            timeout_ms,
+            status: TxnStatus::Empty,
+            partitions: BTreeSet::new(),
+            offsets: BTreeMap::new(),
+            start_ms: -1,
+            update_ms: now_ms,
+        }));
+    };
+    let (req_pid, req_epoch) = requested;
+    if req_pid >= 0 {
+        let current = req_pid == m.producer_id && req_epoch == m.producer_epoch;
+        let retried = req_pid == m.last_producer_id && req_epoch == m.last_producer_epoch;
+        if retried && !m.status.is_prepared() && m.status != TxnStatus::Ongoing {
+            // The answer to its last InitProducerId was lost: give it again.
+            return Ok(Decision::Reply((m.producer_id, m.producer_epoch)));
+        }
+        if !current && !retried {
+            return Err(ec::PRODUCER_FENCED);
+        }
+    }
+    match m.status {
+        TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence => {
+            Err(ec::CONCURRENT_TRANSACTIONS)
+        }
+        TxnStatus::Ongoing => {
+            // Fence the old producer and abort its transaction; the new one retries, and gets
+            // the epoch after this one.
+            let (pid, epoch) = bump(m, allocate);
+            Ok(Decision::Write(TxnMeta {
+                producer_id: pid,
+                producer_epoch: epoch,
+                last_producer_id: m.producer_id,
+                last_producer_epoch: m.producer_epoch,
+                status: TxnStatus::PrepareAbort,
+                update_ms: now_ms,
+                ..m.clone()
+            }))
+        }
+        TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort | TxnStatus::Dead => {
+            let (pid, epoch) = bump(m, allocate);
+            Ok(Decision::Write(TxnMeta {
+                producer_id: pid,
+                producer_epoch: epoch,
+                last_producer_id: m.producer_id,
+                last_producer_epoch: m.producer_epoch,
+                timeout_ms,
+                status: TxnStatus::Empty,
+                partitions: BTreeSet::new(),
+                offsets: BTreeMap::new(),
+                start_ms: -1,
+                update_ms: now_ms,
+                ..m.clone()
+            }))
+        }
+    }
+}
+
+/// AddPartitionsToTxn (and AddOffsetsToTxn, with the group log's partition).
+pub fn decide_add(
+    m: Option<&TxnMeta>,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[(String, i32)],
+    now_ms: i64,
+) -> Result<Decision<()>, i16> {
+    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    check_producer(m, producer_id, producer_epoch)?;
+    match m.status {
+        TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence => {
+            return Err(ec::CONCURRENT_TRANSACTIONS)
+        }
+        TxnStatus::Dead => return Err(ec::INVALID_TXN_STATE),
+        _ => {}
+    }
+    if m.status == TxnStatus::Ongoing && partitions.iter().all(|p| m.partitions.contains(p)) {
+        return Ok(Decision::Reply(()));
+    }
+    let mut next = m.clone();
+    if m.status != TxnStatus::Ongoing {
+        next.start_ms = now_ms;
+        next.partitions.clear();
+        next.offsets.clear();
+    }
+    next.status = TxnStatus::Ongoing;
+    next.partitions.extend(partitions.iter().cloned());
+    next.update_ms = now_ms;
+    Ok(Decision::Write(next))
+}
+
+/// TxnOffsetCommit: offsets join the transaction, which must hold the group log's partition.
+pub fn decide_offsets(
+    m: Option<&TxnMeta>,
+    producer_id: i64,
+    producer_epoch: i16,
+    group: &str,
+    offsets: Vec<((String, i32), PendingOffset)>,
+    now_ms: i64,
+) -> Result<Decision<()>, i16> {
+    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    check_producer(m, producer_id, producer_epoch)?;
+    if m.status.is_prepared() {
+        return Err(ec::CONCURRENT_TRANSACTIONS);
+    }
+    if m.status != TxnStatus::Ongoing || !m.partitions.contains(&offsets_partition()) {
+        return Err(ec::INVALID_TXN_STATE);
+    }
+    let mut next = m.clone();
+    for ((topic, partition), o) in offsets {
+        next.offsets.insert((group.to_string(), topic, partition), o);
+    }
+    next.update_ms = now_ms;
+    Ok(Decision::Write(next))
+}
+
+/// EndTxn. `Ok(Write)` is a prepare record: once durable, EndTxn is answered and the
+/// transaction completed.
+pub fn decide_end(
+    m: Option<&TxnMeta>,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    now_ms: i64,
+) -> Result<Decision<()>, i16> {
+    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    check_producer(m, producer_id, producer_epoch)?;
+    match (m.status, commit) {
+        (TxnStatus::Ongoing, _) => Ok(Decision::Write(TxnMeta {
+            status: if commit {
+                TxnStatus::PrepareCommit
+            } else {
+                TxnStatus::PrepareAbort
+            },
+            update_ms: now_ms,
+            ..m.clone()
+        })),
+        // A retry of an end that went through.
+        (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => Ok(Decision::Reply(())),
+        (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
+            Err(ec::CONCURRENT_TRANSACTIONS)
+        }
+        _ => Err(ec::INVALID_TXN_STATE),
+    }
+}
+
+/// A timed-out transaction: abort it with the next epoch, so that its producer is fenced.
+pub fn decide_timeout(
+    m: Option<&TxnMeta>,
+    now_ms: i64,
+    allocate: &mut dyn FnMut() -> i64,
+) -> Result<Decision<()>, i16> {
+    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    if m.status != TxnStatus::Ongoing || now_ms.saturating_sub(m.start_ms) <= m.timeout_ms as i64 {
+        return Ok(Decision::Reply(()));
+    }
+    let (pid, epoch) = bump(m, allocate);
+    Ok(Decision::Write(TxnMeta {
+        producer_id: pid,
+        producer_epoch: epoch,
+        last_producer_id: m.producer_id,
+        last_producer_epoch: m.producer_epoch,
+        status: TxnStatus::PrepareAbort,
+        update_ms: now_ms,
+        ..m.clone()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init(
+        c: &TxnCoordinator,
+        id: &str,
+        next_pid: &mut i64,
+        requested: (i64, i16),
+    ) -> Result<(i64, i16), i16> {
+        let mut alloc = || {
+            *next_pid += 1;
+            *next_pid
+        };
+        match c.begin(id, |m| decide_init(m, id, 60_000, requested, 1, &mut alloc))? {
+            Decision::Reply(r) => Ok(r),
+            Decision::Write(meta) => {
+                let r = (meta.producer_id, meta.producer_epoch);
+                let status = meta.status;
+                c.finish(id, Some(meta));
+                if status == TxnStatus::PrepareAbort {
+                    return Err(ec::CONCURRENT_TRANSACTIONS);
+                }
+                Ok(r)
+            }
+        }
+    }
+
+    fn write<T>(c: &TxnCoordinator, id: &str, d: Result<Decision<T>, i16>) -> Result<(), i16> {
+        if let Decision::Write(meta) = d? {
+            c.finish(id, Some(meta));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_instance_fences_the_old_and_aborts_its_transaction() {
+        let c = TxnCoordinator::new([]);
+        let mut pid = 100;
+        let (p, e0) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
+        assert_eq!((p, e0), (101, 0));
+        let parts = vec![("a".to_string(), 0)];
+        write(&c, "t", c.begin("t", |m| decide_add(m, p, e0, &parts, 5))).unwrap();
+        assert_eq!(c.check_produce(p, e0, "a", 0), Ok(()));
+        assert_eq!(
+            c.check_produce(p, e0, "a", 1),
+            Err(ec::INVALID_TXN_STATE),
+            "a partition not added"
+        );
+        // A second instance: the transaction in progress is aborted with a new epoch first.
+        assert_eq!(
+            init(&c, "t", &mut pid, (-1, -1)),
+            Err(ec::CONCURRENT_TRANSACTIONS)
+        );
+        let m = c.get("t").unwrap();
+        assert_eq!((m.status, m.producer_epoch), (TxnStatus::PrepareAbort, 1));
+        assert_eq!(
+            c.check_produce(p, e0, "a", 0),
+            Err(ec::INVALID_PRODUCER_EPOCH),
+            "the zombie is fenced"
+        );
+        assert_eq!(
+            c.begin("t", |m| decide_end(m, p, e0, true, 6)).err(),
+            Some(ec::PRODUCER_FENCED)
+        );
+        // Completion writes CompleteAbort; then the new instance gets the next epoch.
+        let mut done = m.clone();
+        done.status = TxnStatus::CompleteAbort;
+        done.partitions.clear();
+        write(&c, "t", Ok::<_, i16>(Decision::<()>::Write(done))).unwrap();
+        assert_eq!(init(&c, "t", &mut pid, (-1, -1)), Ok((101, 2)));
+    }
+
+    #[test]
+    fn end_transaction_states() {
+        let c = TxnCoordinator::new([]);
+        let mut pid = 0;
+        let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
+        assert_eq!(
+            c.begin("t", |m| decide_end(m, p, e, true, 1)).err(),
+            Some(ec::INVALID_TXN_STATE),
+            "nothing to end"
+        );
+        let parts = vec![("a".to_string(), 0)];
+        write(&c, "t", c.begin("t", |m| decide_add(m, p, e, &parts, 1))).unwrap();
+        let d = c.begin("t", |m| decide_end(m, p, e, true, 2)).unwrap();
+        // Busy while the prepare record is written.
+        assert_eq!(
+            c.begin("t", |m| decide_end(m, p, e, true, 2)).err(),
+            Some(ec::CONCURRENT_TRANSACTIONS)
+        );
+        let Decision::Write(prepared) = d else { panic!() };
+        c.finish("t", Some(prepared.clone()));
+        assert_eq!(
+            c.begin("t", |m| decide_add(m, p, e, &parts, 3)).err(),
+            Some(ec::CONCURRENT_TRANSACTIONS),
+            "the next transaction waits for the markers"
+        );
+        assert_eq!(c.prepared().len(), 1);
+        c.finish(
+            "t",
+            Some(TxnMeta {
+                status: TxnStatus::CompleteCommit,
+                ..prepared
+            }),
+        );
+        assert!(matches!(
+            c.begin("t", |m| decide_end(m, p, e, true, 4)),
+            Ok(Decision::Reply(()))
+        ));
+        assert_eq!(
+            c.begin("t", |m| decide_end(m, p, e + 1, true, 4)).err(),
+            Some(ec::PRODUCER_FENCED)
+        );
+        assert_eq!(
+            c.begin("t", |m| decide_end(m, p + 1, e, true, 4)).err(),
+            Some(ec::INVALID_PRODUCER_ID_MAPPING)
+        );
+    }
+
+    #[test]
+    fn timed_out_transactions_are_found_and_fenced() {
+        let c = TxnCoordinator::new([]);
+        let mut pid = 0;
+        let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
+        let parts = vec![("a".to_string(), 0)];
+        write(&c, "t", c.begin("t", |m| decide_add(m, p, e, &parts, 1_000))).unwrap();
+        assert!(c.timed_out(60_000).is_empty());
+        assert_eq!(c.timed_out(61_001), vec!["t".to_string()]);
+        let mut alloc = || 0;
+        let Decision::Write(m) = c.begin("t", |m| decide_timeout(m, 61_001, &mut alloc)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (m.status, m.producer_epoch, m.last_producer_epoch),
+            (TxnStatus::PrepareAbort, e + 1, e)
+        );
+    }
+}
