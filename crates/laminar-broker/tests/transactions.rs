@@ -217,3 +217,78 @@ fn decided_and_open_transactions_survive_a_restart() {
     drop(b);
     drop(tmp);
 }
+
+/// A crash after the commit decision was durable and before the markers were written: the
+/// transaction log's last record for the id is PrepareCommit. Written here into the log of a
+/// stopped broker; the next start completes the commit (markers, offsets, CompleteCommit).
+#[test]
+fn a_transaction_decided_before_a_crash_is_completed_at_the_next_start() {
+    use laminar_broker::txn::log::{encode_batch, replay, TRANSACTION_TOPIC};
+    use laminar_broker::txn::{PendingOffset, TxnStatus};
+    let b = TestBroker::start();
+    create_topic(&b.addr, "decided", 2);
+    let p = txn_producer(&b.addr, "tx-decided", &[]);
+    p.begin_transaction().unwrap();
+    send_values(&p, "decided", values("decided", 6));
+    p.flush(T).unwrap();
+    drop(p);
+    let (dir, tmp) = b.stop();
+    {
+        let store = laminar_storage::Store::open(
+            &dir,
+            laminar_storage::backend::RealStorage::new(),
+            Default::default(),
+        )
+        .unwrap();
+        let log = store
+            .log(&laminar_storage::LogId::new(TRANSACTION_TOPIC, 0))
+            .unwrap();
+        let mut meta = replay(&log).unwrap().remove("tx-decided").unwrap();
+        assert_eq!(meta.status, TxnStatus::Ongoing);
+        meta.status = TxnStatus::PrepareCommit;
+        meta.partitions.insert(("__consumer_offsets".to_string(), 0));
+        meta.offsets.insert(
+            ("decided-group".to_string(), "decided".to_string(), 1),
+            PendingOffset {
+                offset: 17,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: laminar_storage::now_ms(),
+            },
+        );
+        let mut batch = encode_batch(&[("tx-decided".to_string(), Some(meta))]);
+        log.append(&mut batch).unwrap();
+        store.close().unwrap();
+    }
+    let b = TestBroker::start_in(dir, |_| {});
+    let deadline = Instant::now() + T;
+    while read_all(&b.addr, "decided", "read_committed").len() < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        read_all(&b.addr, "decided", "read_committed"),
+        sorted(values("decided", 6))
+    );
+    // The offsets committed with it reached the group.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &b.addr)
+        .set("group.id", "decided-group")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition("decided", 1);
+    // Written after the markers: wait for them.
+    let deadline = Instant::now() + T;
+    let committed = loop {
+        let committed = c.committed_offsets(tpl.clone(), T).unwrap();
+        let offset = committed.find_partition("decided", 1).unwrap().offset();
+        if offset != Offset::Invalid || Instant::now() > deadline {
+            break offset;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(committed, Offset::Offset(17));
+    drop(c);
+    drop(b);
+    drop(tmp);
+}

@@ -24,30 +24,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 /// A tool that has not finished in this long is stuck (a JVM starts in 1-2 s here).
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The directory of Kafka's jars, fetched once per test binary.
-fn kafka_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let lib =
-            std::env::var_os("KAFKA_LIB").map_or_else(|| PathBuf::from("/tmp/kafka-lib"), PathBuf::from);
-        let out = Command::new("bash")
-            .arg(repo_root().join("bench/kafka/fetch-kafka.sh"))
-            .env("KAFKA_LIB", &lib)
-            .output()
-            .expect("run bench/kafka/fetch-kafka.sh");
-        assert!(
-            out.status.success(),
-            "fetching Kafka's jars failed (needs mvn and Maven Central): {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        lib
-    })
-}
+use common::{kafka_lib, repo_root};
 
 struct Tools {
     bootstrap: String,

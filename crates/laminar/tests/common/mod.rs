@@ -114,3 +114,31 @@ pub fn create_topic(addr: &str, name: &str, partitions: u32) {
         addr,
     ]);
 }
+
+pub fn repo_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory of Kafka's jars (clients, tools, Streams, Connect), fetched once per test
+/// binary by `bench/kafka/fetch-kafka.sh` (Maven; idempotent) into `KAFKA_LIB` (default
+/// /tmp/kafka-lib).
+pub fn kafka_lib() -> &'static Path {
+    use std::path::PathBuf;
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let lib =
+            std::env::var_os("KAFKA_LIB").map_or_else(|| PathBuf::from("/tmp/kafka-lib"), PathBuf::from);
+        let out = Command::new("bash")
+            .arg(repo_root().join("bench/kafka/fetch-kafka.sh"))
+            .env("KAFKA_LIB", &lib)
+            .output()
+            .expect("run bench/kafka/fetch-kafka.sh");
+        assert!(
+            out.status.success(),
+            "fetching Kafka's jars failed (needs mvn and Maven Central): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lib
+    })
+}
