@@ -14,7 +14,6 @@ mod common;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -24,7 +23,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 /// A tool that has not finished in this long is stuck (a JVM starts in 1-2 s here).
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
-use common::{kafka_lib, repo_root};
+use common::kafka_lib;
 
 struct Tools {
     bootstrap: String,
