@@ -278,6 +278,9 @@ impl Broker {
             Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, v, c, r).await,
             Request::EndTxn(r) => handlers::end_txn::handle(b, v, c, r).await,
             Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, v, c, r).await,
+            Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, v, c, r).await,
+            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(b, v, c, r),
+            Request::ListTransactions(r) => handlers::list_transactions::handle(b, v, c, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

@@ -150,6 +150,14 @@ impl Producers {
         p.last_timestamp_ms = max_timestamp_ms;
     }
 
+    /// The producer's epoch on `topic`-`partition`, if it has state there.
+    pub fn epoch(&self, topic: &str, partition: i32, producer_id: i64) -> Option<i16> {
+        let state = self.state.lock().unwrap();
+        state
+            .get(&(producer_id, topic.to_string(), partition))
+            .map(|p| p.epoch)
+    }
+
     /// A transaction marker of this producer was appended: a marker with a newer epoch (a
     /// fenced or bumped producer) makes every older epoch's batches refused from now on, and
     /// the new epoch starts its sequences at 0.

@@ -40,6 +40,9 @@ pub enum ApiKey {
     AddOffsetsToTxn = 25,
     EndTxn = 26,
     TxnOffsetCommit = 28,
+    WriteTxnMarkers = 27,
+    DescribeTransactions = 65,
+    ListTransactions = 66,
 }
 
 pub struct ApiSpec {
@@ -270,6 +273,26 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 4,
         first_flexible: 3,
     },
+    // Brokers send it to partition leaders; the Admin client's abortTransaction too
+    // (`kafka-transactions abort`), for a hanging transaction.
+    ApiSpec {
+        key: ApiKey::WriteTxnMarkers,
+        min_version: 1,
+        max_version: 2,
+        first_flexible: 1,
+    },
+    ApiSpec {
+        key: ApiKey::DescribeTransactions,
+        min_version: 0,
+        max_version: 0,
+        first_flexible: 0,
+    },
+    ApiSpec {
+        key: ApiKey::ListTransactions,
+        min_version: 0,
+        max_version: 2,
+        first_flexible: 0,
+    },
 ];
 
 impl ApiKey {
@@ -324,6 +347,9 @@ impl ApiKey {
             ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
             ApiKey::EndTxn => "EndTxn",
             ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+            ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
+            ApiKey::DescribeTransactions => "DescribeTransactions",
+            ApiKey::ListTransactions => "ListTransactions",
         }
     }
 
@@ -359,6 +385,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 36);
+        assert_eq!(API_TABLE.len(), 39);
     }
 }

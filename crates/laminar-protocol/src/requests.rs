@@ -70,6 +70,39 @@ pub enum Request {
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     EndTxn(EndTxnRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteTxnMarkersRequest {
+    pub markers: Vec<TxnMarker>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// true: commit, false: abort.
+    pub committed: bool,
+    pub topics: TopicPartitions,
+    pub coordinator_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeTransactionsRequest {
+    pub transactional_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListTransactionsRequest {
+    pub state_filters: Vec<String>,
+    pub producer_id_filters: Vec<i64>,
+    /// v1+: only transactions running longer than this (ms); -1: all.
+    pub duration_filter_ms: i64,
+    /// v2+: a regular expression the transactional id must match.
+    pub transactional_id_pattern: Option<String>,
 }
 
 /// The producer a transactional request speaks for.
@@ -580,6 +613,41 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
             committed: r.bool()?,
         }),
         ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(txn_offset_commit(&mut r, v)?),
+        ApiKey::WriteTxnMarkers => {
+            let markers = r.array(16, |r| {
+                let producer_id = r.i64()?;
+                let producer_epoch = r.i16()?;
+                let committed = r.bool()?;
+                let topics = r.array(3, |r| {
+                    let name = r.string()?;
+                    let partitions = r.array(4, |r| r.i32())?;
+                    r.tagged_fields()?;
+                    Ok((name, partitions))
+                })?;
+                let coordinator_epoch = r.i32()?;
+                if v >= 2 {
+                    r.i8()?; // transaction_version
+                }
+                r.tagged_fields()?;
+                Ok(TxnMarker {
+                    producer_id,
+                    producer_epoch,
+                    committed,
+                    topics,
+                    coordinator_epoch,
+                })
+            })?;
+            Request::WriteTxnMarkers(WriteTxnMarkersRequest { markers })
+        }
+        ApiKey::DescribeTransactions => Request::DescribeTransactions(DescribeTransactionsRequest {
+            transactional_ids: r.array(1, |r| r.string())?,
+        }),
+        ApiKey::ListTransactions => Request::ListTransactions(ListTransactionsRequest {
+            state_filters: r.array(1, |r| r.string())?,
+            producer_id_filters: r.array(8, |r| r.i64())?,
+            duration_filter_ms: if v >= 1 { r.i64()? } else { -1 },
+            transactional_id_pattern: if v >= 2 { r.nullable_string()? } else { None },
+        }),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },

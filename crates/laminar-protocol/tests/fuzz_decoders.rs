@@ -409,6 +409,54 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.topics = vec![t];
             frame(ApiKey::TxnOffsetCommit, v, &r)
         }
+        27 if v >= 2 => {
+            // kafka-protocol encodes only v1: v2 adds TransactionVersion (i8) to each marker.
+            let mut f = frame(ApiKey::WriteTxnMarkers, 1, &WriteTxnMarkersRequest::default());
+            f[2..4].copy_from_slice(&v.to_be_bytes());
+            f.truncate(f.len() - 2); // the empty markers array and the tagged fields
+            f.push(2); // one marker
+            f.extend_from_slice(&7i64.to_be_bytes());
+            f.extend_from_slice(&0i16.to_be_bytes());
+            f.push(0); // abort
+            f.push(2); // one topic
+            f.push(4);
+            f.extend_from_slice(b"abc");
+            f.push(3); // two partitions
+            f.extend_from_slice(&0i32.to_be_bytes());
+            f.extend_from_slice(&1i32.to_be_bytes());
+            f.push(0);
+            f.extend_from_slice(&0i32.to_be_bytes()); // coordinator epoch
+            f.push(2); // transaction version
+            f.push(0);
+            f.push(0);
+            f
+        }
+        27 => {
+            let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+            t.name = topic();
+            t.partition_indexes = vec![0, 1];
+            let mut m = write_txn_markers_request::WritableTxnMarker::default();
+            m.producer_id = ProducerId(7);
+            m.transaction_result = false;
+            m.topics = vec![t];
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = vec![m.clone(), m];
+            frame(ApiKey::WriteTxnMarkers, v, &r)
+        }
+        65 => {
+            let mut r = DescribeTransactionsRequest::default();
+            r.transactional_ids = vec![TransactionalId(sb("a")), TransactionalId(sb("b"))];
+            frame(ApiKey::DescribeTransactions, v, &r)
+        }
+        66 => {
+            let mut r = ListTransactionsRequest::default();
+            r.state_filters = vec![sb("Ongoing")];
+            r.producer_id_filters = vec![ProducerId(7)];
+            if v >= 2 {
+                r.transactional_id_pattern = Some(sb("tx-.*"));
+            }
+            frame(ApiKey::ListTransactions, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

@@ -945,6 +945,104 @@ fn kafka_transactions_describe_producers() {
     broker.terminate();
 }
 
+/// `kafka-transactions list`, `describe` and `abort`: a transaction left open by a producer
+/// that went away is listed and described by the coordinator, its start offset is found with
+/// `describe-producers`, and `abort` ends it with a marker (WriteTxnMarkers), after which
+/// read_committed consumers pass it.
+#[test]
+fn kafka_transactions_list_describe_and_abort() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "hang", "--partitions", "1"]);
+    produce(&broker.addr, "hang", 0, 3);
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("transactional.id", "tx-hanging")
+        .create()
+        .unwrap();
+    p.init_transactions(Duration::from_secs(30)).unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..4 {
+        let v = format!("open-{i}");
+        p.send(BaseRecord::<str, str>::to("hang").payload(&v).partition(0))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    // Gone without ending it.
+    drop(p);
+
+    let listed = tools.ok_bootstrap_first(TRANSACTIONS, &["list"]);
+    let line = row(&listed, "tx-hanging");
+    assert_eq!(line[3], "Ongoing", "{listed}");
+    let described = tools.ok_bootstrap_first(TRANSACTIONS, &["describe", "--transactional-id", "tx-hanging"]);
+    assert!(
+        described.contains("Ongoing") && described.contains("hang-0"),
+        "{described}"
+    );
+
+    // The open transaction starts at offset 3, after the three plain records.
+    let producers = tools.ok_bootstrap_first(
+        TRANSACTIONS,
+        &["describe-producers", "--topic", "hang", "--partition", "0"],
+    );
+    let open: Vec<&str> = producers
+        .lines()
+        .filter(|l| l.split_whitespace().last() == Some("3"))
+        .collect();
+    assert_eq!(
+        open.len(),
+        1,
+        "one producer with a transaction open at 3: {producers}"
+    );
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let lso = |c: &BaseConsumer| {
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset("hang", 0, rdkafka::Offset::End).unwrap();
+        c.offsets_for_times(tpl, Duration::from_secs(30))
+            .unwrap()
+            .find_partition("hang", 0)
+            .unwrap()
+            .offset()
+    };
+    assert_eq!(
+        lso(&c),
+        rdkafka::Offset::Offset(3),
+        "read_committed ends where it began"
+    );
+
+    tools.ok_bootstrap_first(
+        TRANSACTIONS,
+        &[
+            "abort",
+            "--topic",
+            "hang",
+            "--partition",
+            "0",
+            "--start-offset",
+            "3",
+        ],
+    );
+    let producers = tools.ok_bootstrap_first(
+        TRANSACTIONS,
+        &["describe-producers", "--topic", "hang", "--partition", "0"],
+    );
+    assert!(
+        producers
+            .lines()
+            .skip(1)
+            .all(|l| matches!(l.split_whitespace().last(), Some("None") | None)),
+        "no transaction open after the abort: {producers}"
+    );
+    // The three records, four aborted ones and the marker: read_committed reaches the end.
+    assert_eq!(lso(&c), rdkafka::Offset::Offset(8));
+    broker.terminate();
+}
+
 /// The offset of the first record a fresh consumer reads from the beginning of a partition.
 fn first_offset(addr: &str, topic: &str, partition: i32) -> i64 {
     let c: BaseConsumer = ClientConfig::new()

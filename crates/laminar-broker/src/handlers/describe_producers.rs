@@ -1,7 +1,8 @@
 //! DescribeProducers v0 (`kafka-transactions describe-producers`, the Admin client's
 //! `describeProducers`): the idempotent producers each partition remembers for
-//! de-duplication, with their epoch, last sequence and last batch's timestamp. Laminar has no
-//! transactions yet, so there is no coordinator epoch and no open transaction (-1).
+//! de-duplication, with their epoch, last sequence and last batch's timestamp, and the first
+//! offset of the transaction each has open there (-1: none). The coordinator epoch is 0 for a
+//! producer with a transaction open (there is one coordinator, which never moves), -1 otherwise.
 
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -27,11 +28,13 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeProducer
                 .map(|p| {
                     let mut pr = PartitionResponse::default();
                     pr.partition_index = p;
-                    if b.topics.log(&topic, p).is_none() {
+                    let Some(log) = b.topics.log(&topic, p) else {
                         pr.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
                         pr.error_message = Some(sb(&format!("no partition {topic}-{p}")));
                         return pr;
-                    }
+                    };
+                    let open: std::collections::HashMap<i64, i64> =
+                        log.open_txns().into_iter().map(|(pid, o)| (pid, o.0)).collect();
                     pr.active_producers = b
                         .producers
                         .describe(&topic, p)
@@ -42,8 +45,9 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeProducer
                             s.producer_epoch = i.epoch as i32;
                             s.last_sequence = i.last_seq;
                             s.last_timestamp = i.last_timestamp_ms;
-                            s.coordinator_epoch = -1;
-                            s.current_txn_start_offset = -1;
+                            let open = open.get(&i.producer_id).copied();
+                            s.coordinator_epoch = if open.is_some() { 0 } else { -1 };
+                            s.current_txn_start_offset = open.unwrap_or(-1);
                             s
                         })
                         .collect();

@@ -75,24 +75,22 @@ pub enum Written<T> {
     Wrote(TxnMeta),
 }
 
-/// Appends one marker to `topic`-`partition` and returns its offset, or `None` if the
-/// partition no longer exists (its topic was deleted: nothing is left to end).
-async fn write_marker(
+/// Appends one marker of `producer_id` to `topic`-`partition` and waits until it is durable.
+/// Returns its offset, or `None` if the partition no longer exists (its topic was deleted:
+/// nothing is left to end). A marker with an epoch older than the producer's on the
+/// partition is refused (a fenced coordinator's, or a stale abort).
+pub async fn write_marker(
     b: &Arc<Broker>,
     topic: &str,
     partition: i32,
-    meta: &TxnMeta,
+    producer_id: i64,
+    producer_epoch: i16,
     commit: bool,
-) -> Result<Option<Offset>, String> {
+) -> Result<Option<Offset>, i16> {
     let Some(log) = b.topics.log(topic, partition) else {
         return Ok(None);
     };
-    let (b2, t, pid, epoch) = (
-        b.clone(),
-        topic.to_string(),
-        meta.producer_id,
-        meta.producer_epoch,
-    );
+    let (b2, t) = (b.clone(), topic.to_string());
     let marker = if commit {
         ControlType::Commit
     } else {
@@ -102,19 +100,32 @@ async fn write_marker(
     let appended = b
         .storage
         .run(partition_key(topic, partition), move || {
+            if b2
+                .producers
+                .epoch(&t, partition, producer_id)
+                .is_some_and(|e| e > producer_epoch)
+            {
+                return Err(ec::INVALID_PRODUCER_EPOCH);
+            }
             let now = laminar_storage::now_ms();
-            let mut batch = control_batch(marker, pid, epoch, 0, now);
-            let info = log2.append(&mut batch)?;
-            b2.producers.on_marker(&t, partition, pid, epoch, now);
-            Ok::<_, laminar_storage::StorageError>(info.last_offset)
+            let mut batch = control_batch(marker, producer_id, producer_epoch, 0, now);
+            let info = log2.append(&mut batch).map_err(|e| {
+                crate::warn!("a transaction marker for {t}-{partition}: {e}");
+                ec::KAFKA_STORAGE_ERROR
+            })?;
+            b2.producers
+                .on_marker(&t, partition, producer_id, producer_epoch, now);
+            Ok(info.last_offset)
         })
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| ec::UNKNOWN_SERVER_ERROR)??;
     b.data_arrived.notify_waiters();
     crate::net::waiting(log.wait_flushed(appended))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            crate::warn!("a transaction marker for {topic}-{partition}: {e}");
+            ec::KAFKA_STORAGE_ERROR
+        })?;
     Ok(Some(appended))
 }
 
@@ -136,8 +147,16 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
     loop {
         let mut failed = Vec::new();
         for (topic, partition) in left {
-            if let Err(e) = write_marker(&b, &topic, partition, &prepared, commit).await {
-                crate::warn!("transaction {id:?}: the marker for {topic}-{partition} failed, retrying: {e}");
+            let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
+            let written = write_marker(&b, &topic, partition, pid, epoch, commit).await;
+            if written == Err(ec::INVALID_PRODUCER_EPOCH) {
+                // A newer epoch of this producer wrote there since: this transaction's
+                // records were ended by that epoch's first marker already.
+                crate::warn!("transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed");
+            } else if let Err(code) = written {
+                crate::warn!(
+                    "transaction {id:?}: the marker for {topic}-{partition} failed ({code}), retrying"
+                );
                 failed.push((topic, partition));
             }
         }

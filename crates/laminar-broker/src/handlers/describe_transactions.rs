@@ -1,0 +1,51 @@
+//! DescribeTransactions v0 (`kafka-transactions describe`): each transactional id's state,
+//! producer, timeout, start time and partitions.
+
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{DescribeTransactionsResponse, ProducerId, TransactionalId};
+use laminar_protocol::requests::DescribeTransactionsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, topic_name, Encoded};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+
+/// Kafka's answer for an id its coordinator does not know.
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeTransactionsRequest) -> Encoded {
+    let mut resp = DescribeTransactionsResponse::default();
+    resp.transaction_states = r
+        .transactional_ids
+        .iter()
+        .map(|id| {
+            let mut s = TransactionState::default();
+            s.transactional_id = TransactionalId(sb(id));
+            let Some(m) = b.txns.get(id) else {
+                s.error_code = TRANSACTIONAL_ID_NOT_FOUND;
+                s.producer_id = ProducerId(-1);
+                s.producer_epoch = -1;
+                s.transaction_start_time_ms = -1;
+                return s;
+            };
+            s.error_code = ec::NONE;
+            s.transaction_state = sb(m.status.name());
+            s.transaction_timeout_ms = m.timeout_ms;
+            s.transaction_start_time_ms = m.start_ms;
+            s.producer_id = ProducerId(m.producer_id);
+            s.producer_epoch = m.producer_epoch;
+            let mut topics: Vec<TopicData> = Vec::new();
+            for (topic, partition) in &m.partitions {
+                if topics.last().is_none_or(|t| t.topic.0.as_str() != topic) {
+                    let mut t = TopicData::default();
+                    t.topic = topic_name(topic);
+                    topics.push(t);
+                }
+                topics.last_mut().unwrap().partitions.push(*partition);
+            }
+            s.topics = topics;
+            s
+        })
+        .collect();
+    responses::encode(ApiKey::DescribeTransactions, version, correlation_id, &resp)
+}
