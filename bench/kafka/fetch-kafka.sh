@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch Apache Kafka (broker, tools, Connect runtime and FileStream connectors) jars and their runtime dependencies from
+# Fetch Apache Kafka (broker, tools, Streams, Connect runtime and FileStream connectors) jars and their runtime dependencies from
 # Maven Central into $KAFKA_LIB, so run-kafka.sh can start a real Kafka broker
 # without a Kafka tarball.
 #
@@ -20,7 +20,8 @@ MVN_TIMEOUT="${MVN_TIMEOUT:-600}"
 marker="$KAFKA_LIB/.kafka-version"
 if [[ -f "$marker" && "$(cat "$marker")" == "$KAFKA_VERSION" ]] \
    && ls "$KAFKA_LIB"/kafka_"$SCALA_VERSION"-"$KAFKA_VERSION".jar >/dev/null 2>&1 \
-   && ls "$KAFKA_LIB"/connect-file-"$KAFKA_VERSION".jar >/dev/null 2>&1; then
+   && ls "$KAFKA_LIB"/connect-file-"$KAFKA_VERSION".jar >/dev/null 2>&1 \
+   && ls "$KAFKA_LIB"/kafka-streams-"$KAFKA_VERSION".jar >/dev/null 2>&1; then
   echo "Kafka $KAFKA_VERSION jars already in $KAFKA_LIB"
   exit 0
 fi
@@ -58,6 +59,12 @@ cat > "$work/pom.xml" <<POM
     <dependency>
       <groupId>org.apache.kafka</groupId>
       <artifactId>connect-file</artifactId>
+      <version>${KAFKA_VERSION}</version>
+    </dependency>
+    <!-- Kafka Streams (issue 13's exactly-once word count). -->
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-streams</artifactId>
       <version>${KAFKA_VERSION}</version>
     </dependency>
     <!-- Kafka 4.x logs through slf4j + log4j2. Its poms pull slf4j-api 1.7,

@@ -144,6 +144,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Default max.compaction.lag.ms of topics.",
     },
     SettingDoc {
+        name: "log.message.timestamp.type",
+        default: "CreateTime",
+        doc: "Default message.timestamp.type of topics: CreateTime keeps the producer's timestamps; LogAppendTime sets each batch's to the time of its append.",
+    },
+    SettingDoc {
         name: "log.cleaner.delete.retention.ms",
         default: "86400000",
         doc: "Default delete.retention.ms of topics.",
@@ -289,6 +294,8 @@ pub struct BrokerConfig {
     pub log_cleaner_min_compaction_lag_ms: i64,
     pub log_cleaner_max_compaction_lag_ms: i64,
     pub log_cleaner_delete_retention_ms: i64,
+    /// `log.message.timestamp.type` is LogAppendTime.
+    pub log_message_timestamp_log_append: bool,
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
     pub queued_max_request_bytes: usize,
@@ -352,6 +359,7 @@ impl Default for BrokerConfig {
             log_cleaner_min_compaction_lag_ms: 0,
             log_cleaner_max_compaction_lag_ms: i64::MAX,
             log_cleaner_delete_retention_ms: 86_400_000,
+            log_message_timestamp_log_append: false,
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 100 << 20,
             queued_max_request_bytes: 256 << 20,
@@ -531,6 +539,9 @@ impl BrokerConfig {
                 self.log_cleaner_max_compaction_lag_ms = positive(int()?)? as i64
             }
             "log.cleaner.delete.retention.ms" => self.log_cleaner_delete_retention_ms = int()?.max(0),
+            "log.message.timestamp.type" => {
+                self.log_message_timestamp_log_append = crate::topics::log_append_time(value)?
+            }
             "message.max.bytes" => self.message_max_bytes = positive(int()?)? as usize,
             "socket.request.max.bytes" => self.socket_request_max_bytes = positive(int()?)? as usize,
             "queued.max.request.bytes" => self.queued_max_request_bytes = positive(int()?)? as usize,
@@ -660,6 +671,14 @@ impl BrokerConfig {
             format!(
                 "log.cleaner.delete.retention.ms = {}",
                 self.log_cleaner_delete_retention_ms
+            ),
+            format!(
+                "log.message.timestamp.type = {}",
+                if self.log_message_timestamp_log_append {
+                    "LogAppendTime"
+                } else {
+                    "CreateTime"
+                }
             ),
             format!("message.max.bytes = {}", self.message_max_bytes),
             format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),

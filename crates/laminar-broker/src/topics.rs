@@ -33,7 +33,19 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "min.compaction.lag.ms",
     "max.compaction.lag.ms",
     "delete.retention.ms",
+    "message.timestamp.type",
 ];
+
+/// Whether a `message.timestamp.type` value is LogAppendTime (or CreateTime).
+pub fn log_append_time(value: &str) -> Result<bool, String> {
+    match value {
+        "CreateTime" => Ok(false),
+        "LogAppendTime" => Ok(true),
+        other => Err(format!(
+            "message.timestamp.type: {other:?} is neither CreateTime nor LogAppendTime"
+        )),
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TopicMeta {
@@ -313,6 +325,10 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
                     .ok_or(format!("{k} must be positive"))?
             }
             "delete.retention.ms" => lc.delete_retention_ms = int()?.max(0),
+            // Applied by the produce path, not the log.
+            "message.timestamp.type" => {
+                log_append_time(v)?;
+            }
             _ => return Err(format!("unknown or unsupported topic config {k:?}")),
         }
     }
@@ -321,6 +337,14 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
 }
 
 impl Topics {
+    /// Does this topic take the time of append as its records' timestamp?
+    pub fn log_append_time(&self, topic: &TopicMeta) -> bool {
+        match topic.configs.get("message.timestamp.type") {
+            Some(v) => log_append_time(v).unwrap_or(false),
+            None => self.effective_config().log_message_timestamp_log_append,
+        }
+    }
+
     /// The largest batch a producer may send to this topic.
     pub fn max_message_bytes(&self, topic: &TopicMeta) -> usize {
         topic

@@ -192,3 +192,44 @@ fn topics_survive_a_restart() {
         .iter()
         .any(|e| e.name == "retention.ms" && e.value.as_deref() == Some("123456")));
 }
+
+/// `message.timestamp.type=LogAppendTime` (Kafka Streams sets the type on its internal
+/// topics): records read back carry the time of their append, marked as such; a CreateTime
+/// topic keeps the producer's; a bad value is refused.
+#[test]
+fn log_append_time_topics_stamp_the_append_time() {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::message::{Message, Timestamp};
+    let b = TestBroker::start();
+    let a = admin(&b.addr);
+    let t = NewTopic::new("appended", 1, TopicReplication::Fixed(1))
+        .set("message.timestamp.type", "LogAppendTime");
+    let c =
+        NewTopic::new("created", 1, TopicReplication::Fixed(1)).set("message.timestamp.type", "CreateTime");
+    let bad = NewTopic::new("bad-ts", 1, TopicReplication::Fixed(1)).set("message.timestamp.type", "Now");
+    let r = block(a.create_topics([&t, &c, &bad], &opts())).unwrap();
+    assert!(r[0].is_ok() && r[1].is_ok() && r[2].is_err(), "{r:?}");
+    let p = producer(&b.addr, &[]);
+    let before = laminar_storage::now_ms();
+    for topic in ["appended", "created"] {
+        send(&p, topic, Some(0), &make_record(1));
+    }
+    flush(&p);
+    for (topic, appended) in [("appended", true), ("created", false)] {
+        let cons = consumer(&b.addr);
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning)
+            .unwrap();
+        cons.assign(&tpl).unwrap();
+        let m = loop {
+            if let Some(m) = cons.poll(Duration::from_millis(100)) {
+                break m.unwrap();
+            }
+        };
+        match (m.timestamp(), appended) {
+            (Timestamp::LogAppendTime(ts), true) => assert!(ts >= before, "{ts} < {before}"),
+            (Timestamp::CreateTime(ts), false) => assert_eq!(ts, make_record(1).timestamp_ms),
+            (other, _) => panic!("{topic}: {other:?}"),
+        }
+    }
+}

@@ -27,6 +27,7 @@ const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's config types (v3+).
 const TYPE_UNKNOWN: i8 = 0;
+const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 const TYPE_DOUBLE: i8 = 6;
@@ -101,6 +102,12 @@ const TOPIC_CONFIG_DOCS: &[TopicConfig] = &[
         config_type: TYPE_LONG,
         doc: "How long a tombstone is kept after the cleaner first saw it.",
     },
+    TopicConfig {
+        name: "message.timestamp.type",
+        broker_name: "log.message.timestamp.type",
+        config_type: TYPE_STRING,
+        doc: "CreateTime: records keep the producer's timestamps; LogAppendTime: each batch takes the time of its append.",
+    },
 ];
 
 /// What a topic without an override gets from the broker's settings `c`.
@@ -117,6 +124,12 @@ fn topic_default(c: &BrokerConfig, name: &str) -> String {
         "min.compaction.lag.ms" => c.log_cleaner_min_compaction_lag_ms.to_string(),
         "max.compaction.lag.ms" => c.log_cleaner_max_compaction_lag_ms.to_string(),
         "delete.retention.ms" => c.log_cleaner_delete_retention_ms.to_string(),
+        "message.timestamp.type" => if c.log_message_timestamp_log_append {
+            "LogAppendTime"
+        } else {
+            "CreateTime"
+        }
+        .to_string(),
         _ => String::new(),
     }
 }

@@ -62,6 +62,8 @@ struct Appended {
     base_offset: i64,
     last_offset: i64,
     log_start: i64,
+    /// The time the batches were stamped with (LogAppendTime topics), else -1.
+    log_append_time_ms: i64,
 }
 
 fn storage_code(e: &StorageError) -> i16 {
@@ -72,6 +74,16 @@ fn storage_code(e: &StorageError) -> i16 {
     }
 }
 
+/// What a partition's topic and the request's version require of its batches.
+#[derive(Clone, Copy)]
+struct Rules {
+    max_message_bytes: usize,
+    /// Produce v7+ (KIP-110).
+    zstd_allowed: bool,
+    /// `message.timestamp.type=LogAppendTime`.
+    log_append_time: bool,
+}
+
 /// Runs on the storage thread: validates the batches (decompressing compressed ones, with a
 /// bound), applies the idempotence checks, and appends.
 fn append(
@@ -79,10 +91,14 @@ fn append(
     topic: &str,
     partition: i32,
     records: Bytes,
-    max_message_bytes: usize,
+    rules: Rules,
     records_validated: bool,
-    zstd_allowed: bool,
 ) -> Result<Appended, Refused> {
+    let Rules {
+        max_message_bytes,
+        zstd_allowed,
+        log_append_time,
+    } = rules;
     let log = b
         .topics
         .log(topic, partition)
@@ -147,10 +163,20 @@ fn append(
                 base_offset,
                 last_offset: base_offset,
                 log_start: log.log_start().0,
+                log_append_time_ms: -1,
             });
         }
         SeqCheck::Reject(code) => return Err(Refused::Code(code)),
     }
+    let log_append_time_ms = if log_append_time {
+        let now = laminar_storage::now_ms();
+        for (_, start, end) in &batches {
+            laminar_records::set_log_append_time(&mut buf[*start..*end], now);
+        }
+        now
+    } else {
+        -1
+    };
     let info = log.append(&mut buf).map_err(|e| {
         crate::warn!("append to {topic}-{partition} failed: {e}");
         Refused::Code(storage_code(&e))
@@ -160,6 +186,7 @@ fn append(
         base_offset: info.base_offset.0,
         last_offset: info.last_offset.0,
         log_start: log.log_start().0,
+        log_append_time_ms,
     })
 }
 
@@ -312,14 +339,18 @@ async fn produce_partition(
         out.error_code = ec::CORRUPT_MESSAGE;
         return (out, None);
     };
-    let max_message_bytes = b.topics.max_message_bytes(&meta);
+    let rules = Rules {
+        max_message_bytes: b.topics.max_message_bytes(&meta),
+        zstd_allowed: version >= 7,
+        log_append_time: b.topics.log_append_time(&meta),
+    };
     let mut validated = false;
     let result = loop {
         let (b2, t, r) = (b.clone(), topic.clone(), records.clone());
         let attempt = b
             .storage
             .run(partition_key(&topic, partition), move || {
-                append(&b2, &t, partition, r, max_message_bytes, validated, version >= 7)
+                append(&b2, &t, partition, r, rules, validated)
             })
             .await
             .unwrap_or_else(|e| {
@@ -359,6 +390,7 @@ async fn produce_partition(
         Ok(a) => {
             b.data_arrived.notify_waiters();
             out.base_offset = a.base_offset;
+            out.log_append_time_ms = a.log_append_time_ms;
             if version >= 5 {
                 out.log_start_offset = a.log_start;
             }
