@@ -57,7 +57,7 @@ pub const API_TABLE: &[ApiSpec] = &[
     ApiSpec {
         key: ApiKey::Produce,
         min_version: 3,
-        max_version: 11,
+        max_version: 12,
         first_flexible: 9,
     },
     ApiSpec {
@@ -247,8 +247,9 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 2,
         first_flexible: 2,
     },
-    // Transactions, as clients use them without transaction.version 2 (KIP-890): v4 and
-    // v5 of AddPartitionsToTxn are for brokers.
+    // Transactions, with transaction.version 2 (KIP-890: Produce v12, EndTxn v5 and
+    // TxnOffsetCommit v5 add partitions implicitly and bump the epoch per transaction) and
+    // without it. v4 and v5 of AddPartitionsToTxn are for brokers.
     ApiSpec {
         key: ApiKey::AddPartitionsToTxn,
         min_version: 0,
@@ -264,13 +265,13 @@ pub const API_TABLE: &[ApiSpec] = &[
     ApiSpec {
         key: ApiKey::EndTxn,
         min_version: 0,
-        max_version: 4,
+        max_version: 5,
         first_flexible: 3,
     },
     ApiSpec {
         key: ApiKey::TxnOffsetCommit,
         min_version: 0,
-        max_version: 4,
+        max_version: 5,
         first_flexible: 3,
     },
     // Brokers send it to partition leaders; the Admin client's abortTransaction too

@@ -50,9 +50,10 @@ pub async fn handle(
             .collect();
         let pr = &r.producer;
         let now = laminar_storage::now_ms();
-        let decision = b.txns.begin(&pr.transactional_id, |m| {
+        let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
             decide_add(m, pr.producer_id, pr.producer_epoch, &partitions, now)
-        });
+        })
+        .await;
         match run(b, &pr.transactional_id, decision).await {
             Ok(_) => ec::NONE,
             Err(code) => code,

@@ -1,29 +1,51 @@
-//! EndTxn v0-4: commit or abort. Answered once the decision (PrepareCommit or PrepareAbort)
+//! EndTxn v0-5: commit or abort. v5 (transaction.version 2, KIP-890) bumps the producer's
+//! epoch at every end and answers with the new one. Answered once the decision (PrepareCommit or PrepareAbort)
 //! is durable; the markers follow, and the producer's next transaction waits for them
 //! (CONCURRENT_TRANSACTIONS), as in Kafka.
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::EndTxnResponse;
+use kafka_protocol::messages::{EndTxnResponse, ProducerId};
 use laminar_protocol::requests::EndTxnRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
-use crate::error_codes as ec;
-use crate::txn::complete::run;
+use crate::txn::complete::{run, Written};
 use crate::txn::decide_end;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: EndTxnRequest) -> Encoded {
     let pr = &r.producer;
     let now = laminar_storage::now_ms();
-    let decision = b.txns.begin(&pr.transactional_id, |m| {
-        decide_end(m, pr.producer_id, pr.producer_epoch, r.committed, now)
-    });
+    let mut allocate = || b.producers.allocate();
+    let bump = version >= 5;
+    let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
+        decide_end(
+            m,
+            pr.producer_id,
+            pr.producer_epoch,
+            r.committed,
+            bump,
+            now,
+            &mut allocate,
+        )
+    })
+    .await;
     let mut resp = EndTxnResponse::default();
-    resp.error_code = match run(b, &pr.transactional_id, decision).await {
-        Ok(_) => ec::NONE,
-        Err(code) => code,
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    let answer = match run(b, &pr.transactional_id, decision).await {
+        Ok(Written::Reply(producer)) => Ok(producer),
+        Ok(Written::Wrote(m)) => Ok((m.producer_id, m.producer_epoch)),
+        Err(code) => Err(code),
     };
+    match answer {
+        Ok((pid, epoch)) if bump => {
+            resp.producer_id = ProducerId(pid);
+            resp.producer_epoch = epoch;
+        }
+        Ok(_) => {}
+        Err(code) => resp.error_code = code,
+    }
     responses::encode(ApiKey::EndTxn, version, correlation_id, &resp)
 }

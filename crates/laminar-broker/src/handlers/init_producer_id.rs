@@ -33,9 +33,10 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitP
                 let now = laminar_storage::now_ms();
                 let mut allocate = || b.producers.allocate();
                 let requested = (r.producer_id, r.producer_epoch);
-                let decision = b
-                    .txns
-                    .begin(id, |m| decide_init(m, id, timeout, requested, now, &mut allocate));
+                let decision = crate::txn::complete::begin_when_free(b, id, |m| {
+                    decide_init(m, id, timeout, requested, now, &mut allocate)
+                })
+                .await;
                 match run(b, id, decision).await {
                     Ok(Written::Reply((pid, epoch))) => {
                         resp.producer_id = ProducerId(pid);

@@ -305,6 +305,28 @@ async fn validate_large(records: Bytes) -> Result<(), i16> {
     verdict
 }
 
+/// Adds `topic`-`partition` to the transaction of the producer of `records`' first batch, if
+/// that batch is transactional (Produce v12). The append checks the rest on its thread.
+async fn add_implicitly(b: &Arc<Broker>, topic: &str, partition: i32, records: &[u8]) -> Result<(), i16> {
+    let Ok(h) = BatchHeader::parse(records) else {
+        return Ok(()); // refused as corrupt by the append
+    };
+    if !h.is_transactional() || h.is_control() || h.producer_id < 0 {
+        return Ok(());
+    }
+    let id = b
+        .txns
+        .id_of(h.producer_id)
+        .ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    let now = laminar_storage::now_ms();
+    let partitions = [(topic.to_string(), partition)];
+    let decision = crate::txn::complete::begin_when_free(b, &id, |m| {
+        crate::txn::decide_add(m, h.producer_id, h.producer_epoch, &partitions, now)
+    })
+    .await;
+    crate::txn::complete::run(b, &id, decision).await.map(|_| ())
+}
+
 /// Appends one partition's batches. With `acks=all`, also returns the wait for the fsync
 /// that will cover them: the caller awaits it after the request's ordered part is done.
 async fn produce_partition(
@@ -339,6 +361,14 @@ async fn produce_partition(
         out.error_code = ec::CORRUPT_MESSAGE;
         return (out, None);
     };
+    if version >= 12 {
+        // Transaction version 2 (KIP-890): the producer adds no partitions; its first batch
+        // to a partition in a transaction adds it, durably, before anything is appended.
+        if let Err(code) = add_implicitly(&b, &topic, partition, &records).await {
+            out.error_code = code;
+            return (out, None);
+        }
+    }
     let rules = Rules {
         max_message_bytes: b.topics.max_message_bytes(&meta),
         zstd_allowed: version >= 7,

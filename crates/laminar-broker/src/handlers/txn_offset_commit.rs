@@ -1,4 +1,5 @@
-//! TxnOffsetCommit v0-4: a group's offsets, committed with the producer's transaction. They
+//! TxnOffsetCommit v0-5: a group's offsets, committed with the producer's transaction (v5,
+//! transaction.version 2: the group log's partition joins it implicitly). They
 //! are kept (durably) with the transaction and reach the group when it commits; until then a
 //! consumer that asks for stable offsets is told to wait.
 
@@ -78,9 +79,18 @@ pub async fn handle(
     }
     if !offsets.is_empty() {
         let pr = &r.producer;
-        let decision = b.txns.begin(&pr.transactional_id, |m| {
-            decide_offsets(m, pr.producer_id, pr.producer_epoch, &r.group_id, offsets, now)
-        });
+        let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
+            decide_offsets(
+                m,
+                pr.producer_id,
+                pr.producer_epoch,
+                &r.group_id,
+                offsets.clone(),
+                version >= 5,
+                now,
+            )
+        })
+        .await;
         if let Err(code) = run(b, &pr.transactional_id, decision).await {
             for c in codes.iter_mut().flatten() {
                 if *c == ec::NONE {

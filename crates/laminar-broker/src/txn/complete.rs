@@ -20,6 +20,15 @@ const MARKER_RETRY_MS: u64 = 1_000;
 
 /// Appends `changes` to the transaction log and waits until they are durable.
 pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -> Result<(), i16> {
+    persist_with(b, changes, true).await
+}
+
+/// Appends `changes` to the transaction log; with `durable`, waits for the fsync too.
+async fn persist_with(
+    b: &Arc<Broker>,
+    changes: Vec<(String, Option<TxnMeta>)>,
+    durable: bool,
+) -> Result<(), i16> {
     let log = b.txn_log.clone();
     let appended = b
         .storage
@@ -39,6 +48,9 @@ pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -
             return Err(ec::COORDINATOR_NOT_AVAILABLE);
         }
     };
+    if !durable {
+        return Ok(());
+    }
     crate::net::waiting(b.txn_log.wait_flushed(last))
         .await
         .map_err(|e| {
@@ -46,6 +58,38 @@ pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -
             ec::COORDINATOR_NOT_AVAILABLE
         })?;
     Ok(())
+}
+
+/// The longest a request waits for its transactional id to be free (a change being written,
+/// or the previous transaction's markers) before it answers CONCURRENT_TRANSACTIONS and the
+/// client retries. A producer's next transaction usually starts right after the last one's
+/// EndTxn answer, while its markers are being made durable; waiting here spares it the
+/// client's retry backoff (franz-go's grows to a second), and costs nothing else: only this
+/// request waits, on a timer and a notification, never on a socket thread.
+pub const CONCURRENT_WAIT_MS: u64 = 2_000;
+
+/// Decides a change of `id` as [`TxnCoordinator::begin`] does, but waits (up to
+/// [`CONCURRENT_WAIT_MS`]) while the answer would be CONCURRENT_TRANSACTIONS.
+///
+/// [`TxnCoordinator::begin`]: super::TxnCoordinator::begin
+pub async fn begin_when_free<T>(
+    b: &Arc<Broker>,
+    id: &str,
+    mut decide: impl FnMut(Option<&TxnMeta>) -> Result<Decision<T>, i16>,
+) -> Result<Decision<T>, i16> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(CONCURRENT_WAIT_MS);
+    loop {
+        // Registered before looking, so that a change in between still wakes this request.
+        let changed = b.txns.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        match b.txns.begin(id, &mut decide) {
+            Err(ec::CONCURRENT_TRANSACTIONS) if tokio::time::Instant::now() < deadline => {
+                let _ = crate::net::waiting(tokio::time::timeout_at(deadline, changed)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Runs a decision of `id`: writes it if it is a change, applies it once durable. Returns the
@@ -146,9 +190,20 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
     let mut offsets_left = commit && !prepared.offsets.is_empty();
     loop {
         let mut failed = Vec::new();
+        // Every partition's marker at once: their fsyncs overlap.
+        let mut writes = tokio::task::JoinSet::new();
         for (topic, partition) in left {
-            let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
-            let written = write_marker(&b, &topic, partition, pid, epoch, commit).await;
+            let (b, pid, epoch) = (b.clone(), prepared.producer_id, prepared.producer_epoch);
+            writes.spawn(async move {
+                let written = write_marker(&b, &topic, partition, pid, epoch, commit).await;
+                (topic, partition, written)
+            });
+        }
+        while let Some(joined) = writes.join_next().await {
+            let Ok((topic, partition, written)) = joined else {
+                crate::warn!("transaction {id:?}: a marker task failed");
+                continue;
+            };
             if written == Err(ec::INVALID_PRODUCER_EPOCH) {
                 // A newer epoch of this producer wrote there since: this transaction's
                 // records were ended by that epoch's first marker already.
@@ -204,7 +259,10 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
         });
         match begun {
             Ok(Decision::Write(meta)) => {
-                let written = persist(&b, vec![(id.clone(), Some(meta.clone()))]).await;
+                // Not waited for: a complete record lost in a crash leaves the prepared one,
+                // and the completion runs again (the markers, durable now, are idempotent).
+                // Any later record of this id is fsynced, and this one with it.
+                let written = persist_with(&b, vec![(id.clone(), Some(meta.clone()))], false).await;
                 b.txns.finish(&id, written.is_ok().then_some(meta));
                 if written.is_ok() {
                     return;

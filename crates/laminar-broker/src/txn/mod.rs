@@ -127,6 +127,9 @@ pub enum Decision<T> {
 
 pub struct TxnCoordinator {
     state: Mutex<State>,
+    /// Woken whenever a change is applied or dropped: requests that found their id busy or
+    /// its transaction being completed wait for it (see `complete::begin_when_free`).
+    pub changed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -181,6 +184,7 @@ impl TxnCoordinator {
         }
         TxnCoordinator {
             state: Mutex::new(state),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -230,6 +234,8 @@ impl TxnCoordinator {
                     if let Some(e) = st.txns.remove(id) {
                         st.by_producer.remove(&e.meta.producer_id);
                     }
+                    drop(st);
+                    self.changed.notify_waiters();
                     return;
                 }
             }
@@ -238,10 +244,17 @@ impl TxnCoordinator {
             e.busy = false;
             e.new = false;
         }
+        drop(st);
+        self.changed.notify_waiters();
     }
 
     pub fn get(&self, id: &str) -> Option<TxnMeta> {
         self.state.lock().unwrap().txns.get(id).map(|e| e.meta.clone())
+    }
+
+    /// The transactional id whose producer has this id.
+    pub fn id_of(&self, producer_id: i64) -> Option<String> {
+        self.state.lock().unwrap().by_producer.get(&producer_id).cloned()
     }
 
     /// Every id's state, by id.
@@ -460,13 +473,15 @@ pub fn decide_add(
     Ok(Decision::Write(next))
 }
 
-/// TxnOffsetCommit: offsets join the transaction, which must hold the group log's partition.
+/// TxnOffsetCommit: offsets join the transaction, which must hold the group log's partition,
+/// or (transaction.version 2, `implicit`) gets it now.
 pub fn decide_offsets(
     m: Option<&TxnMeta>,
     producer_id: i64,
     producer_epoch: i16,
     group: &str,
     offsets: Vec<((String, i32), PendingOffset)>,
+    implicit: bool,
     now_ms: i64,
 ) -> Result<Decision<()>, i16> {
     let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
@@ -474,10 +489,20 @@ pub fn decide_offsets(
     if m.status.is_prepared() {
         return Err(ec::CONCURRENT_TRANSACTIONS);
     }
-    if m.status != TxnStatus::Ongoing || !m.partitions.contains(&offsets_partition()) {
-        return Err(ec::INVALID_TXN_STATE);
-    }
+    let added = m.status == TxnStatus::Ongoing && m.partitions.contains(&offsets_partition());
     let mut next = m.clone();
+    if !added {
+        if !implicit || m.status == TxnStatus::Dead {
+            return Err(ec::INVALID_TXN_STATE);
+        }
+        if m.status != TxnStatus::Ongoing {
+            next.start_ms = now_ms;
+            next.partitions.clear();
+            next.offsets.clear();
+            next.status = TxnStatus::Ongoing;
+        }
+        next.partitions.insert(offsets_partition());
+    }
     for ((topic, partition), o) in offsets {
         next.offsets.insert((group.to_string(), topic, partition), o);
     }
@@ -486,31 +511,76 @@ pub fn decide_offsets(
 }
 
 /// EndTxn. `Ok(Write)` is a prepare record: once durable, EndTxn is answered and the
-/// transaction completed.
+/// transaction completed. With transaction.version 2 (`bump_epoch`, EndTxn v5) the prepare
+/// record carries the producer's next epoch, which the markers fence older epochs with and the
+/// answer gives the producer for its next transaction; a retry of an end that went through
+/// comes with the epoch before it. The reply is the producer's (id, epoch).
 pub fn decide_end(
     m: Option<&TxnMeta>,
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
+    bump_epoch: bool,
     now_ms: i64,
-) -> Result<Decision<()>, i16> {
+    allocate: &mut dyn FnMut() -> i64,
+) -> Result<Decision<(i64, i16)>, i16> {
     let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    let ended = matches!(
+        (m.status, commit),
+        (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false)
+    );
+    let ending = matches!(
+        (m.status, commit),
+        (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false)
+    );
+    let retried = producer_id == m.last_producer_id && producer_epoch == m.last_producer_epoch;
+    if bump_epoch && retried && (ended || ending) {
+        return if ended {
+            Ok(Decision::Reply((m.producer_id, m.producer_epoch)))
+        } else {
+            Err(ec::CONCURRENT_TRANSACTIONS)
+        };
+    }
     check_producer(m, producer_id, producer_epoch)?;
-    match (m.status, commit) {
-        (TxnStatus::Ongoing, _) => Ok(Decision::Write(TxnMeta {
-            status: if commit {
-                TxnStatus::PrepareCommit
-            } else {
-                TxnStatus::PrepareAbort
-            },
+    let status = if commit {
+        TxnStatus::PrepareCommit
+    } else {
+        TxnStatus::PrepareAbort
+    };
+    let prepare = |m: &TxnMeta, allocate: &mut dyn FnMut() -> i64| {
+        let (pid, epoch) = if bump_epoch {
+            bump(m, allocate)
+        } else {
+            (m.producer_id, m.producer_epoch)
+        };
+        let (last_pid, last_epoch) = if bump_epoch {
+            (m.producer_id, m.producer_epoch)
+        } else {
+            (m.last_producer_id, m.last_producer_epoch)
+        };
+        TxnMeta {
+            producer_id: pid,
+            producer_epoch: epoch,
+            last_producer_id: last_pid,
+            last_producer_epoch: last_epoch,
+            status,
             update_ms: now_ms,
             ..m.clone()
-        })),
-        // A retry of an end that went through.
-        (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => Ok(Decision::Reply(())),
-        (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
-            Err(ec::CONCURRENT_TRANSACTIONS)
         }
+    };
+    match (m.status, commit) {
+        (TxnStatus::Ongoing, _) => Ok(Decision::Write(prepare(m, allocate))),
+        // Version 2: a producer may abort what never reached this coordinator (its first
+        // produce failed); it gets its next epoch, and nothing is written to any partition.
+        (TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort, false) if bump_epoch => {
+            let mut next = prepare(m, allocate);
+            next.partitions.clear();
+            next.offsets.clear();
+            Ok(Decision::Write(next))
+        }
+        // A retry of an end that went through.
+        _ if ended && !bump_epoch => Ok(Decision::Reply((m.producer_id, m.producer_epoch))),
+        _ if ending => Err(ec::CONCURRENT_TRANSACTIONS),
         _ => Err(ec::INVALID_TXN_STATE),
     }
 }
@@ -599,7 +669,8 @@ mod tests {
             "the zombie is fenced"
         );
         assert_eq!(
-            c.begin("t", |m| decide_end(m, p, e0, true, 6)).err(),
+            c.begin("t", |m| decide_end(m, p, e0, true, false, 6, &mut || 0))
+                .err(),
             Some(ec::PRODUCER_FENCED)
         );
         // Completion writes CompleteAbort; then the new instance gets the next epoch.
@@ -616,16 +687,20 @@ mod tests {
         let mut pid = 0;
         let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
         assert_eq!(
-            c.begin("t", |m| decide_end(m, p, e, true, 1)).err(),
+            c.begin("t", |m| decide_end(m, p, e, true, false, 1, &mut || 0))
+                .err(),
             Some(ec::INVALID_TXN_STATE),
             "nothing to end"
         );
         let parts = vec![("a".to_string(), 0)];
         write(&c, "t", c.begin("t", |m| decide_add(m, p, e, &parts, 1))).unwrap();
-        let d = c.begin("t", |m| decide_end(m, p, e, true, 2)).unwrap();
+        let d = c
+            .begin("t", |m| decide_end(m, p, e, true, false, 2, &mut || 0))
+            .unwrap();
         // Busy while the prepare record is written.
         assert_eq!(
-            c.begin("t", |m| decide_end(m, p, e, true, 2)).err(),
+            c.begin("t", |m| decide_end(m, p, e, true, false, 2, &mut || 0))
+                .err(),
             Some(ec::CONCURRENT_TRANSACTIONS)
         );
         let Decision::Write(prepared) = d else { panic!() };
@@ -644,15 +719,17 @@ mod tests {
             }),
         );
         assert!(matches!(
-            c.begin("t", |m| decide_end(m, p, e, true, 4)),
-            Ok(Decision::Reply(()))
+            c.begin("t", |m| decide_end(m, p, e, true, false, 4, &mut || 0)),
+            Ok(Decision::Reply(r)) if r == (p, e)
         ));
         assert_eq!(
-            c.begin("t", |m| decide_end(m, p, e + 1, true, 4)).err(),
+            c.begin("t", |m| decide_end(m, p, e + 1, true, false, 4, &mut || 0))
+                .err(),
             Some(ec::PRODUCER_FENCED)
         );
         assert_eq!(
-            c.begin("t", |m| decide_end(m, p + 1, e, true, 4)).err(),
+            c.begin("t", |m| decide_end(m, p + 1, e, true, false, 4, &mut || 0))
+                .err(),
             Some(ec::INVALID_PRODUCER_ID_MAPPING)
         );
     }
@@ -674,5 +751,107 @@ mod tests {
             (m.status, m.producer_epoch, m.last_producer_epoch),
             (TxnStatus::PrepareAbort, e + 1, e)
         );
+    }
+}
+
+#[cfg(test)]
+mod tv2_tests {
+    use super::*;
+
+    fn ongoing(epoch: i16) -> TxnMeta {
+        TxnMeta {
+            transactional_id: "t".into(),
+            producer_id: 5,
+            producer_epoch: epoch,
+            last_producer_id: -1,
+            last_producer_epoch: -1,
+            timeout_ms: 60_000,
+            status: TxnStatus::Ongoing,
+            partitions: BTreeSet::from([("a".to_string(), 0)]),
+            offsets: BTreeMap::new(),
+            start_ms: 1,
+            update_ms: 1,
+        }
+    }
+
+    #[test]
+    fn version_2_bumps_the_epoch_at_every_end_and_answers_retries() {
+        let m = ongoing(3);
+        let Ok(Decision::Write(prepared)) = decide_end(Some(&m), 5, 3, true, true, 2, &mut || 99) else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                prepared.status,
+                prepared.producer_epoch,
+                prepared.last_producer_epoch
+            ),
+            (TxnStatus::PrepareCommit, 4, 3)
+        );
+        // Retried while the markers are written, then after.
+        assert_eq!(
+            decide_end(Some(&prepared), 5, 3, true, true, 3, &mut || 99).err(),
+            Some(ec::CONCURRENT_TRANSACTIONS)
+        );
+        let done = TxnMeta {
+            status: TxnStatus::CompleteCommit,
+            ..prepared.clone()
+        };
+        assert!(matches!(
+            decide_end(Some(&done), 5, 3, true, true, 4, &mut || 99),
+            Ok(Decision::Reply((5, 4)))
+        ));
+        // The old epoch cannot start anything; the new one can.
+        assert_eq!(
+            decide_add(Some(&done), 5, 3, &[("a".to_string(), 0)], 5).err(),
+            Some(ec::PRODUCER_FENCED)
+        );
+        assert!(matches!(
+            decide_add(Some(&done), 5, 4, &[("a".to_string(), 0)], 5),
+            Ok(Decision::Write(_))
+        ));
+        // An exhausted epoch takes a new producer id.
+        let Ok(Decision::Write(fresh)) = decide_end(
+            Some(&ongoing(i16::MAX - 1)),
+            5,
+            i16::MAX - 1,
+            false,
+            true,
+            6,
+            &mut || 99,
+        ) else {
+            panic!()
+        };
+        assert_eq!(
+            (fresh.producer_id, fresh.producer_epoch, fresh.last_producer_id),
+            (99, 0, 5)
+        );
+    }
+
+    #[test]
+    fn version_2_adds_the_group_partition_with_the_offsets() {
+        let m = TxnMeta {
+            status: TxnStatus::CompleteCommit,
+            partitions: BTreeSet::new(),
+            ..ongoing(1)
+        };
+        let offset = PendingOffset {
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+            commit_ms: 1,
+        };
+        let offsets = vec![(("a".to_string(), 0), offset)];
+        assert_eq!(
+            decide_offsets(Some(&m), 5, 1, "g", offsets.clone(), false, 2).err(),
+            Some(ec::INVALID_TXN_STATE),
+            "version 1 needs AddOffsetsToTxn first"
+        );
+        let Ok(Decision::Write(next)) = decide_offsets(Some(&m), 5, 1, "g", offsets, true, 2) else {
+            panic!()
+        };
+        assert_eq!(next.status, TxnStatus::Ongoing);
+        assert!(next.partitions.contains(&offsets_partition()));
+        assert_eq!(next.offsets.len(), 1);
     }
 }
