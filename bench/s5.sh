@@ -32,6 +32,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
 source bench/machine.sh
+# shellcheck source=bench/brokers.sh disable=SC1091
+source bench/brokers.sh
 
 out=${1:-bench/results/$(date +%F)-$(hostname)-s5}
 N=${N:-1000000}
@@ -93,27 +95,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-# The Java tools run as Kafka's bin/kafka-*-perf-test.sh run them (heap, G1 options), with a
-# log4j2 config that prints warnings, plus the clients' "ProducerConfig values:" and
-# "ConsumerConfig values:" dumps (logged by AbstractConfig): the raw files then show every
-# client setting in effect.
-cat > "$work/tools-log4j2.properties" <<'LOG4J'
-status = warn
-appender.console.type = Console
-appender.console.name = STDERR
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.stderr.ref = STDERR
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = INFO
-LOG4J
-# TOOL_HEAP is deliberately split into words (it may hold several JVM options).
-# shellcheck disable=SC2206
-java_tool=(java $TOOL_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
-  -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
-  "-Dlog4j2.configurationFile=$work/tools-log4j2.properties" -cp "$KAFKA_LIB/*")
+java_tool_setup
 
 # Equal broker settings where both have them. Laminar's num.io.threads is its cold-read pool,
 # Kafka's its request handlers: same name and number, not the same job.
@@ -141,77 +123,6 @@ TOML
   echo "tool jvm: ${java_tool[*]:0:8}"
 } > "$out/config.txt"
 cat "$out/config.txt"
-
-wait_port() {
-  for _ in $(seq 1 120); do
-    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0
-    kill -0 "$launcher_pid" 2>/dev/null || { echo "broker exited before listening" >&2; return 1; }
-    sleep 1
-  done
-  echo "broker did not start listening on $PORT in 120 s" >&2
-  return 1
-}
-
-status_kb() { # PID FIELD: a VmRSS/VmHWM line of /proc/PID/status, in kB
-  awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"
-}
-
-# start_broker BROKER DATA_DIR LOG: starts it in the background and waits for its port.
-start_broker() {
-  local broker=$1 data=$2 log=$3
-  case $broker in
-    laminar)
-      "$bin" serve --listen "$bootstrap" --data-dir "$data" --metrics-listen none \
-        --config "$work/laminar.toml" > "$log" 2>&1 &
-      launcher_pid=$!
-      broker_pid=$launcher_pid
-      ;;
-    kafka)
-      # run-kafka.sh already sets group.initial.rebalance.delay.ms=0; a later line in
-      # server.properties wins, so this makes it REBALANCE_DELAY_MS. Flush settings stay
-      # Kafka's defaults (no fsync but on segment roll and shutdown).
-      KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_IO_THREADS=$IO_THREADS \
-        KAFKA_EXTRA_PROPS="group.initial.rebalance.delay.ms=$REBALANCE_DELAY_MS" \
-        bench/kafka/run-kafka.sh "$PORT" "$data" > "$log" 2>&1 &
-      launcher_pid=$!
-      ;;
-  esac
-  wait_port
-  if [[ $broker == kafka ]]; then
-    # run-kafka.sh starts `java ... kafka.Kafka` as its direct child (the storage-format java
-    # that runs before it has exited by the time the port is open).
-    broker_pid=$(pgrep -P "$launcher_pid" -x java)
-  fi
-}
-
-stop_broker() {
-  kill -TERM "$launcher_pid"
-  wait "$launcher_pid" || true
-  launcher_pid=""
-  broker_pid=""
-}
-
-# run_load NAME COMMAND...: runs it with a time limit, all output to OUT/raw/NAME.txt after a
-# line with the command; a failed load is recorded ("[exit N]") and the others still run.
-run_load() {
-  local name=$1 rc=0
-  shift
-  local file=$out/raw/$name.txt
-  echo "\$ $*" > "$file"
-  echo "$(date +%T) $name"
-  timeout "$LOAD_TIMEOUT_S" "$@" >> "$file" 2>&1 &
-  tool_pid=$!
-  wait "$tool_pid" || rc=$?
-  tool_pid=""
-  echo "[exit $rc]" >> "$file"
-  if ((rc != 0)); then echo "warning: $name exited $rc, see $file" >&2; fi
-}
-
-create_topic() { # NAME PARTITIONS TAG
-  local file=$out/raw/$3-topics.txt
-  "$bin" topics create "$1" --partitions "$2" --bootstrap "$bootstrap" >> "$file" 2>&1 ||
-    { echo "creating topic $1 failed:" >&2; cat "$file" >&2; return 1; }
-}
 
 acks_tag() { [[ $1 == all ]] && echo acksall || echo "acks$1"; }
 

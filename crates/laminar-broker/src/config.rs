@@ -781,6 +781,7 @@ mod tests {
                 "auto.create.topics.enable" | "log.cleaner.enable" => "true",
                 "log.cleanup.policy" => "compact,delete",
                 "log.cleaner.min.cleanable.ratio" => "0.25",
+                "log.message.timestamp.type" => "LogAppendTime",
                 _ => "5",
             };
             c.set(s.name, value).unwrap_or_else(|e| panic!("{}: {e}", s.name));

@@ -99,6 +99,19 @@ pub fn filter_batch(
     Ok(Filtered::Rewritten(rewritten))
 }
 
+/// A control batch (a transaction marker) with a delete horizon: bit 6 set and its base
+/// timestamp the horizon, as Kafka's cleaner marks a marker whose transaction has no records
+/// left, to remove it once the horizon has passed (KIP-534). The CRC is recomputed.
+pub fn with_delete_horizon(batch: &[u8], horizon_ms: i64) -> Vec<u8> {
+    let mut out = batch.to_vec();
+    let attributes = be_i16(&out, ATTRIBUTES_POS) | DELETE_HORIZON_FLAG;
+    out[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attributes.to_be_bytes());
+    out[BASE_TIMESTAMP_POS..BASE_TIMESTAMP_POS + 8].copy_from_slice(&horizon_ms.to_be_bytes());
+    let crc = crc_of(&out);
+    out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

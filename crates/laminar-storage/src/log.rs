@@ -1154,6 +1154,7 @@ impl Log {
         old: &[Arc<Segment>],
         cleaned: Arc<Segment>,
         cleaned_path: &Path,
+        aborted: Vec<AbortedTxn>,
     ) -> Result<bool> {
         assert!(!old.is_empty() && cleaned.base == old[0].base && cleaned.is_sealed());
         assert_eq!(
@@ -1180,12 +1181,9 @@ impl Log {
                 .ctx("remove", cleaned_path)?;
             return Ok(false);
         };
-        // The aborted transactions of the segments replaced, in one index, durable before
-        // the commit point (recovery renames it into place with the swap).
-        let merged: Vec<AbortedTxn> = old
-            .iter()
-            .flat_map(|s| s.txns.lock().unwrap().entries.clone())
-            .collect();
+        // The aborted transactions whose markers the cleaned segment keeps, in one index,
+        // durable before the commit point (recovery renames it into place with the swap).
+        let merged = aborted;
         let merged_path = self
             .dir
             .join(segment::file_name(cleaned.base, TXN_INDEX_CLEANED_SUFFIX));

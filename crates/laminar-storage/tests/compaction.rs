@@ -503,3 +503,135 @@ fn a_crash_at_any_step_of_a_pass_recovers_to_either_side_of_each_swap() {
     assert!(steps > 20, "the pass took {steps} changes");
     eprintln!("a crash at each of {steps} steps");
 }
+
+/// One transactional batch of `producer_id`: `keys` with `value`.
+fn append_txn(log: &Log, producer_id: i64, keys: &[&str], value: &str) -> Vec<i64> {
+    let mut b = BatchBuilder::new(Compression::None, T0_MS)
+        .producer(producer_id, 0, 0)
+        .transactional();
+    for k in keys {
+        b.push(RecordSpec {
+            timestamp_ms: T0_MS,
+            key: Some(k.as_bytes().to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            headers: vec![],
+        });
+    }
+    let mut bytes = b.build().unwrap();
+    let info = log.append(&mut bytes).unwrap();
+    (info.base_offset.0..=info.last_offset.0).collect()
+}
+
+fn append_marker(log: &Log, producer_id: i64, marker: laminar_records::ControlType) -> i64 {
+    let mut bytes = laminar_records::control_batch(marker, producer_id, 0, 0, T0_MS);
+    log.append(&mut bytes).unwrap().base_offset.0
+}
+
+/// (producer id, offset, has a delete horizon) of every marker in the log.
+fn markers(log: &Log) -> Vec<(i64, i64, bool)> {
+    let mut out = Vec::new();
+    let mut next = log.log_start();
+    while next < log.log_end() {
+        let range = log.read(next, 64 << 10, true).unwrap().range.unwrap();
+        let mut buf = vec![0u8; range.len as usize];
+        read_exact_at(range.file.as_ref(), &mut buf, range.position.0).unwrap();
+        let mut at = 0;
+        while at < buf.len() {
+            let h = BatchHeader::parse(&buf[at..]).unwrap();
+            if h.is_control() {
+                let horizon = h.attributes & laminar_records::clean::DELETE_HORIZON_FLAG != 0;
+                out.push((h.producer_id, h.base_offset, horizon));
+            }
+            next = Offset(h.next_offset());
+            at += h.total_bytes();
+        }
+    }
+    out
+}
+
+/// Transactions and compaction, as Kafka's cleaner treats them: an aborted transaction's
+/// records go (and do not count as their keys' newest); a committed one's are compacted like
+/// any; a marker whose transaction has no records left gets a delete horizon and goes after
+/// it, its aborted-transaction entry with it; nothing at or past the first open transaction
+/// (the last stable offset) is cleaned. Restarts keep what is open and what was aborted.
+#[test]
+fn the_cleaner_removes_aborted_records_and_spent_markers_and_stops_at_the_stable_offset() {
+    use laminar_records::ControlType::{Abort, Commit};
+    let sim = SimStorage::new();
+    let dir = "/data/t-0";
+    let mut log = open_log(sim.clone(), dir, compact_config(), false);
+    let keys = ["k1", "k2", "k3", "k4", "k5"];
+    append_keyed(&log, 1, 50, 20);
+    let committed = append_txn(&log, 100, &keys, "A");
+    let a_marker = append_marker(&log, 100, Commit);
+    let aborted = append_txn(&log, 200, &keys, "B");
+    let b_marker = append_marker(&log, 200, Abort);
+    // A committed transaction whose only record a later one replaces: its marker is spent.
+    append_txn(&log, 300, &["k6"], "C1");
+    let c_marker = append_marker(&log, 300, Commit);
+    append_txn(&log, 301, &["k6"], "C2");
+    let c2_marker = append_marker(&log, 301, Commit);
+    append_keyed(&log, 2, 600, 20);
+    // Open: its record of k1 must not make A's go, whatever becomes of it.
+    let open = append_txn(&log, 400, &["k1"], "D");
+    append_keyed(&log, 3, 600, 20);
+    assert_eq!(log.last_stable_offset(), Offset(open[0]));
+    log.flush().unwrap();
+
+    let now = T0_MS + 1_000;
+    pass(&log, now);
+    let recs = records(&log);
+    let value_of = |o: i64| recs.iter().find(|r| r.0 == o).map(|r| r.2.clone());
+    for o in &aborted {
+        assert_eq!(value_of(*o), None, "aborted record at {o} removed");
+    }
+    for o in &committed {
+        assert_eq!(
+            value_of(*o),
+            Some(Some(b"A".to_vec())),
+            "committed record at {o} kept"
+        );
+    }
+    assert_eq!(
+        value_of(open[0]),
+        Some(Some(b"D".to_vec())),
+        "the open transaction untouched"
+    );
+    let m = markers(&log);
+    assert!(
+        m.contains(&(100, a_marker, false)),
+        "A has records: its marker stays: {m:?}"
+    );
+    assert!(
+        m.contains(&(200, b_marker, true)),
+        "B's marker waits for its horizon: {m:?}"
+    );
+    assert!(
+        m.contains(&(300, c_marker, true)),
+        "C1's record was replaced: {m:?}"
+    );
+    assert!(m.contains(&(301, c2_marker, false)), "{m:?}");
+    let aborted_entries = |log: &Log| log.aborted_txns(Offset(0), log.log_end()).len();
+    assert_eq!(aborted_entries(&log), 1);
+
+    // Past the horizon: the spent markers go, and B's index entry with its marker.
+    let later = now + DELETE_RETENTION_MS + 1;
+    pass(&log, later);
+    let m = markers(&log);
+    assert!(!m.iter().any(|(p, _, _)| *p == 200 || *p == 300), "{m:?}");
+    assert!(
+        m.contains(&(100, a_marker, false)) && m.contains(&(301, c2_marker, false)),
+        "{m:?}"
+    );
+    assert_eq!(aborted_entries(&log), 0);
+    assert_eq!(log.last_stable_offset(), Offset(open[0]));
+
+    // A restart keeps the open transaction, and a commit then ends it.
+    log.close().unwrap();
+    drop(log);
+    log = open_log(sim.clone(), dir, compact_config(), true);
+    assert_eq!(log.last_stable_offset(), Offset(open[0]));
+    assert_eq!(aborted_entries(&log), 0);
+    append_marker(&log, 400, Commit);
+    assert_eq!(log.last_stable_offset(), log.log_end());
+}

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use laminar_records::clean::{filter_batch, Filtered, DELETE_HORIZON_FLAG};
+use laminar_records::clean::{filter_batch, with_delete_horizon, Filtered, DELETE_HORIZON_FLAG};
 use laminar_records::{decode_records, BatchHeader, BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES};
 
 use super::{checkpoint, OffsetMap};
@@ -29,6 +29,7 @@ use crate::backend::{read_exact_at, StorageFile};
 use crate::error::{IoContext, Result, StorageError};
 use crate::log::Log;
 use crate::segment::{self, Segment, CLEANED_SUFFIX};
+use crate::txn::AbortedTxn;
 use crate::types::{FilePos, Offset};
 
 /// One batch's records, decompressed, are bounded by this (as a fetch's would be).
@@ -105,13 +106,16 @@ pub fn examine(log: &Log, now_ms: i64) -> Result<Option<Cleanable>> {
     }
     let all = log.segments();
     let limit = log.checkpointed_segment_base();
+    // Nothing at or past the first open transaction: whether its records stay is not decided
+    // yet, so they can neither be removed nor make older records of their keys go.
+    let stable = log.last_stable_offset();
     let young = |s: &Segment| {
         config.min_compaction_lag_ms > 0
             && s.max_timestamp_ms() > now_ms.saturating_sub(config.min_compaction_lag_ms)
     };
     let n = all[..all.len() - 1]
         .iter()
-        .take_while(|s| s.base < limit && s.is_sealed() && !young(s))
+        .take_while(|s| s.base < limit && s.next_offset() <= stable && s.is_sealed() && !young(s))
         .count();
     if n == 0 {
         return Ok(None);
@@ -359,6 +363,7 @@ pub fn clean(
         since_yield_bytes: 0,
     };
     let first_dirty = cleanable.first_dirty;
+    let txns = Txns::new(log.aborted_txns(log.log_start(), cleanable.end));
     let mut map = OffsetMap::with_memory(limits.dedupe_buffer_bytes);
     let mut map_end = cleanable.end;
     'map: for seg in cleanable
@@ -373,7 +378,8 @@ pub fn clean(
             }
             let batch = &batches.buf[range];
             let header = BatchHeader::parse(batch)?;
-            if header.last_offset() < first_dirty.0 || header.is_control() {
+            // Markers have no key to keep; aborted records never count as a key's newest.
+            if header.last_offset() < first_dirty.0 || header.is_control() || txns.aborted(&header) {
                 continue;
             }
             for record in decode_records(batch, DECOMPRESSED_BYTES_MAX)? {
@@ -399,8 +405,16 @@ pub fn clean(
     let segment_bytes = log.config().segment_bytes;
     let delete_retention_ms = log.config().delete_retention_ms;
     let mut swapped = 0;
+    let mut ends = TxnEnds::default();
     for group in groups(&to_clean, segment_bytes) {
-        if clean_group(log, group, &map, map_end, now_ms, delete_retention_ms, &mut io)? {
+        let pass = Pass {
+            map: &map,
+            map_end,
+            now_ms,
+            delete_retention_ms,
+            txns: &txns,
+        };
+        if clean_group(log, group, &pass, &mut ends, &mut io)? {
             swapped += group.len() - 1;
         }
         if io.stopped() {
@@ -443,12 +457,17 @@ fn groups(segments: &[Arc<Segment>], segment_bytes: u64) -> Vec<&[Arc<Segment>]>
 fn clean_group(
     log: &Log,
     group: &[Arc<Segment>],
-    map: &OffsetMap,
-    map_end: Offset,
-    now_ms: i64,
-    delete_retention_ms: i64,
+    pass: &Pass,
+    ends: &mut TxnEnds,
     io: &mut Io,
 ) -> Result<bool> {
+    let Pass {
+        map,
+        map_end,
+        now_ms,
+        delete_retention_ms,
+        txns,
+    } = *pass;
     let storage = log.storage().clone();
     let base = group[0].base;
     let path = log.dir().join(segment::file_name(base, CLEANED_SUFFIX));
@@ -468,6 +487,8 @@ fn clean_group(
     let interval = log.config().index_interval_bytes;
     let horizon = now_ms.saturating_add(delete_retention_ms);
     let (mut changed, mut next) = (false, base);
+    // The markers this group keeps: their aborted-transaction entries stay in its index.
+    let mut kept_markers = std::collections::HashSet::new();
     let abandon = |storage: &dyn crate::backend::Storage| storage.remove_file(&path).ctx("remove", &path);
     for (i, old) in group.iter().enumerate() {
         let last_segment = i == group.len() - 1;
@@ -484,7 +505,19 @@ fn clean_group(
                 header.attributes & DELETE_HORIZON_FLAG != 0 && now_ms >= header.base_timestamp;
             // Whether the batch keeps a tombstone: only those keep a pass due at their horizon.
             let mut keeps_tombstone = false;
-            let filtered = if header.records_count == 0 && !header.is_control() {
+            let filtered = if header.is_control() {
+                let (filtered, keeps_horizon) = ends.marker(batch, &header, last, now_ms, horizon);
+                keeps_tombstone = keeps_horizon;
+                filtered
+            } else if txns.aborted(&header) {
+                // An aborted transaction's records: read_committed readers drop them, and
+                // read_uncommitted ones may too once compacted (as Kafka's cleaner does).
+                if last {
+                    filter_batch(batch, DECOMPRESSED_BYTES_MAX, None, true, |_, _| false)?
+                } else {
+                    Filtered::Removed
+                }
+            } else if header.records_count == 0 {
                 // Kept by an earlier pass as its group's last batch.
                 if last {
                     Filtered::Unchanged
@@ -520,6 +553,12 @@ fn clean_group(
                 changed = true;
                 io.stats.records_removed += (header.records_count - kept_header.records_count) as u64;
             }
+            if kept_header.is_transactional() && !kept_header.is_control() && kept_header.records_count > 0 {
+                ends.kept_records(kept_header.producer_id);
+            }
+            if kept_header.is_control() {
+                kept_markers.insert(kept_header.base_offset);
+            }
             debug_assert_eq!(kept_header.base_offset, header.base_offset);
             debug_assert!(kept_header.base_offset >= next.0, "offsets only grow");
             let at = out.push(kept, io)?;
@@ -545,5 +584,86 @@ fn clean_group(
     );
     cleaned.set_end(FilePos(len), next);
     cleaned.seal();
-    log.swap_cleaned(group, Arc::new(cleaned), &path)
+    let aborted: Vec<AbortedTxn> = group
+        .iter()
+        .flat_map(|s| s.txns.lock().unwrap().entries.clone())
+        .filter(|e| kept_markers.contains(&e.last_offset.0))
+        .collect();
+    log.swap_cleaned(group, Arc::new(cleaned), &path, aborted)
+}
+
+/// What one pass cleans with.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    map: &'a OffsetMap,
+    map_end: Offset,
+    now_ms: i64,
+    delete_retention_ms: i64,
+    txns: &'a Txns,
+}
+
+/// The aborted transactions of the part of the log being cleaned, by producer.
+struct Txns {
+    aborted: std::collections::HashMap<i64, Vec<(i64, i64)>>,
+}
+
+impl Txns {
+    fn new(entries: Vec<AbortedTxn>) -> Txns {
+        let mut aborted: std::collections::HashMap<i64, Vec<(i64, i64)>> = Default::default();
+        for e in entries {
+            aborted
+                .entry(e.producer_id)
+                .or_default()
+                .push((e.first_offset.0, e.last_offset.0));
+        }
+        Txns { aborted }
+    }
+
+    /// Is this a data batch of an aborted transaction?
+    fn aborted(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && !h.is_control()
+            && self.aborted.get(&h.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|(first, last)| *first <= h.base_offset && h.base_offset < *last)
+            })
+    }
+}
+
+/// Which producers' transactions still have records, followed through the batches of a pass
+/// in offset order: a transaction's records come before its marker. A marker whose
+/// transaction has no records left is given a delete horizon, and removed once it passed.
+#[derive(Default)]
+struct TxnEnds {
+    with_records: std::collections::HashSet<i64>,
+}
+
+impl TxnEnds {
+    fn kept_records(&mut self, producer_id: i64) {
+        self.with_records.insert(producer_id);
+    }
+
+    /// What becomes of a marker; and whether it keeps a delete horizon (a pass is due then).
+    fn marker(
+        &mut self,
+        batch: &[u8],
+        h: &BatchHeader,
+        last: bool,
+        now_ms: i64,
+        horizon_ms: i64,
+    ) -> (Filtered, bool) {
+        let has_records = self.with_records.remove(&h.producer_id);
+        if has_records || last {
+            return (Filtered::Unchanged, false);
+        }
+        if h.attributes & DELETE_HORIZON_FLAG == 0 {
+            return (Filtered::Rewritten(with_delete_horizon(batch, horizon_ms)), true);
+        }
+        if now_ms >= h.base_timestamp {
+            (Filtered::Removed, false)
+        } else {
+            (Filtered::Unchanged, true)
+        }
+    }
 }
