@@ -128,10 +128,43 @@ fn committed_records_are_visible_and_aborted_ones_only_to_read_uncommitted() {
         read_all(&b.addr, "txn", "read_uncommitted").len(),
         everything.len() + 4
     );
+    // While it is open, the metrics show what read_committed readers cannot read yet.
+    let (_, body) = http_get(&b.metrics_addr, "/metrics");
+    let unstable = metric(
+        &body,
+        "laminar_partition_unstable_offsets{topic=\"txn\",partition=\"0\"}",
+    );
+    assert_eq!(unstable, 2.0, "two open records on partition 0");
+    assert_eq!(metric(&body, "laminar_transactional_ids{state=\"Ongoing\"}"), 1.0);
     p.commit_transaction(T).unwrap();
     assert_eq!(
         read_all(&b.addr, "txn", "read_committed"),
         sorted([committed.clone(), values("open", 4)].concat())
+    );
+    // Counted once the markers are durable, just after the records become readable.
+    let deadline = Instant::now() + T;
+    let body = loop {
+        let (_, body) = http_get(&b.metrics_addr, "/metrics");
+        let commits = metric(&body, "laminar_transactions_ended_total{result=\"commit\"}");
+        if commits >= 3.0 || Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        metric(&body, "laminar_transactions_ended_total{result=\"commit\"}"),
+        3.0
+    );
+    assert_eq!(
+        metric(&body, "laminar_transactions_ended_total{result=\"abort\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &body,
+            "laminar_partition_unstable_offsets{topic=\"txn\",partition=\"0\"}"
+        ),
+        0.0
     );
 }
 

@@ -66,9 +66,10 @@ async fn answer(mut stream: TcpStream, broker: &Arc<Broker>) {
             // Snapshotting every histogram is a few milliseconds of CPU: not on a socket
             // thread.
             let b = broker.clone();
-            let body = tokio::task::spawn_blocking(move || b.metrics.render(&b.store, &b.stuck_reads))
-                .await
-                .unwrap_or_default();
+            let body =
+                tokio::task::spawn_blocking(move || b.metrics.render(&b.store, &b.stuck_reads, &b.txns))
+                    .await
+                    .unwrap_or_default();
             ("200 OK", body)
         }
         (b"GET", _) => ("404 Not Found", "only /metrics is here\n".to_string()),

@@ -43,7 +43,12 @@ impl BrokerMetrics {
 
     /// The text of `GET /metrics`. Takes a snapshot of every histogram: run it off the
     /// socket threads.
-    pub fn render(&self, store: &Store, stuck_reads: &crate::handlers::fetch::StuckReads) -> String {
+    pub fn render(
+        &self,
+        store: &Store,
+        stuck_reads: &crate::handlers::fetch::StuckReads,
+        txns: &crate::txn::TxnCoordinator,
+    ) -> String {
         let mut e = Exposition::default();
         let phase_names = [
             "request_queue",
@@ -236,6 +241,12 @@ impl BrokerMetrics {
             "The first offset each partition's log still holds.",
             starts.iter().map(|(l, v)| (&l[..], *v)),
         );
+        let unstable = per_log(&|l| l.log_end().0 - l.last_stable_offset().0);
+        e.gauges(
+            "laminar_partition_unstable_offsets",
+            "Offsets between each partition's last stable offset (the first record of its oldest open transaction) and its end: what read_committed consumers cannot read yet. A transaction left open holds it until it times out.",
+            unstable.iter().map(|(l, v)| (&l[..], *v)),
+        );
         let unflushed = per_log(&|l| l.log_end().0 - l.flushed_end().0);
         e.gauges(
             "laminar_partition_unflushed_offsets",
@@ -291,6 +302,46 @@ impl BrokerMetrics {
             "laminar_log_cleaner_pass_seconds",
             "The time of each whole cleaning pass (the cleaner's time).",
             [(&[][..], s.cleaner_pass_us.snapshot())],
+        );
+        let tm = &txns.metrics;
+        e.counters(
+            "laminar_transactions_ended_total",
+            "Transactions the coordinator completed, by result.",
+            [
+                (&[("result", "commit")][..], tm.commits.load(Ordering::Relaxed)),
+                (&[("result", "abort")][..], tm.aborts.load(Ordering::Relaxed)),
+            ],
+        );
+        e.counters(
+            "laminar_transactions_timed_out_total",
+            "Transactions the coordinator aborted because they ran past their timeout (their producers fenced).",
+            [(&[][..], tm.timed_out.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_transaction_marker_retries_total",
+            "Markers, or a commit's offsets, that failed (a log offline, a full disk) and are tried again every second: the transaction stays unfinished meanwhile.",
+            [(&[][..], tm.retries.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_transaction_waits_total",
+            "Requests that waited for their transactional id to be free (a change being written, or the previous transaction being completed).",
+            [(&[][..], tm.waits.load(Ordering::Relaxed))],
+        );
+        e.latency_histograms(
+            "laminar_transaction_completion_seconds",
+            "From a transaction's commit or abort decision being durable to its markers (and a commit's offsets) being durable: how long its producer's next transaction waits.",
+            [(&[][..], tm.completion_us.snapshot())],
+        );
+        let states: Vec<(&'static str, i64)> = txns
+            .count_by_status()
+            .into_iter()
+            .map(|(s, n)| (s.name(), n))
+            .collect();
+        let state_labels: Vec<[(&str, &str); 1]> = states.iter().map(|(s, _)| [("state", *s)]).collect();
+        e.gauges(
+            "laminar_transactional_ids",
+            "Transactional ids the coordinator knows, by the state of their transaction.",
+            state_labels.iter().zip(&states).map(|(l, (_, n))| (&l[..], *n)),
         );
         e.gauges(
             "laminar_logs_offline",

@@ -2,6 +2,7 @@
 //! transactions (markers into the partitions, offsets into the group log), aborts the ones
 //! that timed out, and forgets ids that expired.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,6 +86,7 @@ pub async fn begin_when_free<T>(
         changed.as_mut().enable();
         match b.txns.begin(id, &mut decide) {
             Err(ec::CONCURRENT_TRANSACTIONS) if tokio::time::Instant::now() < deadline => {
+                b.txns.metrics.waits.fetch_add(1, Ordering::Relaxed);
                 let _ = crate::net::waiting(tokio::time::timeout_at(deadline, changed)).await;
             }
             other => return other,
@@ -178,6 +180,7 @@ pub async fn write_marker(
 /// succeeds (as Kafka's marker channel does): the transaction's id waits meanwhile.
 pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
     debug_assert!(prepared.status.is_prepared());
+    let started = std::time::Instant::now();
     let commit = prepared.status == TxnStatus::PrepareCommit;
     let id = prepared.transactional_id.clone();
     let offsets_partition = super::offsets_partition();
@@ -209,6 +212,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
                 // records were ended by that epoch's first marker already.
                 crate::warn!("transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed");
             } else if let Err(code) = written {
+                b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
                 crate::warn!(
                     "transaction {id:?}: the marker for {topic}-{partition} failed ({code}), retrying"
                 );
@@ -232,7 +236,10 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
                 .collect();
             match b.persist_group_records(records).await {
                 ec::NONE => offsets_left = false,
-                code => crate::warn!("transaction {id:?}: committing its offsets failed ({code}), retrying"),
+                code => {
+                    b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
+                    crate::warn!("transaction {id:?}: committing its offsets failed ({code}), retrying")
+                }
             }
         }
         if left.is_empty() && !offsets_left {
@@ -265,6 +272,9 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
                 let written = persist_with(&b, vec![(id.clone(), Some(meta.clone()))], false).await;
                 b.txns.finish(&id, written.is_ok().then_some(meta));
                 if written.is_ok() {
+                    let m = &b.txns.metrics;
+                    m.completion_us.record_since(started);
+                    if commit { &m.commits } else { &m.aborts }.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
             }
@@ -284,6 +294,7 @@ pub async fn abort_timed_out(b: &Arc<Broker>) {
             .txns
             .begin(&id, |m| super::decide_timeout(m, now, &mut allocate));
         if let Ok(Written::Wrote(meta)) = run(b, &id, decision).await {
+            b.txns.metrics.timed_out.fetch_add(1, Ordering::Relaxed);
             crate::info!(
                 "transaction {id:?} timed out after {} ms: aborting it, producer {} fenced with epoch {}",
                 meta.timeout_ms,

@@ -125,7 +125,24 @@ pub enum Decision<T> {
     Write(TxnMeta),
 }
 
+/// What the coordinator has done, for the metrics endpoint.
+#[derive(Default)]
+pub struct TxnMetrics {
+    pub commits: std::sync::atomic::AtomicU64,
+    pub aborts: std::sync::atomic::AtomicU64,
+    /// Transactions aborted by the coordinator because they ran past their timeout.
+    pub timed_out: std::sync::atomic::AtomicU64,
+    /// Markers (or the offsets of a commit) that failed and were tried again.
+    pub retries: std::sync::atomic::AtomicU64,
+    /// Requests that waited for their id to be free (see `complete::begin_when_free`).
+    pub waits: std::sync::atomic::AtomicU64,
+    /// From the prepare record being durable to the transaction being complete: the markers
+    /// and offsets, made durable. A producer's next transaction waits this long.
+    pub completion_us: laminar_metrics::LatencyHistogram,
+}
+
 pub struct TxnCoordinator {
+    pub metrics: TxnMetrics,
     state: Mutex<State>,
     /// Woken whenever a change is applied or dropped: requests that found their id busy or
     /// its transaction being completed wait for it (see `complete::begin_when_free`).
@@ -183,6 +200,7 @@ impl TxnCoordinator {
             state.insert(m);
         }
         TxnCoordinator {
+            metrics: TxnMetrics::default(),
             state: Mutex::new(state),
             changed: tokio::sync::Notify::new(),
         }
@@ -255,6 +273,19 @@ impl TxnCoordinator {
     /// The transactional id whose producer has this id.
     pub fn id_of(&self, producer_id: i64) -> Option<String> {
         self.state.lock().unwrap().by_producer.get(&producer_id).cloned()
+    }
+
+    /// How many ids are in each state, for the metrics endpoint.
+    pub fn count_by_status(&self) -> Vec<(TxnStatus, i64)> {
+        let st = self.state.lock().unwrap();
+        let mut counts: BTreeMap<i8, i64> = BTreeMap::new();
+        for e in st.txns.values() {
+            *counts.entry(e.meta.status as i8).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .filter_map(|(s, n)| TxnStatus::from_i8(s).map(|s| (s, n)))
+            .collect()
     }
 
     /// Every id's state, by id.
