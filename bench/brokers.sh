@@ -5,6 +5,20 @@
 # KAFKA_LIB, TOOL_HEAP, NETWORK_THREADS, IO_THREADS, REBALANCE_DELAY_MS, LOAD_TIMEOUT_S, and
 # launcher_pid="" broker_pid="" tool_pid="" (what its cleanup stops).
 
+# cleanup: stops the load and the broker still running, removes $work. Installed with
+# `trap cleanup EXIT` (and TERM/INT turned into exits, so that it always runs).
+cleanup() {
+  if [[ -n $tool_pid ]] && kill -0 "$tool_pid" 2>/dev/null; then
+    kill -TERM "$tool_pid" 2>/dev/null || true
+    wait "$tool_pid" 2>/dev/null || true
+  fi
+  if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
+    kill -TERM "$launcher_pid" 2>/dev/null || true
+    wait "$launcher_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+
 # java_tool_setup: the `java_tool` command array, and its log4j2 config in $work.
 java_tool_setup() {
   # The Java tools run as Kafka's bin/kafka-*-perf-test.sh run them (heap, G1 options), with a

@@ -79,17 +79,6 @@ launcher_pid="" # what to stop: laminar itself, or run-kafka.sh (it forwards SIG
 broker_pid=""   # the broker process whose /proc/PID/status we read (Kafka: the java child)
 tool_pid=""     # the load running now (its `timeout` wrapper, which passes signals on)
 
-cleanup() {
-  if [[ -n $tool_pid ]] && kill -0 "$tool_pid" 2>/dev/null; then
-    kill -TERM "$tool_pid" 2>/dev/null || true
-    wait "$tool_pid" 2>/dev/null || true
-  fi
-  if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
-    kill -TERM "$launcher_pid" 2>/dev/null || true
-    wait "$launcher_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
 trap cleanup EXIT
 # Bash runs the EXIT trap on `exit`; turn TERM/INT into one so the cleanup always happens.
 trap 'exit 143' TERM

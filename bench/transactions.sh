@@ -56,17 +56,6 @@ mkdir -p "$out/raw"
 : > "$out/order.txt"
 work=$(mktemp -d "$PWD/.bench-txn.XXXXXX")
 launcher_pid="" broker_pid="" tool_pid=""
-cleanup() {
-  if [[ -n $tool_pid ]] && kill -0 "$tool_pid" 2>/dev/null; then
-    kill -TERM "$tool_pid" 2>/dev/null || true
-    wait "$tool_pid" 2>/dev/null || true
-  fi
-  if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
-    kill -TERM "$launcher_pid" 2>/dev/null || true
-    wait "$launcher_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
 trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT

@@ -677,11 +677,15 @@ fn every_advertised_version_round_trips() {
                     let mut m = write_txn_markers_request::WritableTxnMarker::default();
                     m.producer_id = ProducerId(7);
                     m.topics = vec![t];
+                    let mut commit = m.clone();
+                    commit.transaction_result = true;
                     let mut r = WriteTxnMarkersRequest::default();
-                    r.markers = vec![m];
+                    r.markers = vec![m, commit];
                     let resp: WriteTxnMarkersResponse = call(&mut s, ApiKey::WriteTxnMarkers, v, next(), &r);
                     let code = resp.markers[0].topics[0].partitions[0].error_code;
                     assert_eq!(code, 3, "WriteTxnMarkers v{v}: no such partition");
+                    let code = resp.markers[1].topics[0].partitions[0].error_code;
+                    assert_eq!(code, 31, "WriteTxnMarkers v{v}: a client does not commit");
                 }
                 28 => {
                     let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();

@@ -118,10 +118,13 @@ struct View {
 }
 
 impl View {
+    /// Never below the log start: DeleteRecords or retention may pass an open transaction's
+    /// first offset, and nothing below the start can be read (as Kafka clamps it).
     fn last_stable(&self) -> Offset {
         self.open_txns
             .first_unstable()
             .map_or(self.log_end, |o| o.min(self.log_end))
+            .max(self.log_start)
     }
 }
 
@@ -548,19 +551,14 @@ impl Log {
             // Written with the data, synced by the flusher before the checkpoint passes it.
             // Readers may see the entries before the batches: harmless, as the transaction
             // stays open (and the stable offset below it) until they are published.
-            let mut txns = active.txns.lock().unwrap();
-            txns.entries.extend(aborted);
-            match txns.write_new(self.storage.as_ref(), &active.txn_index_path) {
-                Ok(created) => {
-                    if created {
-                        self.dir_unsynced.store(true, Ordering::Release);
-                    }
-                }
-                Err(e) => {
-                    let written = txns.written;
-                    txns.entries.truncate(written);
-                    return Err(e);
-                }
+            let created = TxnIndex::append(
+                &active.txns,
+                aborted,
+                self.storage.as_ref(),
+                &active.txn_index_path,
+            )?;
+            if created {
+                self.dir_unsynced.store(true, Ordering::Release);
             }
         }
         Ok(Some(open))
@@ -1221,14 +1219,17 @@ impl Log {
             self.storage
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
+            // The data first: recovery renames a merged index left behind once no
+            // `B.log.cleaned` or `B.log.swap` is there, while removing the replaced
+            // segments' indexes would take a merged index renamed before the data.
+            self.storage
+                .rename(&swap_path, &cleaned.data_path)
+                .ctx("rename", &swap_path)?;
             if !merged_index.entries.is_empty() {
                 self.storage
                     .rename(&merged_path, &cleaned.txn_index_path)
                     .ctx("rename", &merged_path)?;
             }
-            self.storage
-                .rename(&swap_path, &cleaned.data_path)
-                .ctx("rename", &swap_path)?;
             self.storage
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
@@ -1355,11 +1356,24 @@ fn recover(
         let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
             .iter()
             .any(|sfx| segment::parse_file_name(name, sfx).is_some_and(|b| !bases.contains(&b)));
-        if orphan
-            || name.ends_with(".tmp")
-            || segment::parse_file_name(name, CLEANED_SUFFIX).is_some()
-            || segment::parse_file_name(name, TXN_INDEX_CLEANED_SUFFIX).is_some()
-        {
+        // A cleaning pass's merged aborted-transaction index: with its `B.log.cleaned` the pass
+        // never committed; without it (and with `B.log`), the swap was done but for renaming
+        // the index into place.
+        if let Some(b) = segment::parse_file_name(name, TXN_INDEX_CLEANED_SUFFIX) {
+            let path = dir.join(name);
+            let uncommitted = names
+                .iter()
+                .any(|n| segment::parse_file_name(n, CLEANED_SUFFIX) == Some(b));
+            if uncommitted || !bases.contains(&b) {
+                storage.remove_file(&path).ctx("remove", &path)?;
+            } else {
+                let to = dir.join(segment::file_name(b, TXN_INDEX_SUFFIX));
+                storage.rename(&path, &to).ctx("rename", &path)?;
+                storage.sync_dir(dir).ctx("fsync directory", dir)?;
+            }
+            continue;
+        }
+        if orphan || name.ends_with(".tmp") || segment::parse_file_name(name, CLEANED_SUFFIX).is_some() {
             let path = dir.join(name);
             storage.remove_file(&path).ctx("remove", &path)?;
         }
@@ -1455,6 +1469,10 @@ fn recover(
     if report.segments_deleted > 0 {
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
     }
+    // A truncation below the recovery point (a damaged trusted region) may have cut off
+    // transactions the checkpoint holds open: nothing of them is left.
+    let end = segments.last().map_or(Offset(0), |s| s.next_offset());
+    open_txns.retain(|first| first < end);
     Ok((segments, report, open_txns))
 }
 
@@ -1610,6 +1628,7 @@ fn load_segment(
     // were synced before the checkpoint passed them); those from the validated part are
     // rebuilt from the markers found, and the file rewritten if that changes it.
     let loaded = TxnIndex::load(storage, &seg.txn_index_path)?;
+    let rebuilt = !walk.aborted.is_empty();
     let valid_below = walk.first_validated.unwrap_or(walk.next).min(walk.next);
     let mut entries: Vec<AbortedTxn> = loaded
         .entries
@@ -1618,7 +1637,10 @@ fn load_segment(
         .filter(|e| e.last_offset < valid_below)
         .collect();
     entries.append(&mut walk.aborted);
-    let txns = if entries == loaded.entries {
+    // Entries rebuilt from validated markers are synced here even when the file already
+    // held them (written, never synced, before a crash): the checkpoint written after
+    // recovery vouches for them.
+    let txns = if entries == loaded.entries && !rebuilt && loaded.exact {
         loaded
     } else {
         TxnIndex::rewrite(storage, &seg.txn_index_path, entries)?

@@ -82,6 +82,13 @@ impl OpenTxns {
         open
     }
 
+    /// Keeps the transactions whose first offset `keep` accepts (recovery truncated the log
+    /// below the others).
+    pub fn retain(&mut self, mut keep: impl FnMut(Offset) -> bool) {
+        self.by_producer.retain(|_, first| keep(*first));
+        self.by_first.retain(|(first, _)| keep(*first));
+    }
+
     pub fn entries(&self) -> impl Iterator<Item = (i64, Offset)> + '_ {
         self.by_producer.iter().map(|(p, o)| (*p, *o))
     }
@@ -117,6 +124,11 @@ impl OpenTxns {
             return None;
         }
         if !h.is_control() {
+            // A batch the cleaner emptied (kept as its segment's last) is no producer's: it
+            // must not open a transaction when recovery reads the log again.
+            if h.records_count == 0 {
+                return None;
+            }
             if let std::collections::btree_map::Entry::Vacant(v) = self.by_producer.entry(h.producer_id) {
                 v.insert(Offset(h.base_offset));
                 self.by_first.insert((Offset(h.base_offset), h.producer_id));
@@ -144,13 +156,18 @@ pub struct TxnIndex {
     pub written: usize,
     pub synced: usize,
     file: Option<Arc<dyn StorageFile>>,
+    /// Loaded from a file that holds exactly `entries` (nothing torn after them).
+    pub exact: bool,
 }
 
 impl TxnIndex {
     /// Loads the entries of `path` (none if it is missing), up to the first invalid one.
     pub fn load(storage: &dyn Storage, path: &Path) -> Result<TxnIndex> {
         let Ok(file) = storage.open(path, false) else {
-            return Ok(TxnIndex::default());
+            return Ok(TxnIndex {
+                exact: true,
+                ..Default::default()
+            });
         };
         let len = file.len().ctx("stat", path)? as usize;
         let mut buf = vec![0u8; len - len % ABORTED_TXN_BYTES];
@@ -163,36 +180,54 @@ impl TxnIndex {
             }
             entries.push(e);
         }
+        let exact = entries.len() * ABORTED_TXN_BYTES == len;
         Ok(TxnIndex {
             written: entries.len(),
             synced: entries.len(),
             entries,
             file: Some(file),
+            exact,
         })
     }
 
-    /// Writes the entries not yet in the file at its end. Returns whether it created the
-    /// file (its directory entry is then not yet durable).
-    pub fn write_new(&mut self, storage: &dyn Storage, path: &Path) -> Result<bool> {
-        if self.written == self.entries.len() {
-            return Ok(false);
+    /// Adds `entries` and writes them at the end of the file of `index`, without holding its
+    /// lock across the I/O (fetches read the entries under it). Only one thread may call it
+    /// at a time for one index: the log's appender. Returns whether it created the file (its
+    /// directory entry is then not yet durable). On failure the entries are taken back.
+    pub fn append(
+        index: &std::sync::Mutex<TxnIndex>,
+        entries: Vec<AbortedTxn>,
+        storage: &dyn Storage,
+        path: &Path,
+    ) -> Result<bool> {
+        let (file, at, bytes, count) = {
+            let mut idx = index.lock().unwrap();
+            let at = (idx.written * ABORTED_TXN_BYTES) as u64;
+            let bytes: Vec<u8> = entries.iter().flat_map(|e| e.encode()).collect();
+            idx.entries.extend(entries);
+            (idx.file.clone(), at, bytes, idx.entries.len())
+        };
+        let written = (|| -> Result<(Arc<dyn StorageFile>, bool)> {
+            let (file, created) = match file {
+                Some(f) => (f, false),
+                None => (storage.open(path, true).ctx("open", path)?, true),
+            };
+            file.write_all_at(&bytes, at).ctx("write", path)?;
+            Ok((file, created))
+        })();
+        let mut idx = index.lock().unwrap();
+        match written {
+            Ok((file, created)) => {
+                idx.file = Some(file);
+                idx.written = count;
+                Ok(created)
+            }
+            Err(e) => {
+                let keep = idx.written;
+                idx.entries.truncate(keep);
+                Err(e)
+            }
         }
-        let created = self.file.is_none();
-        if created {
-            self.file = Some(storage.open(path, true).ctx("open", path)?);
-        }
-        let bytes: Vec<u8> = self.entries[self.written..]
-            .iter()
-            .flat_map(|e| e.encode())
-            .collect();
-        let at = (self.written * ABORTED_TXN_BYTES) as u64;
-        self.file
-            .as_ref()
-            .unwrap()
-            .write_all_at(&bytes, at)
-            .ctx("write", path)?;
-        self.written = self.entries.len();
-        Ok(created)
     }
 
     /// The file to fsync, if entries were written since the last sync, and how many.
@@ -220,6 +255,7 @@ impl TxnIndex {
             synced: entries.len(),
             entries,
             file: Some(file),
+            exact: true,
         })
     }
 }
@@ -293,6 +329,11 @@ mod tests {
             ),
             None
         );
+        // A batch the cleaner emptied opens nothing when recovery reads it again.
+        let mut emptied = data(3, 7, true);
+        emptied.records_count = 0;
+        assert_eq!(open.on_batch(&emptied, None, Offset(8)), None);
+        assert!(open.is_empty());
     }
 
     #[test]

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{Message, Offset, TopicPartitionList};
 
 const LINES: usize = 3_000;
 const LINES_PER_TICK: usize = 50;
@@ -82,43 +80,19 @@ impl Drop for App {
     }
 }
 
-/// The last count of each word in the output, as a read_committed consumer reads it.
+/// The last count of each word in the output, as a read_committed consumer reads it; every
+/// count of a word must be above the one before it (a count repeated or gone back would be
+/// an update that should not be there).
 fn counts(addr: &str) -> BTreeMap<String, i64> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("group.id", "wordcount-checker")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..2 {
-        tpl.add_partition_offset("words-out", p, Offset::Beginning)
-            .unwrap();
-    }
-    c.assign(&tpl).unwrap();
     let mut out = BTreeMap::new();
-    let mut eof = std::collections::BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while eof.len() < 2 && Instant::now() < deadline {
-        match c.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                eof.remove(&m.partition());
-                let word = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
-                let count = i64::from_be_bytes(m.payload().unwrap().try_into().unwrap());
-                let last = out.insert(word.clone(), count);
-                assert!(
-                    last.is_none_or(|l| l < count),
-                    "{word}: count {count} after {last:?}: a count went back or repeated"
-                );
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                eof.insert(p);
-            }
-            Some(Err(e)) => panic!("read words-out: {e}"),
-            None => {}
-        }
+    for (_, key, value) in read_to_end(addr, "words-out", 2, "read_committed") {
+        let word = String::from_utf8(key).unwrap();
+        let count = i64::from_be_bytes(value.try_into().unwrap());
+        let last = out.insert(word.clone(), count);
+        assert!(
+            last.is_none_or(|l| l < count),
+            "{word}: count {count} after {last:?}: a count went back or repeated"
+        );
     }
     out
 }

@@ -36,7 +36,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: EndTx
     resp.producer_epoch = -1;
     let answer = match run(b, &pr.transactional_id, decision).await {
         Ok(Written::Reply(producer)) => Ok(producer),
-        Ok(Written::Wrote(m)) => Ok((m.producer_id, m.producer_epoch)),
+        Ok(Written::Wrote(m)) => Ok(m.producer_after()),
         Err(code) => Err(code),
     };
     match answer {

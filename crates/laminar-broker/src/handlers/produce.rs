@@ -324,7 +324,17 @@ async fn add_implicitly(b: &Arc<Broker>, topic: &str, partition: i32, records: &
         crate::txn::decide_add(m, h.producer_id, h.producer_epoch, &partitions, now)
     })
     .await;
-    crate::txn::complete::run(b, &id, decision).await.map(|_| ())
+    // As Kafka's produce path answers for the coordinator: a fenced producer gets the error
+    // producers handle (it aborts, and goes on with its next epoch), and what a retry will
+    // get past is a retriable error.
+    crate::txn::complete::run(b, &id, decision)
+        .await
+        .map(|_| ())
+        .map_err(|code| match code {
+            ec::PRODUCER_FENCED => ec::INVALID_PRODUCER_EPOCH,
+            ec::CONCURRENT_TRANSACTIONS | ec::COORDINATOR_NOT_AVAILABLE => ec::NOT_ENOUGH_REPLICAS,
+            other => other,
+        })
 }
 
 /// Appends one partition's batches. With `acks=all`, also returns the wait for the fsync

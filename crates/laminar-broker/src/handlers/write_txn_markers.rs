@@ -1,7 +1,10 @@
 //! WriteTxnMarkers v1-2: writes commit or abort markers into partitions, as a coordinator
 //! does. Laminar's own coordinator appends its markers directly; this is what the Admin
 //! client's `abortTransaction` (`kafka-transactions abort`) sends to end a hanging
-//! transaction, one whose coordinator no longer knows it.
+//! transaction, one whose coordinator no longer knows it. Only abort markers are taken from
+//! a client: Kafka requires ClusterAction for this API, which only brokers have, and the
+//! Admin client only ever aborts; a commit marker from outside could make an unfinished
+//! transaction's records visible (CLUSTER_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
@@ -33,12 +36,15 @@ pub async fn handle(
             for &p in partitions {
                 let mut pr = WritableTxnMarkerPartitionResult::default();
                 pr.partition_index = p;
-                pr.error_code =
-                    match write_marker(b, topic, p, m.producer_id, m.producer_epoch, m.committed).await {
+                pr.error_code = if m.committed {
+                    ec::CLUSTER_AUTHORIZATION_FAILED
+                } else {
+                    match write_marker(b, topic, p, m.producer_id, m.producer_epoch, false).await {
                         Ok(Some(_)) => ec::NONE,
                         Ok(None) => ec::UNKNOWN_TOPIC_OR_PARTITION,
                         Err(code) => code,
-                    };
+                    }
+                };
                 tr.partitions.push(pr);
             }
             mr.topics.push(tr);

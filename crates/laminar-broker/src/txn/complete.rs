@@ -247,17 +247,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
         }
         tokio::time::sleep(Duration::from_millis(MARKER_RETRY_MS)).await;
     }
-    let done = TxnMeta {
-        status: if commit {
-            TxnStatus::CompleteCommit
-        } else {
-            TxnStatus::CompleteAbort
-        },
-        partitions: Default::default(),
-        offsets: Default::default(),
-        update_ms: laminar_storage::now_ms(),
-        ..prepared
-    };
+    let done = prepared.completed(laminar_storage::now_ms());
     // Nothing else writes this id while it is prepared; wait out a reader's busy mark.
     loop {
         let begun = b.txns.begin(&id, |m| match m {

@@ -10,7 +10,7 @@
 //!
 //! Key: version i16 (0), transactional id (string: i16 length, UTF-8).
 //! Value: version i16 (0), producer id i64, producer epoch i16, last producer id i64, last
-//! producer epoch i16, timeout ms i32, status i8 (Kafka's numbering), start ms i64, update ms
+//! producer epoch i16, next producer id i64 (-1: none), timeout ms i32, status i8 (Kafka's numbering), start ms i64, update ms
 //! i64, partitions (i32 count, each topic string, partition i32), offsets (i32 count, each
 //! group string, topic string, partition i32, offset i64, leader epoch i32, metadata
 //! nullable string (length -1 for null), commit ms i64).
@@ -116,6 +116,7 @@ pub fn encode_value(m: &TxnMeta) -> Vec<u8> {
     out.extend_from_slice(&m.producer_epoch.to_be_bytes());
     out.extend_from_slice(&m.last_producer_id.to_be_bytes());
     out.extend_from_slice(&m.last_producer_epoch.to_be_bytes());
+    out.extend_from_slice(&m.next_producer_id.to_be_bytes());
     out.extend_from_slice(&m.timeout_ms.to_be_bytes());
     out.push(m.status as i8 as u8);
     out.extend_from_slice(&m.start_ms.to_be_bytes());
@@ -154,6 +155,7 @@ pub fn decode_value(transactional_id: &str, value: &[u8]) -> Result<TxnMeta> {
     let producer_epoch = c.i16()?;
     let last_producer_id = c.i64()?;
     let last_producer_epoch = c.i16()?;
+    let next_producer_id = c.i64()?;
     let timeout_ms = c.i32()?;
     let status = TxnStatus::from_i8(c.i8()?).ok_or(TxnLogError::Invalid("an unknown status"))?;
     let start_ms = c.i64()?;
@@ -182,6 +184,7 @@ pub fn decode_value(transactional_id: &str, value: &[u8]) -> Result<TxnMeta> {
         producer_epoch,
         last_producer_id,
         last_producer_epoch,
+        next_producer_id,
         timeout_ms,
         status,
         partitions,
@@ -265,6 +268,7 @@ mod tests {
             producer_epoch: 7,
             last_producer_id: 1234,
             last_producer_epoch: 6,
+            next_producer_id: -1,
             timeout_ms: 60_000,
             status: TxnStatus::PrepareCommit,
             partitions: BTreeSet::from([("a".to_string(), 0), ("b".to_string(), 3)]),

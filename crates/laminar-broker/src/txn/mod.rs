@@ -93,6 +93,10 @@ pub struct TxnMeta {
     /// asks again with them (KIP-360).
     pub last_producer_id: i64,
     pub last_producer_epoch: i16,
+    /// The id the producer takes once the transaction being ended completes, when its epoch
+    /// ran out (-1: none). Its markers carry the old id with the last epoch, so that they
+    /// end what that id wrote (Kafka's `nextProducerId`).
+    pub next_producer_id: i64,
     pub timeout_ms: i32,
     pub status: TxnStatus,
     /// The partitions of the transaction in progress (or being completed).
@@ -160,6 +164,10 @@ impl State {
     fn insert(&mut self, meta: TxnMeta) {
         self.by_producer
             .insert(meta.producer_id, meta.transactional_id.clone());
+        if meta.next_producer_id >= 0 {
+            self.by_producer
+                .insert(meta.next_producer_id, meta.transactional_id.clone());
+        }
         let id = meta.transactional_id.clone();
         match self.txns.get_mut(&id) {
             Some(e) => {
@@ -388,12 +396,56 @@ impl TxnCoordinator {
 }
 
 /// The next epoch of a producer, or a new producer id when the epoch is exhausted (as
-/// Kafka does at `Short.MaxValue - 1`). Returns (id, epoch).
+/// Kafka does at `Short.MaxValue - 1`). Returns (id, epoch). For a change that writes no
+/// markers (a new instance of an idle id).
 pub fn bump(m: &TxnMeta, allocate: impl FnOnce() -> i64) -> (i64, i16) {
     if m.producer_epoch >= i16::MAX - 1 {
         (allocate(), 0)
     } else {
         (m.producer_id, m.producer_epoch + 1)
+    }
+}
+
+/// The epoch a transaction is ended with when its producer is fenced or (version 2) moves
+/// on: the next one, under the same producer id, so that the markers end what that id wrote.
+/// When that is the last epoch there is, the producer also gets the id it takes afterwards.
+/// Returns (epoch, next producer id or -1).
+pub fn fence(m: &TxnMeta, allocate: impl FnOnce() -> i64) -> (i16, i64) {
+    if m.producer_epoch >= i16::MAX - 1 {
+        (i16::MAX, allocate())
+    } else {
+        (m.producer_epoch + 1, -1)
+    }
+}
+
+impl TxnMeta {
+    /// The producer id and epoch the producer goes on with once this transaction completes.
+    pub fn producer_after(&self) -> (i64, i16) {
+        if self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
+    }
+
+    /// The state once this prepared transaction is complete: the next producer id, if the
+    /// epoch ran out, is the producer's from now on.
+    pub fn completed(&self, now_ms: i64) -> TxnMeta {
+        let (producer_id, producer_epoch) = self.producer_after();
+        TxnMeta {
+            producer_id,
+            producer_epoch,
+            next_producer_id: -1,
+            status: if self.status == TxnStatus::PrepareCommit {
+                TxnStatus::CompleteCommit
+            } else {
+                TxnStatus::CompleteAbort
+            },
+            partitions: BTreeSet::new(),
+            offsets: BTreeMap::new(),
+            update_ms: now_ms,
+            ..self.clone()
+        }
     }
 }
 
@@ -415,6 +467,7 @@ pub fn decide_init(
             producer_epoch: 0,
             last_producer_id: -1,
             last_producer_epoch: -1,
+            next_producer_id: -1,
             timeout_ms,
             status: TxnStatus::Empty,
             partitions: BTreeSet::new(),
@@ -442,10 +495,10 @@ pub fn decide_init(
         TxnStatus::Ongoing => {
             // Fence the old producer and abort its transaction; the new one retries, and gets
             // the epoch after this one.
-            let (pid, epoch) = bump(m, allocate);
+            let (epoch, next) = fence(m, allocate);
             Ok(Decision::Write(TxnMeta {
-                producer_id: pid,
                 producer_epoch: epoch,
+                next_producer_id: next,
                 last_producer_id: m.producer_id,
                 last_producer_epoch: m.producer_epoch,
                 status: TxnStatus::PrepareAbort,
@@ -481,6 +534,10 @@ pub fn decide_add(
     now_ms: i64,
 ) -> Result<Decision<()>, i16> {
     let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    if m.status.is_prepared() && (producer_id, producer_epoch) == m.producer_after() {
+        // The producer's next transaction, under the id it takes once this one completes.
+        return Err(ec::CONCURRENT_TRANSACTIONS);
+    }
     check_producer(m, producer_id, producer_epoch)?;
     match m.status {
         TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence => {
@@ -516,6 +573,9 @@ pub fn decide_offsets(
     now_ms: i64,
 ) -> Result<Decision<()>, i16> {
     let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+    if m.status.is_prepared() && (producer_id, producer_epoch) == m.producer_after() {
+        return Err(ec::CONCURRENT_TRANSACTIONS);
+    }
     check_producer(m, producer_id, producer_epoch)?;
     if m.status.is_prepared() {
         return Err(ec::CONCURRENT_TRANSACTIONS);
@@ -567,7 +627,7 @@ pub fn decide_end(
     let retried = producer_id == m.last_producer_id && producer_epoch == m.last_producer_epoch;
     if bump_epoch && retried && (ended || ending) {
         return if ended {
-            Ok(Decision::Reply((m.producer_id, m.producer_epoch)))
+            Ok(Decision::Reply(m.producer_after()))
         } else {
             Err(ec::CONCURRENT_TRANSACTIONS)
         };
@@ -579,10 +639,10 @@ pub fn decide_end(
         TxnStatus::PrepareAbort
     };
     let prepare = |m: &TxnMeta, allocate: &mut dyn FnMut() -> i64| {
-        let (pid, epoch) = if bump_epoch {
-            bump(m, allocate)
+        let (epoch, next) = if bump_epoch {
+            fence(m, allocate)
         } else {
-            (m.producer_id, m.producer_epoch)
+            (m.producer_epoch, -1)
         };
         let (last_pid, last_epoch) = if bump_epoch {
             (m.producer_id, m.producer_epoch)
@@ -590,8 +650,8 @@ pub fn decide_end(
             (m.last_producer_id, m.last_producer_epoch)
         };
         TxnMeta {
-            producer_id: pid,
             producer_epoch: epoch,
+            next_producer_id: next,
             last_producer_id: last_pid,
             last_producer_epoch: last_epoch,
             status,
@@ -626,10 +686,10 @@ pub fn decide_timeout(
     if m.status != TxnStatus::Ongoing || now_ms.saturating_sub(m.start_ms) <= m.timeout_ms as i64 {
         return Ok(Decision::Reply(()));
     }
-    let (pid, epoch) = bump(m, allocate);
+    let (epoch, next) = fence(m, allocate);
     Ok(Decision::Write(TxnMeta {
-        producer_id: pid,
         producer_epoch: epoch,
+        next_producer_id: next,
         last_producer_id: m.producer_id,
         last_producer_epoch: m.producer_epoch,
         status: TxnStatus::PrepareAbort,
@@ -796,6 +856,7 @@ mod tv2_tests {
             producer_epoch: epoch,
             last_producer_id: -1,
             last_producer_epoch: -1,
+            next_producer_id: -1,
             timeout_ms: 60_000,
             status: TxnStatus::Ongoing,
             partitions: BTreeSet::from([("a".to_string(), 0)]),
@@ -841,8 +902,9 @@ mod tv2_tests {
             decide_add(Some(&done), 5, 4, &[("a".to_string(), 0)], 5),
             Ok(Decision::Write(_))
         ));
-        // An exhausted epoch takes a new producer id.
-        let Ok(Decision::Write(fresh)) = decide_end(
+        // An exhausted epoch: the markers end what the old id wrote, with the last epoch;
+        // the producer goes on under a new id once the transaction is complete.
+        let Ok(Decision::Write(last)) = decide_end(
             Some(&ongoing(i16::MAX - 1)),
             5,
             i16::MAX - 1,
@@ -854,9 +916,29 @@ mod tv2_tests {
             panic!()
         };
         assert_eq!(
-            (fresh.producer_id, fresh.producer_epoch, fresh.last_producer_id),
-            (99, 0, 5)
+            (last.producer_id, last.producer_epoch, last.next_producer_id),
+            (5, i16::MAX, 99),
+            "the markers carry the old id"
         );
+        assert_eq!(last.producer_after(), (99, 0), "EndTxn answers with the new id");
+        assert_eq!(
+            decide_add(Some(&last), 99, 0, &[("a".to_string(), 0)], 7).err(),
+            Some(ec::CONCURRENT_TRANSACTIONS),
+            "the new id waits for the completion"
+        );
+        let done = last.completed(8);
+        assert_eq!(
+            (done.producer_id, done.producer_epoch, done.next_producer_id),
+            (99, 0, -1)
+        );
+        assert!(matches!(
+            decide_end(Some(&done), 5, i16::MAX - 1, false, true, 9, &mut || 100),
+            Ok(Decision::Reply((99, 0)))
+        ));
+        assert!(matches!(
+            decide_add(Some(&done), 99, 0, &[("a".to_string(), 0)], 10),
+            Ok(Decision::Write(_))
+        ));
     }
 
     #[test]

@@ -142,3 +142,156 @@ pub fn kafka_lib() -> &'static Path {
         lib
     })
 }
+
+/// A client program run by a test (a Java or Go program), its stdout collected, killed if
+/// the test fails half-way.
+pub struct Program {
+    child: Child,
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Program {
+    /// Starts `cmd` with stdout piped (collected) and stdin and stderr closed.
+    pub fn spawn(cmd: &mut Command) -> Program {
+        use std::io::Read;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        Program {
+            child,
+            stdout: Some(stdout),
+        }
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits for it to exit 0 within `limit` and returns what it printed; panics otherwise.
+    pub fn finish(mut self, limit: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{:?} did not finish in {limit:?}: {}",
+                    self.child.id(),
+                    self.printed()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let printed = self.printed();
+        assert!(status.success(), "the program failed ({status}): {printed}");
+        printed
+    }
+
+    fn printed(&mut self) -> String {
+        self.stdout.take().map(|h| h.join().unwrap()).unwrap_or_default()
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every record of `topic`'s partitions `0..partitions`, as a consumer with `isolation`
+/// (`read_committed` or `read_uncommitted`) reads them from the start to each partition's
+/// end: (partition, key, value).
+pub fn read_to_end(
+    addr: &str,
+    topic: &str,
+    partitions: i32,
+    isolation: &str,
+) -> Vec<(i32, Vec<u8>, Vec<u8>)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::Message;
+    let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "laminar-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let mut eof = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while eof.len() < partitions as usize && std::time::Instant::now() < deadline {
+        match c.poll(std::time::Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                eof.remove(&m.partition());
+                let key = m.key().unwrap_or_default().to_vec();
+                out.push((m.partition(), key, m.payload().unwrap_or_default().to_vec()));
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                eof.insert(p);
+            }
+            Some(Err(e)) => panic!("read {topic}: {e}"),
+            None => {}
+        }
+    }
+    assert_eq!(
+        eof.len(),
+        partitions as usize,
+        "every partition of {topic} read to its end"
+    );
+    out
+}
+
+/// Sends `values` to `topic` (round robin over `partitions`) with an idempotent producer and
+/// waits for every delivery.
+pub fn produce_values(addr: &str, topic: &str, partitions: i32, values: impl IntoIterator<Item = String>) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sends: Vec<_> = values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let k = format!("k{i}");
+                p.send_result(
+                    FutureRecord::to(topic)
+                        .key(&k)
+                        .payload(&v)
+                        .partition(i as i32 % partitions),
+                )
+                .unwrap()
+            })
+            .collect();
+        for s in sends {
+            s.await.unwrap().expect("delivered");
+        }
+    });
+}
