@@ -61,6 +61,8 @@ pub fn log_recovery(data: &[u8]) {
     }
     sim.write_file_durably(&dir.join("00000000000000000000.log"), segment);
     sim.write_file_durably(&dir.join("00000000000000000000.index"), index);
+    // The same bytes as an aborted-transaction index: its loader takes any file.
+    sim.write_file_durably(&dir.join("00000000000000000000.txnindex"), index);
     // Small, and without preallocation: the simulated disk holds files in memory.
     let config = laminar_storage::LogConfig {
         segment_bytes: 1 << 20,
@@ -76,6 +78,14 @@ pub fn log_recovery(data: &[u8]) {
     let Ok(log) = laminar_storage::Log::open("t-0", dir, storage, config, metrics, false) else {
         return;
     };
+    // Whatever recovery made of the transactions in the log, the stable offset lies within it
+    // and a read_committed reader gets only what is below it.
+    let (start, end, stable) = (log.log_start(), log.log_end(), log.last_stable_offset());
+    assert!(start <= stable && stable <= end, "{start} <= {stable} <= {end}");
+    let _ = log.aborted_txns(start, end);
+    if let Ok(r) = log.read_committed(start, 1 << 20, true) {
+        assert!(r.range.is_none_or(|range| range.next_offset <= stable));
+    }
     let mut offset = log.log_start();
     for _ in 0..10_000 {
         match log.read(offset, 1 << 20, true) {
