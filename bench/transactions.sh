@@ -17,6 +17,7 @@
 #
 # Usage: bench/transactions.sh [OUT]   (OUT default: bench/results/<date>-<host>-transactions)
 # Env:   N (200000), RECORD_BYTES (1024), DURATIONS_MS ("10 100 1000"), ROUNDS (2),
+#        THROUGHPUT (-1: as fast as it goes; records/s for latency at a fixed load),
 #        BROKERS ("laminar kafka"), PORT (19092), NETWORK_THREADS (2), IO_THREADS (4),
 #        TOOL_HEAP (-Xmx512M), LOAD_TIMEOUT_S (1800), SKIP_BUILD=1, KAFKA_LIB (/tmp/kafka-lib).
 set -euo pipefail
@@ -30,6 +31,7 @@ out=${1:-bench/results/$(date +%F)-$(hostname)-transactions}
 N=${N:-200000}
 RECORD_BYTES=${RECORD_BYTES:-1024}
 DURATIONS_MS=${DURATIONS_MS:-"10 100 1000"}
+THROUGHPUT=${THROUGHPUT:--1}
 ROUNDS=${ROUNDS:-2}
 BROKERS=${BROKERS:-"laminar kafka"}
 PORT=${PORT:-19092}
@@ -70,7 +72,7 @@ TOML
   machine_info "$work"
   echo "kafka: $("${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance --version 2>/dev/null | tail -1) (jars from Maven Central in $KAFKA_LIB)"
   echo "java: $(java -version 2>&1 | paste -sd ';' | sed 's/;/; /g')"
-  echo "N: $N, record bytes: $RECORD_BYTES, transaction durations ms: $DURATIONS_MS"
+  echo "N: $N, record bytes: $RECORD_BYTES, transaction durations ms: $DURATIONS_MS, throughput: $THROUGHPUT"
   echo "rounds: $ROUNDS, brokers: $BROKERS"
   echo "network threads: $NETWORK_THREADS, io threads: $IO_THREADS"
   echo "tool jvm: ${java_tool[*]:0:8}"
@@ -85,7 +87,7 @@ run_broker() { # BROKER ROUND
     create_topic "txn-$ms" 1 "$tag"
     run_load "$tag-txn$ms" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
       --bootstrap-server "$bootstrap" --topic "txn-$ms" --num-records "$N" \
-      --record-size "$RECORD_BYTES" --throughput -1 --transaction-duration-ms "$ms" \
+      --record-size "$RECORD_BYTES" --throughput "$THROUGHPUT" --transaction-duration-ms "$ms" \
       --transactional-id "bench-txn-$ms"
   done
   stop_broker
