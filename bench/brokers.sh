@@ -115,3 +115,20 @@ create_topic() { # NAME PARTITIONS TAG
     { echo "creating topic $1 failed:" >&2; cat "$file" >&2; return 1; }
 }
 
+
+# run_rounds: ROUNDS rounds over the brokers of $BROKERS, in alternating order (as listed in
+# odd rounds, reversed in even ones, so that no broker always runs on the warmer machine),
+# calling the script's run_broker BROKER ROUND for each; the order goes to $out/order.txt.
+run_rounds() {
+  local brokers order round i broker
+  read -r -a brokers <<< "$BROKERS"
+  for round in $(seq 1 "$ROUNDS"); do
+    order=("${brokers[@]}")
+    if ((round % 2 == 0)); then
+      order=()
+      for ((i = ${#brokers[@]} - 1; i >= 0; i--)); do order+=("${brokers[i]}"); done
+    fi
+    echo "round $round: ${order[*]}" | tee -a "$out/order.txt"
+    for broker in "${order[@]}"; do run_broker "$broker" "$round"; done
+  done
+}

@@ -95,16 +95,7 @@ run_broker() { # BROKER ROUND
   rm -rf "$data"
 }
 
-read -r -a brokers <<< "$BROKERS"
-for round in $(seq 1 "$ROUNDS"); do
-  order=("${brokers[@]}")
-  if ((round % 2 == 0)); then
-    order=()
-    for ((i = ${#brokers[@]} - 1; i >= 0; i--)); do order+=("${brokers[i]}"); done
-  fi
-  echo "round $round: ${order[*]}" | tee -a "$out/order.txt"
-  for broker in "${order[@]}"; do run_broker "$broker" "$round"; done
-done
+run_rounds
 
 python3 - "$out" <<'PY'
 import pathlib, re, sys

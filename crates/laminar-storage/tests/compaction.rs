@@ -445,39 +445,51 @@ impl Storage for DiesAfter {
     }
 }
 
+/// A compacted log on a simulated disk whose calls fail from the `left`-th on (the process
+/// dies there); `left` starts unlimited.
+fn dying_log() -> (Arc<SimStorage>, Arc<AtomicI64>, Arc<Log>) {
+    let sim = SimStorage::new();
+    let left = Arc::new(AtomicI64::new(i64::MAX));
+    let storage = Arc::new(DiesAfter {
+        inner: sim.clone(),
+        left: left.clone(),
+    });
+    let log = open_log(storage, "/data/t-0", compact_config(), false);
+    (sim, left, log)
+}
+
+/// Runs a pass that dies at its `step`-th storage call, then cuts the power. Returns whether
+/// the pass finished first.
+fn pass_then_crash(sim: &SimStorage, left: &AtomicI64, log: Arc<Log>, step: i64) -> bool {
+    left.store(step, Ordering::SeqCst);
+    let now = T0_MS;
+    let outcome = examine(&log, now).and_then(|c| {
+        clean(
+            &log,
+            c.expect("something to clean"),
+            &limits(),
+            &mut Throttle::new(None),
+            now,
+            &AtomicBool::new(false),
+        )
+    });
+    drop(log);
+    sim.crash(None);
+    outcome.is_ok()
+}
+
 #[test]
 fn a_crash_at_any_step_of_a_pass_recovers_to_either_side_of_each_swap() {
     let mut steps = 0;
     let mut finished = false;
     while !finished {
-        let sim = SimStorage::new();
-        let left = Arc::new(AtomicI64::new(i64::MAX));
-        let storage = Arc::new(DiesAfter {
-            inner: sim.clone(),
-            left: left.clone(),
-        });
-        let log = open_log(storage, "/data/t-0", compact_config(), false);
+        let (sim, left, log) = dying_log();
         let written = append_keyed(&log, 11, 400, 20);
         log.flush().unwrap();
         let end = log.segment_bases().last().unwrap().0;
         let cleaned = model(&written, end, true);
 
-        left.store(steps, Ordering::SeqCst);
-        let now = T0_MS;
-        let outcome = examine(&log, now).and_then(|c| {
-            clean(
-                &log,
-                c.expect("something to clean"),
-                &limits(),
-                &mut Throttle::new(None),
-                now,
-                &AtomicBool::new(false),
-            )
-        });
-        finished = outcome.is_ok();
-        drop(log);
-        sim.crash(None);
-
+        finished = pass_then_crash(&sim, &left, log, steps);
         let log = open_log(sim.clone(), "/data/t-0", compact_config(), false);
         let got = records(&log);
         assert_eq!(
@@ -646,13 +658,7 @@ fn a_crash_at_any_step_of_a_pass_keeps_every_abort_indexed() {
     let mut steps = 0;
     let mut finished = false;
     while !finished {
-        let sim = SimStorage::new();
-        let left = Arc::new(AtomicI64::new(i64::MAX));
-        let storage = Arc::new(DiesAfter {
-            inner: sim.clone(),
-            left: left.clone(),
-        });
-        let log = open_log(storage, "/data/t-0", compact_config(), false);
+        let (sim, left, log) = dying_log();
         for round in 0..12u64 {
             append_keyed(&log, 20 + round, 30, 20);
             append_txn(&log, 1000 + round as i64, &["t1", "t2"], "aborted");
@@ -671,22 +677,7 @@ fn a_crash_at_any_step_of_a_pass_keeps_every_abort_indexed() {
         let aborted = strip(&log);
         assert_eq!(aborted.len(), 12);
 
-        left.store(steps, Ordering::SeqCst);
-        let now = T0_MS;
-        let outcome = examine(&log, now).and_then(|c| {
-            clean(
-                &log,
-                c.expect("something to clean"),
-                &limits(),
-                &mut Throttle::new(None),
-                now,
-                &AtomicBool::new(false),
-            )
-        });
-        finished = outcome.is_ok();
-        drop(log);
-        sim.crash(None);
-
+        finished = pass_then_crash(&sim, &left, log, steps);
         let log = open_log(sim.clone(), "/data/t-0", compact_config(), false);
         // The first pass removes the aborted records and keeps their markers (until their
         // horizon), so every entry stays.

@@ -14,15 +14,21 @@ use laminar_perf::verify::{verify, VerifyConfig};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
-#[test]
-fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
-    let tmp = tempfile::tempdir().unwrap();
+/// A lazy faultfs mount under `dir` (unsynced writes kept in memory, dropped at a power
+/// cut), and the broker's data directory on it.
+fn lazy_mount(dir: &std::path::Path) -> (Mount, std::path::PathBuf) {
     let lazy = Options {
         lazy: true,
         ..Options::default()
     };
-    let (mount, mnt) = Mount::in_dir(tmp.path(), lazy).unwrap();
-    let data = mnt.join("data");
+    let (mount, mnt) = Mount::in_dir(dir, lazy).unwrap();
+    (mount, mnt.join("data"))
+}
+
+#[test]
+fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, data) = lazy_mount(tmp.path());
     let broker = common::serve(&data);
     let addr = broker.addr.clone();
 
@@ -84,12 +90,7 @@ fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
 #[test]
 fn acknowledged_commits_survive_a_power_cut_and_aborts_stay_invisible() {
     let tmp = tempfile::tempdir().unwrap();
-    let lazy = Options {
-        lazy: true,
-        ..Options::default()
-    };
-    let (mount, mnt) = Mount::in_dir(tmp.path(), lazy).unwrap();
-    let data = mnt.join("data");
+    let (mount, data) = lazy_mount(tmp.path());
     let broker = common::serve(&data);
     let addr = broker.addr.clone();
     common::create_topic(&addr, "txn-cut", 2);

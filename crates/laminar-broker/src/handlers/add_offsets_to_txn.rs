@@ -10,8 +10,8 @@ use laminar_protocol::{responses, ApiKey};
 use super::Encoded;
 use crate::broker::Broker;
 use crate::error_codes as ec;
-use crate::txn::complete::run;
-use crate::txn::{decide_add, offsets_partition};
+use crate::txn::complete::add_partitions;
+use crate::txn::offsets_partition;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -24,16 +24,17 @@ pub async fn handle(
         ec::INVALID_GROUP_ID
     } else {
         let pr = &r.producer;
-        let now = laminar_storage::now_ms();
         let partitions = [offsets_partition()];
-        let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
-            decide_add(m, pr.producer_id, pr.producer_epoch, &partitions, now)
-        })
-        .await;
-        match run(b, &pr.transactional_id, decision).await {
-            Ok(_) => ec::NONE,
-            Err(code) => code,
-        }
+        add_partitions(
+            b,
+            &pr.transactional_id,
+            pr.producer_id,
+            pr.producer_epoch,
+            &partitions,
+        )
+        .await
+        .err()
+        .unwrap_or(ec::NONE)
     };
     responses::encode(ApiKey::AddOffsetsToTxn, version, correlation_id, &resp)
 }

@@ -13,8 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
 use crate::error_codes as ec;
-use crate::txn::complete::run;
-use crate::txn::decide_add;
+use crate::txn::complete::add_partitions;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -49,15 +48,16 @@ pub async fn handle(
             .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
             .collect();
         let pr = &r.producer;
-        let now = laminar_storage::now_ms();
-        let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
-            decide_add(m, pr.producer_id, pr.producer_epoch, &partitions, now)
-        })
-        .await;
-        match run(b, &pr.transactional_id, decision).await {
-            Ok(_) => ec::NONE,
-            Err(code) => code,
-        }
+        add_partitions(
+            b,
+            &pr.transactional_id,
+            pr.producer_id,
+            pr.producer_epoch,
+            &partitions,
+        )
+        .await
+        .err()
+        .unwrap_or(ec::NONE)
     };
     let mut resp = AddPartitionsToTxnResponse::default();
     resp.results_by_topic_v3_and_below = r

@@ -318,18 +318,12 @@ async fn add_implicitly(b: &Arc<Broker>, topic: &str, partition: i32, records: &
         .txns
         .id_of(h.producer_id)
         .ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
-    let now = laminar_storage::now_ms();
     let partitions = [(topic.to_string(), partition)];
-    let decision = crate::txn::complete::begin_when_free(b, &id, |m| {
-        crate::txn::decide_add(m, h.producer_id, h.producer_epoch, &partitions, now)
-    })
-    .await;
     // As Kafka's produce path answers for the coordinator: a fenced producer gets the error
     // producers handle (it aborts, and goes on with its next epoch), and what a retry will
     // get past is a retriable error.
-    crate::txn::complete::run(b, &id, decision)
+    crate::txn::complete::add_partitions(b, &id, h.producer_id, h.producer_epoch, &partitions)
         .await
-        .map(|_| ())
         .map_err(|code| match code {
             ec::PRODUCER_FENCED => ec::INVALID_PRODUCER_EPOCH,
             ec::CONCURRENT_TRANSACTIONS | ec::COORDINATOR_NOT_AVAILABLE => ec::NOT_ENOUGH_REPLICAS,

@@ -94,6 +94,23 @@ pub async fn begin_when_free<T>(
     }
 }
 
+/// Adds `partitions` to the transaction of `id`'s producer, durably (AddPartitionsToTxn,
+/// AddOffsetsToTxn, and Produce v12's implicit add). Returns a Kafka error code.
+pub async fn add_partitions(
+    b: &Arc<Broker>,
+    id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[(String, i32)],
+) -> Result<(), i16> {
+    let now = laminar_storage::now_ms();
+    let decision = begin_when_free(b, id, |m| {
+        super::decide_add(m, producer_id, producer_epoch, partitions, now)
+    })
+    .await;
+    run(b, id, decision).await.map(|_| ())
+}
+
 /// Runs a decision of `id`: writes it if it is a change, applies it once durable. Returns the
 /// reply, or the written state.
 pub async fn run<T>(

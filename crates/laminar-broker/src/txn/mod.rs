@@ -419,6 +419,29 @@ pub fn fence(m: &TxnMeta, allocate: impl FnOnce() -> i64) -> (i16, i64) {
 }
 
 impl TxnMeta {
+    /// This transaction, decided (`status` PrepareCommit or PrepareAbort). With `fenced`, the
+    /// markers carry the producer's next epoch, which fences every older one (a new instance,
+    /// a timeout, or version 2's bump at every end).
+    fn prepared(
+        &self,
+        status: TxnStatus,
+        fenced: bool,
+        now_ms: i64,
+        allocate: &mut dyn FnMut() -> i64,
+    ) -> TxnMeta {
+        debug_assert!(status.is_prepared());
+        let mut next = TxnMeta {
+            status,
+            update_ms: now_ms,
+            ..self.clone()
+        };
+        if fenced {
+            (next.producer_epoch, next.next_producer_id) = fence(self, allocate);
+            (next.last_producer_id, next.last_producer_epoch) = (self.producer_id, self.producer_epoch);
+        }
+        next
+    }
+
     /// The producer id and epoch the producer goes on with once this transaction completes.
     pub fn producer_after(&self) -> (i64, i16) {
         if self.next_producer_id >= 0 {
@@ -495,16 +518,12 @@ pub fn decide_init(
         TxnStatus::Ongoing => {
             // Fence the old producer and abort its transaction; the new one retries, and gets
             // the epoch after this one.
-            let (epoch, next) = fence(m, allocate);
-            Ok(Decision::Write(TxnMeta {
-                producer_epoch: epoch,
-                next_producer_id: next,
-                last_producer_id: m.producer_id,
-                last_producer_epoch: m.producer_epoch,
-                status: TxnStatus::PrepareAbort,
-                update_ms: now_ms,
-                ..m.clone()
-            }))
+            Ok(Decision::Write(m.prepared(
+                TxnStatus::PrepareAbort,
+                true,
+                now_ms,
+                allocate,
+            )))
         }
         TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort | TxnStatus::Dead => {
             let (pid, epoch) = bump(m, allocate);
@@ -638,33 +657,12 @@ pub fn decide_end(
     } else {
         TxnStatus::PrepareAbort
     };
-    let prepare = |m: &TxnMeta, allocate: &mut dyn FnMut() -> i64| {
-        let (epoch, next) = if bump_epoch {
-            fence(m, allocate)
-        } else {
-            (m.producer_epoch, -1)
-        };
-        let (last_pid, last_epoch) = if bump_epoch {
-            (m.producer_id, m.producer_epoch)
-        } else {
-            (m.last_producer_id, m.last_producer_epoch)
-        };
-        TxnMeta {
-            producer_epoch: epoch,
-            next_producer_id: next,
-            last_producer_id: last_pid,
-            last_producer_epoch: last_epoch,
-            status,
-            update_ms: now_ms,
-            ..m.clone()
-        }
-    };
     match (m.status, commit) {
-        (TxnStatus::Ongoing, _) => Ok(Decision::Write(prepare(m, allocate))),
+        (TxnStatus::Ongoing, _) => Ok(Decision::Write(m.prepared(status, bump_epoch, now_ms, allocate))),
         // Version 2: a producer may abort what never reached this coordinator (its first
         // produce failed); it gets its next epoch, and nothing is written to any partition.
         (TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort, false) if bump_epoch => {
-            let mut next = prepare(m, allocate);
+            let mut next = m.prepared(status, bump_epoch, now_ms, allocate);
             next.partitions.clear();
             next.offsets.clear();
             Ok(Decision::Write(next))
@@ -686,16 +684,12 @@ pub fn decide_timeout(
     if m.status != TxnStatus::Ongoing || now_ms.saturating_sub(m.start_ms) <= m.timeout_ms as i64 {
         return Ok(Decision::Reply(()));
     }
-    let (epoch, next) = fence(m, allocate);
-    Ok(Decision::Write(TxnMeta {
-        producer_epoch: epoch,
-        next_producer_id: next,
-        last_producer_id: m.producer_id,
-        last_producer_epoch: m.producer_epoch,
-        status: TxnStatus::PrepareAbort,
-        update_ms: now_ms,
-        ..m.clone()
-    }))
+    Ok(Decision::Write(m.prepared(
+        TxnStatus::PrepareAbort,
+        true,
+        now_ms,
+        allocate,
+    )))
 }
 
 #[cfg(test)]
