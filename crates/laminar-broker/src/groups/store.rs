@@ -253,7 +253,10 @@ impl GroupStore {
 }
 
 /// Calls `f` with the key and value of every record of `log` that has a key, in order.
-fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), String> {
+/// Calls `f` with the key and value of every keyed record of an internal log (the group log,
+/// the transaction log), oldest first; control batches hold none of theirs. Blocking:
+/// startup only.
+pub(crate) fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), String> {
     let mut offset = log.log_start();
     let mut buf = Vec::new();
     loop {
@@ -261,7 +264,10 @@ fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result
         let Some(range) = read.range else { break };
         buf.resize(range.len as usize, 0);
         read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
-        for (_, start, end) in validate_batches(&buf).map_err(|e| e.to_string())? {
+        for (h, start, end) in validate_batches(&buf).map_err(|e| e.to_string())? {
+            if h.is_control() {
+                continue;
+            }
             for rec in decode_records(&buf[start..end], GROUP_BATCH_BYTES_MAX).map_err(|e| e.to_string())? {
                 if let Some(key) = &rec.key {
                     f(key, rec.value.as_deref());

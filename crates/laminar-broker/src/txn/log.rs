@@ -17,8 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use laminar_records::{decode_records, validate_batches, BatchBuilder, Compression, RecordSpec};
-use laminar_storage::backend::read_exact_at;
+use laminar_records::{BatchBuilder, Compression, RecordSpec};
 use laminar_storage::Log;
 
 use super::{PendingOffset, TxnMeta, TxnStatus};
@@ -27,8 +26,6 @@ use super::{PendingOffset, TxnMeta, TxnStatus};
 pub const TRANSACTION_TOPIC: &str = "__transaction_state";
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 0;
-/// Bound on one decoded batch of the log.
-const BATCH_BYTES_MAX: usize = 64 << 20;
 /// Bound on the partitions and offsets of one transaction's record.
 const ENTRIES_MAX: usize = 1 << 20;
 
@@ -213,46 +210,26 @@ pub fn encode_batch(changes: &[(String, Option<TxnMeta>)]) -> Vec<u8> {
 /// Records that do not decode are skipped with a warning. Blocking: startup only.
 pub fn replay(log: &Log) -> std::result::Result<BTreeMap<String, TxnMeta>, String> {
     let mut out = BTreeMap::new();
-    let mut offset = log.log_start();
-    let mut buf = Vec::new();
-    loop {
-        let read = log.read(offset, 1 << 20, true).map_err(|e| e.to_string())?;
-        let Some(range) = read.range else { break };
-        buf.resize(range.len as usize, 0);
-        read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
-        let batches = validate_batches(&buf).map_err(|e| e.to_string())?;
-        for (h, start, end) in batches {
-            if h.is_control() {
-                continue;
+    crate::groups::store::for_each_record(log, |key, value| {
+        let id = match decode_key(key) {
+            Ok(id) => id,
+            Err(e) => {
+                crate::warn!("skipping a transaction log record: {e}");
+                return;
             }
-            let records = decode_records(&buf[start..end], BATCH_BYTES_MAX).map_err(|e| e.to_string())?;
-            for r in records {
-                let Some(key) = r.key else { continue };
-                let id = match decode_key(&key) {
-                    Ok(id) => id,
-                    Err(e) => {
-                        crate::warn!("skipping a transaction log record: {e}");
-                        continue;
-                    }
-                };
-                match r.value {
-                    None => {
-                        out.remove(&id);
-                    }
-                    Some(v) => match decode_value(&id, &v) {
-                        Ok(meta) => {
-                            out.insert(id, meta);
-                        }
-                        Err(e) => crate::warn!("skipping a transaction log record of {id:?}: {e}"),
-                    },
+        };
+        match value {
+            None => {
+                out.remove(&id);
+            }
+            Some(v) => match decode_value(&id, v) {
+                Ok(meta) => {
+                    out.insert(id, meta);
                 }
-            }
+                Err(e) => crate::warn!("skipping a transaction log record of {id:?}: {e}"),
+            },
         }
-        if range.next_offset <= offset {
-            break;
-        }
-        offset = range.next_offset;
-    }
+    })?;
     Ok(out)
 }
 

@@ -442,6 +442,20 @@ impl TxnMeta {
         next
     }
 
+    /// This id with a transaction in progress: the one it has, or a new one begun now.
+    fn ongoing(&self, now_ms: i64) -> TxnMeta {
+        if self.status == TxnStatus::Ongoing {
+            return self.clone();
+        }
+        TxnMeta {
+            status: TxnStatus::Ongoing,
+            start_ms: now_ms,
+            partitions: BTreeSet::new(),
+            offsets: BTreeMap::new(),
+            ..self.clone()
+        }
+    }
+
     /// The producer id and epoch the producer goes on with once this transaction completes.
     pub fn producer_after(&self) -> (i64, i16) {
         if self.next_producer_id >= 0 {
@@ -568,13 +582,7 @@ pub fn decide_add(
     if m.status == TxnStatus::Ongoing && partitions.iter().all(|p| m.partitions.contains(p)) {
         return Ok(Decision::Reply(()));
     }
-    let mut next = m.clone();
-    if m.status != TxnStatus::Ongoing {
-        next.start_ms = now_ms;
-        next.partitions.clear();
-        next.offsets.clear();
-    }
-    next.status = TxnStatus::Ongoing;
+    let mut next = m.ongoing(now_ms);
     next.partitions.extend(partitions.iter().cloned());
     next.update_ms = now_ms;
     Ok(Decision::Write(next))
@@ -605,12 +613,7 @@ pub fn decide_offsets(
         if !implicit || m.status == TxnStatus::Dead {
             return Err(ec::INVALID_TXN_STATE);
         }
-        if m.status != TxnStatus::Ongoing {
-            next.start_ms = now_ms;
-            next.partitions.clear();
-            next.offsets.clear();
-            next.status = TxnStatus::Ongoing;
-        }
+        next = m.ongoing(now_ms);
         next.partitions.insert(offsets_partition());
     }
     for ((topic, partition), o) in offsets {
