@@ -15,6 +15,7 @@ use laminar_storage::{Store, StoreConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use crate::cluster::{Cluster, ClusterSettings};
 use crate::config::BrokerConfig;
 use crate::groups::store::{GroupRecord, GroupStore};
 use crate::groups::Coordinator;
@@ -92,6 +93,11 @@ pub struct Broker {
     pub quotas: Quotas,
     /// Partitions whose fetch reads are stuck on the disk, skipped until they return.
     pub stuck_reads: crate::handlers::fetch::StuckReads,
+    /// Set in a cluster (`controller.quorum.voters`); `None` on a single node.
+    pub cluster: Option<Arc<Cluster>>,
+    /// In a cluster: the leader epoch of `__consumer_offsets-0` whose group state is loaded
+    /// here (-1: none; this broker does not coordinate groups).
+    pub groups_loaded_epoch: std::sync::atomic::AtomicI64,
 }
 
 impl Service for Broker {
@@ -122,6 +128,82 @@ impl Service for Broker {
 }
 
 impl Broker {
+    /// The leader epoch of a partition this broker leads, or the error code a client gets
+    /// for it. On a single node every partition is led here, at epoch 0.
+    pub fn leadership(&self, topic: &str, partition: i32) -> Result<i32, i16> {
+        let Some(c) = &self.cluster else {
+            return Ok(0);
+        };
+        if c.image().partition(topic, partition).is_none() {
+            return Err(crate::error_codes::UNKNOWN_TOPIC_OR_PARTITION);
+        }
+        // Fenced, it may no longer lead (the controller moved its leaderships, or is about
+        // to): it takes no writes and serves no reads.
+        match c.replicas.get(topic, partition).and_then(|r| r.leader_epoch()) {
+            Some(epoch) if !c.is_fenced() => Ok(epoch),
+            _ => Err(crate::error_codes::NOT_LEADER_OR_FOLLOWER),
+        }
+    }
+
+    /// Whether this broker coordinates groups now: in a cluster, it leads
+    /// `__consumer_offsets-0` and has loaded the groups from it. The error code a group
+    /// request gets if not.
+    pub fn group_coordinator_ready(&self) -> Result<(), i16> {
+        let Some(c) = &self.cluster else {
+            return Ok(());
+        };
+        match self.leadership(crate::groups::store::OFFSETS_TOPIC, 0) {
+            Ok(epoch)
+                if self
+                    .groups_loaded_epoch
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    == epoch as i64 =>
+            {
+                Ok(())
+            }
+            Ok(_) => Err(crate::error_codes::COORDINATOR_LOAD_IN_PROGRESS),
+            Err(_) => {
+                let _ = c;
+                Err(crate::error_codes::NOT_COORDINATOR)
+            }
+        }
+    }
+
+    /// What consumers may read of a partition led here: below its high watermark. On a
+    /// single node, the whole log.
+    pub fn high_watermark(
+        &self,
+        topic: &str,
+        partition: i32,
+        log: &laminar_storage::Log,
+    ) -> laminar_storage::Offset {
+        let end = log.log_end();
+        match self
+            .cluster
+            .as_ref()
+            .and_then(|c| c.replicas.get(topic, partition))
+        {
+            Some(r) => laminar_storage::Offset(r.high_watermark()).min(end),
+            None => end,
+        }
+    }
+
+    /// The broker the clients reach for `topic`'s partition 0 (the coordinators' logs), or
+    /// `None` while it has no leader. On a single node, this broker.
+    pub fn leader_of(&self, topic: &str) -> Option<(i32, String, u16)> {
+        let Some(c) = &self.cluster else {
+            return Some((
+                self.config.node_id,
+                self.advertised_host.clone(),
+                self.advertised_port,
+            ));
+        };
+        let image = c.image();
+        let leader = image.partition(topic, 0)?.leader;
+        let b = image.brokers.get(&leader).filter(|b| !b.fenced)?;
+        Some((b.id, b.host.clone(), b.port))
+    }
+
     /// Appends group records to the internal log, waits for their fsync, then applies them.
     /// Returns a Kafka error code.
     pub async fn persist_group_records(self: &Arc<Self>, records: Vec<GroupRecord>) -> i16 {
@@ -139,6 +221,18 @@ impl Broker {
     }
 
     async fn append_group_log(self: &Arc<Self>, write: GroupWrite) -> i16 {
+        // In a cluster, only the coordinator writes the group log, at its leader epoch, and a
+        // write counts once the in-sync replicas hold it.
+        let epoch = match self.group_coordinator_ready() {
+            Ok(()) => self
+                .leadership(crate::groups::store::OFFSETS_TOPIC, 0)
+                .unwrap_or(0),
+            Err(code) => return code,
+        };
+        let replica = self
+            .cluster
+            .as_ref()
+            .and_then(|c| c.replicas.get(crate::groups::store::OFFSETS_TOPIC, 0));
         let b = self.clone();
         // What to write is settled on the storage thread, which appends every batch of the
         // group log in turn: there, what is appended but not yet applied (`pending`) is
@@ -158,7 +252,8 @@ impl Broker {
                 }
                 let mut batch = GroupStore::encode(&records, &b.groups, &pending)
                     .map_err(|e| GroupLogError::Encode(e.to_string()))?;
-                let info = b.group_store.log.append(&mut batch)?;
+                let log = b.group_store.log();
+                let info = log.append_as(&mut batch, laminar_storage::AppendMode::Leader { epoch })?;
                 if apply {
                     // In log order: before any later batch exists.
                     b.group_store
@@ -172,10 +267,25 @@ impl Broker {
             .await;
         let durable = match appended {
             Ok(Ok(None)) => return crate::error_codes::NONE,
-            Ok(Ok(Some((info, apply)))) => crate::net::waiting(self.group_store.flushed(info.last_offset))
-                .await
-                .map(|_| (info.last_offset, apply))
-                .map_err(|e| e.to_string()),
+            Ok(Ok(Some((info, apply)))) => {
+                if let Some(r) = &replica {
+                    r.on_leader_append(info.log_end.0);
+                }
+                let flushed = crate::net::waiting(self.group_store.flushed(info.last_offset))
+                    .await
+                    .map(|_| (info.last_offset, apply))
+                    .map_err(|e| e.to_string());
+                match (&flushed, &replica) {
+                    (Ok(_), Some(r))
+                        if !r
+                            .wait_replicated(info.last_offset.0, GROUP_WRITE_REPLICATION)
+                            .await =>
+                    {
+                        return crate::error_codes::REQUEST_TIMED_OUT
+                    }
+                    _ => flushed,
+                }
+            }
             Ok(Err(GroupLogError::Encode(e))) => {
                 crate::warn!("group records refused: {e}");
                 return crate::error_codes::INVALID_REQUEST;
@@ -235,6 +345,13 @@ impl Broker {
         let b = &self;
         let v = version;
         let c = header.correlation_id;
+        if let Err(code) = b.group_coordinator_ready() {
+            if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code) {
+                return refused
+                    .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
+                    .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
+            }
+        }
         let client_id = header.client_id.as_deref().unwrap_or("");
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(b, v, c, r),
@@ -320,8 +437,15 @@ pub struct RunningBroker {
     group_timer: tokio::task::JoinHandle<()>,
     group_writer: tokio::task::JoinHandle<()>,
     txn_timer: tokio::task::JoinHandle<()>,
+    /// In a cluster: the heartbeats to the controller, and the task that applies each new
+    /// image to this broker's logs.
+    cluster_tasks: Vec<tokio::task::JoinHandle<()>>,
     metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
 }
+
+/// How long a group write waits for the in-sync replicas (Kafka's
+/// `offsets.commit.timeout.ms`).
+const GROUP_WRITE_REPLICATION: Duration = Duration::from_secs(5);
 
 /// How often session and rebalance timeouts are checked.
 const GROUP_TICK_MS: u64 = 50;
@@ -351,6 +475,24 @@ impl RunningBroker {
             None => None,
         };
         let (advertised_host, advertised_port) = config.advertised(bound);
+        let cluster = if config.controller_quorum_voters.is_empty() {
+            None
+        } else {
+            let voters = config.controller_quorum_voters.clone();
+            let node_id = config.node_id;
+            let dir = config.data_dir.clone();
+            let settings = ClusterSettings {
+                broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+                broker_heartbeat_interval: Duration::from_millis(config.broker_heartbeat_interval_ms),
+                offsets_topic_segment_bytes: config.offsets_topic_segment_bytes,
+                transaction_state_log_segment_bytes: config.transaction_state_log_segment_bytes,
+            };
+            let started =
+                tokio::task::spawn_blocking(move || Cluster::start(node_id, voters, &dir, settings))
+                    .await
+                    .expect("controller start task");
+            Some(started.map_err(io::Error::other)?)
+        };
         let cfg = config.clone();
         let (store, topics, producers, groups, group_store, quotas, was_empty, txns, txn_log) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
@@ -399,7 +541,11 @@ impl RunningBroker {
                 let was_empty = store.logs().is_empty();
                 let topics = Topics::open(store.clone(), cfg.clone())?;
                 let quotas = Quotas::open(store.clone())?;
-                let producers = Producers::new();
+                let producers = if cfg.controller_quorum_voters.is_empty() {
+                    Producers::new()
+                } else {
+                    Producers::for_node(cfg.node_id)
+                };
                 for t in topics.list() {
                     for p in 0..t.partitions as i32 {
                         if let Some(log) = topics.log(&t.name, p) {
@@ -473,6 +619,8 @@ impl RunningBroker {
             metrics: BrokerMetrics::default(),
             quotas,
             stuck_reads: Default::default(),
+            cluster,
+            groups_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
         });
         let limits = ServerLimits {
             max_connections: net::open_files::fit_connections(config.max_connections),
@@ -564,6 +712,21 @@ impl RunningBroker {
                 crate::txn::complete::expire_ids(&b).await;
             }
         });
+        let mut cluster_tasks = Vec::new();
+        if let Some(c) = &broker.cluster {
+            cluster_tasks.push(tokio::spawn(crate::cluster::publish::run(
+                broker.clone(),
+                c.subscribe(),
+            )));
+            cluster_tasks.push(tokio::spawn(
+                c.clone()
+                    .run_heartbeats(broker.advertised_host.clone(), broker.advertised_port),
+            ));
+            cluster_tasks
+                .push(tokio::spawn(c.clone().run_isr_checks(Duration::from_millis(
+                    config.replica_lag_time_max_ms,
+                ))));
+        }
         Ok(RunningBroker {
             broker,
             server,
@@ -572,6 +735,7 @@ impl RunningBroker {
             group_timer,
             group_writer,
             txn_timer,
+            cluster_tasks,
             metrics_server,
         })
     }
@@ -588,6 +752,14 @@ impl RunningBroker {
     /// Clean shutdown: stop accepting, finish the requests in flight, flush every log and
     /// write the clean-shutdown marker.
     pub async fn shutdown(self) -> io::Result<()> {
+        for task in &self.cluster_tasks {
+            task.abort();
+        }
+        if let Some(c) = &self.broker.cluster {
+            // Leaderships move now, not after a session timeout.
+            c.leave(&self.broker.advertised_host, self.broker.advertised_port)
+                .await;
+        }
         self.retention.abort();
         self.producer_expiry.abort();
         self.group_timer.abort();
@@ -602,7 +774,8 @@ impl RunningBroker {
         // The group changes since the writer's last round, the requests just finished
         // included. (A round the abort cut short either appended already or took nothing:
         // the taking happens on the storage thread, with the append.)
-        if self.broker.persist_group_changes().await != crate::error_codes::NONE {
+        let persisted = self.broker.persist_group_changes().await;
+        if persisted != crate::error_codes::NONE && persisted != crate::error_codes::NOT_COORDINATOR {
             crate::warn!("the last group changes were not written: the next start restores older ones");
         }
         let store = self.broker.store.clone();

@@ -39,6 +39,36 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "This broker's node id.",
     },
     SettingDoc {
+        name: "controller.quorum.voters",
+        default: "none (a single node)",
+        doc: "The controller quorum, as `1@host:port,2@host:port,3@host:port`. Set, the broker runs in a cluster; a node whose node.id is listed runs a controller voter listening on its address (Kafka's combined mode).",
+    },
+    SettingDoc {
+        name: "broker.heartbeat.interval.ms",
+        default: "2000",
+        doc: "How often a broker heartbeats the active controller.",
+    },
+    SettingDoc {
+        name: "broker.session.timeout.ms",
+        default: "9000",
+        doc: "A broker that has not heartbeat for this long is fenced: its leaderships move to other in-sync replicas.",
+    },
+    SettingDoc {
+        name: "replica.lag.time.max.ms",
+        default: "30000",
+        doc: "A follower that has not caught up with its leader for this long leaves the ISR.",
+    },
+    SettingDoc {
+        name: "min.insync.replicas",
+        default: "1",
+        doc: "Default min.insync.replicas of topics: an acks=all produce to a partition with fewer in-sync replicas gets NOT_ENOUGH_REPLICAS.",
+    },
+    SettingDoc {
+        name: "default.replication.factor",
+        default: "1",
+        doc: "Replication factor of topics created without one (CreateTopics with -1, auto-creation).",
+    },
+    SettingDoc {
         name: "auto.create.topics.enable",
         default: "true",
         doc: "Create unknown topics on Metadata and Produce.",
@@ -272,6 +302,13 @@ pub struct BrokerConfig {
     pub advertised_port: u16,
     pub data_dir: PathBuf,
     pub node_id: i32,
+    /// Empty: a single node.
+    pub controller_quorum_voters: Vec<crate::cluster::Voter>,
+    pub broker_heartbeat_interval_ms: u64,
+    pub broker_session_timeout_ms: u64,
+    pub default_replication_factor: u16,
+    pub replica_lag_time_max_ms: u64,
+    pub min_insync_replicas: u16,
     pub auto_create_topics_enable: bool,
     pub num_partitions: u32,
     pub log_retention_ms: Option<i64>,
@@ -337,6 +374,12 @@ impl Default for BrokerConfig {
             advertised_port: 0,
             data_dir: PathBuf::from("./data"),
             node_id: 0,
+            controller_quorum_voters: Vec::new(),
+            broker_heartbeat_interval_ms: 2000,
+            broker_session_timeout_ms: 9000,
+            default_replication_factor: 1,
+            replica_lag_time_max_ms: 30_000,
+            min_insync_replicas: 1,
             auto_create_topics_enable: true,
             num_partitions: 1,
             log_retention_ms: Some(7 * 24 * 3600 * 1000),
@@ -497,6 +540,20 @@ impl BrokerConfig {
             }
             "log.dirs" => self.data_dir = PathBuf::from(value),
             "node.id" => self.node_id = int()? as i32,
+            "controller.quorum.voters" => {
+                self.controller_quorum_voters = crate::cluster::parse_voters(value)?
+            }
+            "broker.heartbeat.interval.ms" => self.broker_heartbeat_interval_ms = positive(int()?)?,
+            "broker.session.timeout.ms" => self.broker_session_timeout_ms = positive(int()?)?,
+            "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = positive(int()?)?,
+            "min.insync.replicas" => {
+                self.min_insync_replicas =
+                    u16::try_from(positive(int()?)?).map_err(|_| format!("{key}: {value} is too large"))?
+            }
+            "default.replication.factor" => {
+                self.default_replication_factor =
+                    u16::try_from(positive(int()?)?).map_err(|_| format!("{key}: {value} is too large"))?
+            }
             "auto.create.topics.enable" => self.auto_create_topics_enable = boolean()?,
             "num.partitions" => self.num_partitions = positive(int()?)? as u32,
             "log.retention.ms" => self.log_retention_ms = opt_i64(int()?),
@@ -626,6 +683,26 @@ impl BrokerConfig {
             format!("listeners = {}", self.listen),
             format!("log.dirs = {}", self.data_dir.display()),
             format!("node.id = {}", self.node_id),
+            format!(
+                "controller.quorum.voters = {}",
+                if self.controller_quorum_voters.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.controller_quorum_voters
+                        .iter()
+                        .map(|v| format!("{}@{}", v.id, v.addr))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+            ),
+            format!(
+                "broker.heartbeat.interval.ms = {}",
+                self.broker_heartbeat_interval_ms
+            ),
+            format!("broker.session.timeout.ms = {}", self.broker_session_timeout_ms),
+            format!("default.replication.factor = {}", self.default_replication_factor),
+            format!("replica.lag.time.max.ms = {}", self.replica_lag_time_max_ms),
+            format!("min.insync.replicas = {}", self.min_insync_replicas),
             format!("auto.create.topics.enable = {}", self.auto_create_topics_enable),
             format!("num.partitions = {}", self.num_partitions),
             format!("log.retention.ms = {}", o(self.log_retention_ms)),
@@ -782,6 +859,7 @@ mod tests {
                 "log.cleanup.policy" => "compact,delete",
                 "log.cleaner.min.cleanable.ratio" => "0.25",
                 "log.message.timestamp.type" => "LogAppendTime",
+                "controller.quorum.voters" => "1@127.0.0.1:1,2@127.0.0.1:2",
                 _ => "5",
             };
             c.set(s.name, value).unwrap_or_else(|e| panic!("{}: {e}", s.name));

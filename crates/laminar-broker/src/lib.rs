@@ -9,6 +9,7 @@
 //! - [`metrics`]: everything measured, and the Prometheus endpoint.
 
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod dynamic_configs;
 pub mod error_codes;

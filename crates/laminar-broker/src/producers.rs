@@ -35,8 +35,15 @@ pub struct ProducerInfo {
     pub last_timestamp_ms: i64,
 }
 
+/// In a cluster, producer ids are unique across brokers by their remainder modulo this (see
+/// `Producers::for_node`): node ids below it never share one.
+pub const ID_STRIDE: i64 = 1024;
+
 pub struct Producers {
     next_id: AtomicI64,
+    /// Added by each allocation: 1 on a single node; in a cluster, `ID_STRIDE`, each broker
+    /// allocating the ids that leave its own `node.id` as the remainder.
+    stride: i64,
     state: Mutex<HashMap<(i64, String, i32), PartitionProducer>>,
 }
 
@@ -68,12 +75,29 @@ impl Producers {
         let start = laminar_storage::now_ms().saturating_mul(1000);
         Producers {
             next_id: AtomicI64::new(start),
+            stride: 1,
+            state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// In a cluster, ids must not repeat across brokers either: broker `node` hands out the
+    /// ids congruent to it modulo `ID_STRIDE`, from the clock in nanoseconds at startup (each
+    /// id takes `ID_STRIDE` of them, so restarts stay above the ids given before at up to a
+    /// million InitProducerId calls a second).
+    pub fn for_node(node: i32) -> Producers {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let start = now_ns / ID_STRIDE * ID_STRIDE + (node as i64).rem_euclid(ID_STRIDE);
+        Producers {
+            next_id: AtomicI64::new(start),
+            stride: ID_STRIDE,
             state: Mutex::new(HashMap::new()),
         }
     }
 
     pub fn allocate(&self) -> i64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        self.next_id.fetch_add(self.stride, Ordering::Relaxed)
     }
 
     /// Checks one batch's sequence numbers against what this partition has seen.
@@ -210,6 +234,55 @@ impl Producers {
 pub const PRODUCER_STATE_SCAN_BYTES_MAX: u64 = 64 << 20;
 
 impl Producers {
+    /// Takes the producer state of batches appended with their offsets (a follower's
+    /// appends, the batches as its leader wrote them), so that a follower that becomes the
+    /// leader de-duplicates a producer's retries as its old leader did.
+    pub fn observe(&self, topic: &str, partition: i32, batches: &[u8]) {
+        if let Err(e) = self.observe_from(topic, partition, batches, i64::MIN) {
+            crate::warn!("producer state of {topic}-{partition}: {e}");
+        }
+    }
+
+    /// Records every batch in `buf` that starts at or after `from`; returns how many.
+    fn observe_from(
+        &self,
+        topic: &str,
+        partition: i32,
+        buf: &[u8],
+        from: i64,
+    ) -> Result<usize, laminar_records::RecordsError> {
+        use laminar_records::BatchHeader;
+        let mut pos = 0;
+        let mut batches = 0;
+        while pos + laminar_records::BATCH_HEADER_BYTES <= buf.len() {
+            let h = BatchHeader::parse(&buf[pos..])?;
+            if h.producer_id >= 0 && h.base_offset >= from && h.is_control() {
+                self.on_marker(topic, partition, h.producer_id, h.producer_epoch, h.max_timestamp);
+            } else if h.producer_id >= 0 && h.base_offset >= from {
+                let batch = ProducerBatch {
+                    producer_id: h.producer_id,
+                    epoch: h.producer_epoch,
+                    first_seq: h.base_sequence,
+                    last_seq: h.base_sequence.wrapping_add(h.last_offset_delta),
+                    max_timestamp_ms: h.max_timestamp,
+                };
+                self.record(topic, partition, batch, h.base_offset);
+                batches += 1;
+            }
+            pos += h.total_bytes();
+        }
+        Ok(batches)
+    }
+
+    /// Forgets every producer's state on `topic`-`partition` (its log was truncated: the
+    /// state is rebuilt from what remains).
+    pub fn forget_partition(&self, topic: &str, partition: i32) {
+        self.state
+            .lock()
+            .unwrap()
+            .retain(|(_, t, p), _| !(t == topic && *p == partition));
+    }
+
     /// Rebuilds the sequence state of `topic`-`partition` from the last batches of its log,
     /// so that a producer retrying across a broker restart is still de-duplicated. Reads
     /// from disk: runs at startup, off the socket threads.
@@ -219,7 +292,6 @@ impl Producers {
         partition: i32,
         log: &laminar_storage::Log,
     ) -> Result<usize, String> {
-        use laminar_records::BatchHeader;
         use laminar_storage::backend::read_exact_at;
         let mut offset = log.recent_offset(PRODUCER_STATE_SCAN_BYTES_MAX);
         let mut batches = 0;
@@ -229,24 +301,9 @@ impl Producers {
             let Some(range) = read.range else { break };
             buf.resize(range.len as usize, 0);
             read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
-            let mut pos = 0;
-            while pos + laminar_records::BATCH_HEADER_BYTES <= buf.len() {
-                let h = BatchHeader::parse(&buf[pos..]).map_err(|e| e.to_string())?;
-                if h.producer_id >= 0 && h.base_offset >= offset.0 && h.is_control() {
-                    self.on_marker(topic, partition, h.producer_id, h.producer_epoch, h.max_timestamp);
-                } else if h.producer_id >= 0 && h.base_offset >= offset.0 {
-                    let batch = ProducerBatch {
-                        producer_id: h.producer_id,
-                        epoch: h.producer_epoch,
-                        first_seq: h.base_sequence,
-                        last_seq: h.base_sequence.wrapping_add(h.last_offset_delta),
-                        max_timestamp_ms: h.max_timestamp,
-                    };
-                    self.record(topic, partition, batch, h.base_offset);
-                    batches += 1;
-                }
-                pos += h.total_bytes();
-            }
+            batches += self
+                .observe_from(topic, partition, &buf, offset.0)
+                .map_err(|e| e.to_string())?;
             if range.next_offset <= offset {
                 break;
             }

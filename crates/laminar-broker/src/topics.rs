@@ -10,6 +10,7 @@ use laminar_storage::backend::{read_whole, write_atomically};
 use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::image::ClusterImage;
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
 use crate::error_codes as ec;
@@ -34,6 +35,7 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "max.compaction.lag.ms",
     "delete.retention.ms",
     "message.timestamp.type",
+    "min.insync.replicas",
 ];
 
 /// Whether a `message.timestamp.type` value is LogAppendTime (or CreateTime).
@@ -58,12 +60,20 @@ pub struct TopicMeta {
 
 impl TopicMeta {
     pub fn uuid(&self) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        for (i, b) in out.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&self.id[2 * i..2 * i + 2], 16).unwrap_or(0);
-        }
-        out
+        parse_id(&self.id)
     }
+}
+
+/// A topic id's 32 hex digits as its 16 bytes.
+pub fn parse_id(id: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = id
+            .get(2 * i..2 * i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .unwrap_or(0);
+    }
+    out
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -139,8 +149,12 @@ impl Topics {
             id.topic == LEGACY_GROUPS_LOG_TOPIC
                 || topics.get(&id.topic).is_some_and(|t| id.partition < t.partitions)
         };
+        // In a cluster the controller's image says which logs belong here, and the first
+        // image may come from a voter that is behind: `apply_image` removes only the logs
+        // whose removal it sees.
+        let single_node = topics.config.controller_quorum_voters.is_empty();
         for (id, _) in topics.store.logs() {
-            if !claimed(&id) {
+            if single_node && !claimed(&id) {
                 crate::warn!("removing {id}: no topic claims it (a deletion a crash interrupted)");
                 topics
                     .store
@@ -329,6 +343,12 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
             "message.timestamp.type" => {
                 log_append_time(v)?;
             }
+            // Applied by the produce path too.
+            "min.insync.replicas" => {
+                if int()? < 1 {
+                    return Err("min.insync.replicas must be at least 1".into());
+                }
+            }
             _ => return Err(format!("unknown or unsupported topic config {k:?}")),
         }
     }
@@ -337,6 +357,15 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
 }
 
 impl Topics {
+    /// A topic's `min.insync.replicas`: its own, or the broker's.
+    pub fn min_insync_replicas(&self, topic: &TopicMeta) -> usize {
+        topic
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(self.effective_config().min_insync_replicas as usize)
+    }
+
     /// Does this topic take the time of append as its records' timestamp?
     pub fn log_append_time(&self, topic: &TopicMeta) -> bool {
         match topic.configs.get("message.timestamp.type") {
@@ -370,6 +399,68 @@ impl Topics {
         }
     }
 
+    /// In a cluster: takes the topics of a new image, creates the logs of the partitions
+    /// placed on `node`, and removes the logs of topics deleted and partitions moved away
+    /// since `before`. Internal topics' logs stay: the coordinators hold them.
+    pub fn apply_image(&self, before: Option<&ClusterImage>, image: &ClusterImage, node: i32) {
+        let _w = self.write_lock.lock().unwrap();
+        let hosted = |t: &crate::cluster::image::TopicInfo| -> Vec<u32> {
+            (0..t.partitions.len() as u32)
+                .filter(|p| t.partitions[*p as usize].replicas.contains(&node))
+                .collect()
+        };
+        let metas: BTreeMap<String, TopicMeta> = image
+            .topics
+            .values()
+            .map(|t| {
+                let meta = TopicMeta {
+                    name: t.name.clone(),
+                    id: t.id.clone(),
+                    partitions: t.partitions.len() as u32,
+                    configs: t.configs.clone(),
+                };
+                (t.name.clone(), meta)
+            })
+            .collect();
+        for t in image.topics.values() {
+            for p in hosted(t) {
+                if let Err(e) = self.ensure_log(&metas[&t.name], p) {
+                    crate::warn!("creating the log of {}-{p}, placed here: {e}", t.name);
+                }
+            }
+        }
+        *self.topics.write().unwrap() = metas;
+        let Some(before) = before else {
+            for (id, _) in self.store.logs() {
+                let known = image
+                    .topics
+                    .get(&id.topic)
+                    .is_some_and(|t| hosted(t).contains(&id.partition));
+                if !known && !is_internal(&id.topic) && id.topic != LEGACY_GROUPS_LOG_TOPIC {
+                    crate::warn!("{id} is not placed here by the cluster metadata: kept, unserved");
+                }
+            }
+            return;
+        };
+        for old in before.topics.values() {
+            if is_internal(&old.name) {
+                continue;
+            }
+            let kept: Vec<u32> = match image.topics.get(&old.name) {
+                Some(t) if t.id == old.id => hosted(t),
+                _ => Vec::new(),
+            };
+            for p in hosted(old) {
+                if !kept.contains(&p) {
+                    crate::info!("removing {}-{p}: no longer placed here", old.name);
+                    if let Err(e) = self.store.delete_log(&LogId::new(&old.name, p)) {
+                        crate::warn!("removing {}-{p}: {e}", old.name);
+                    }
+                }
+            }
+        }
+    }
+
     /// Through the store's storage interface, like every other file the broker writes.
     fn persist(&self) -> std::io::Result<()> {
         let file = TopicsFile { topics: self.list() };
@@ -382,15 +473,14 @@ impl Topics {
         )
     }
 
-    /// Creates a topic. Returns its metadata, or a Kafka error code and message.
-    pub fn create(
+    /// Checks a new topic's name, partition count (-1: `num.partitions`) and configs as
+    /// CreateTopics does. Returns the partition count.
+    pub fn check_new(
         &self,
         name: &str,
         partitions: i32,
-        replication_factor: i16,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<TopicMeta, (i16, String)> {
+        configs: &BTreeMap<String, String>,
+    ) -> Result<u32, (i16, String)> {
         if !valid_topic_name(name) {
             return Err((
                 ec::INVALID_TOPIC_EXCEPTION,
@@ -408,13 +498,26 @@ impl Topics {
                 format!("{partitions} partitions: must be 1 to {PARTITIONS_MAX}"),
             ));
         }
+        self.log_config(configs).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        Ok(partitions as u32)
+    }
+
+    /// Creates a topic. Returns its metadata, or a Kafka error code and message.
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, (i16, String)> {
+        let partitions = self.check_new(name, partitions, &configs)?;
         if replication_factor != -1 && replication_factor != 1 {
             return Err((
                 ec::INVALID_REPLICATION_FACTOR,
                 format!("replication factor {replication_factor}: this is a single node"),
             ));
         }
-        self.log_config(&configs).map_err(|e| (ec::INVALID_CONFIG, e))?;
         let _w = self.write_lock.lock().unwrap();
         if self.topics.read().unwrap().contains_key(name) {
             return Err((ec::TOPIC_ALREADY_EXISTS, format!("topic {name} already exists")));
@@ -422,7 +525,7 @@ impl Topics {
         let meta = TopicMeta {
             name: name.to_string(),
             id: random_id(),
-            partitions: partitions as u32,
+            partitions,
             configs,
         };
         if validate_only {
@@ -480,6 +583,7 @@ impl Topics {
         change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
+        self.single_node("changing a topic's configs")?;
         let _w = self.write_lock.lock().unwrap();
         let mut meta = self
             .get(name)
@@ -501,7 +605,21 @@ impl Topics {
         Ok(())
     }
 
+    /// In a cluster, topics change only through the controller, and these changes do not
+    /// go there yet: refused with a message that says so, rather than changed on one broker.
+    fn single_node(&self, what: &str) -> Result<(), (i16, String)> {
+        if self.config.controller_quorum_voters.is_empty() {
+            Ok(())
+        } else {
+            Err((
+                ec::INVALID_REQUEST,
+                format!("{what} in a cluster is not built yet"),
+            ))
+        }
+    }
+
     pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
+        self.single_node("adding partitions")?;
         if is_internal(name) {
             // The group log lives in its partition 0, and a group's partition, once there
             // are more, follows from the count: it does not change.

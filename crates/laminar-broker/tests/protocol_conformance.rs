@@ -490,7 +490,7 @@ fn every_advertised_version_round_trips() {
                     assert!(log_end > 0, "conf has records: {got:?}");
                     assert_eq!(
                         got,
-                        [(0, 0, log_end), (0, -1, -1), (74, -1, -1), (3, -1, -1)],
+                        [(0, 0, log_end), (0, -1, -1), (75, -1, -1), (3, -1, -1)],
                         "OffsetForLeaderEpoch v{v}: epoch 0 ends at the log end; another epoch is \
                          unknown; a newer current epoch is UNKNOWN_LEADER_EPOCH; no such partition"
                     );

@@ -409,6 +409,9 @@ pub struct ProducePartition {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FetchRequest {
+    /// A follower's broker id (up to v14; -1 from a consumer, and from v15 on, where
+    /// followers name themselves in a tagged field Laminar's followers do not use).
+    pub replica_id: i32,
     pub max_wait_ms: i32,
     pub min_bytes: i32,
     pub max_bytes: i32,
@@ -783,9 +786,7 @@ fn produce(r: &mut Reader, _v: i16) -> Result<ProduceRequest> {
 }
 
 fn fetch(r: &mut Reader, v: i16) -> Result<FetchRequest> {
-    if v <= 14 {
-        r.i32()?; // replica_id
-    }
+    let replica_id = if v <= 14 { r.i32()? } else { -1 };
     let max_wait_ms = r.i32()?;
     let min_bytes = r.i32()?;
     let max_bytes = r.i32()?;
@@ -839,6 +840,7 @@ fn fetch(r: &mut Reader, v: i16) -> Result<FetchRequest> {
         r.string()?; // rack_id
     }
     Ok(FetchRequest {
+        replica_id,
         max_wait_ms,
         min_bytes,
         max_bytes,

@@ -29,6 +29,14 @@ pub enum StorageError {
     Offline { log: String, reason: String },
     #[error("log {0} already exists")]
     LogExists(String),
+    #[error(
+        "log {log}: a replica's batch at offset {base_offset} is below {expected}, where the log continues"
+    )]
+    ReplicaOffsets {
+        log: String,
+        base_offset: i64,
+        expected: i64,
+    },
     #[error("log {0} does not exist")]
     UnknownLog(String),
     #[error("corrupt {what} in {path}: {reason}")]

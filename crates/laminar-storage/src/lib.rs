@@ -12,6 +12,7 @@ pub mod backend;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod config;
+pub mod epochs;
 pub mod error;
 pub mod flusher;
 pub mod index;
@@ -27,7 +28,7 @@ mod wait;
 
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
-pub use log::{AppendInfo, FileRange, Flushed, Log, LogRead, RecoveryReport};
+pub use log::{AppendInfo, AppendMode, FileRange, Flushed, Log, LogRead, RecoveryReport};
 pub use metrics::{LatencyHistogram, StorageMetrics};
 pub use store::{LogId, Store, StoreConfig};
 pub use types::{now_ms, FilePos, Offset, RecoveryPoint};

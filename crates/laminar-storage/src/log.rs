@@ -27,6 +27,7 @@ use laminar_records::{
 use crate::backend::{read_exact_at, Storage, StorageFile};
 use crate::checkpoint;
 use crate::config::LogConfig;
+use crate::epochs::LeaderEpochs;
 use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::FlusherShared;
 use crate::log_start;
@@ -172,6 +173,19 @@ pub struct Log {
     pub(crate) flush_requested: AtomicBool,
     flusher: Mutex<Option<Weak<FlusherShared>>>,
     recovery: RecoveryReport,
+    /// Where each leader epoch began. Changed under the append lock.
+    epochs: Mutex<LeaderEpochs>,
+}
+
+/// How an append places its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendMode {
+    /// As a leader: offsets from the log end, and this leader epoch, written into the
+    /// batches.
+    Leader { epoch: i32 },
+    /// As a follower: the batches keep the offsets and epochs their leader gave them. The
+    /// first starts at or after the log end (after it only where compaction left a gap).
+    Replica,
 }
 
 impl std::fmt::Debug for Log {
@@ -213,6 +227,14 @@ impl Log {
             .map_or(segments[0].base, |s| s.max(segments[0].base))
             .min(log_end);
         let allocated_bytes = active.file.len().ctx("stat", &active.data_path)?;
+        let mut epochs = LeaderEpochs::load(storage.as_ref(), dir)?;
+        // An epoch whose batches never reached the disk, or that recovery cut off.
+        epochs.truncate_from_end(log_end, storage.as_ref(), dir)?;
+        if epochs.latest().is_none() {
+            // A new log, or one written before the cache existed (a single node's): epoch 0
+            // from its start. Written to the file with the next epoch.
+            epochs = LeaderEpochs::starting(0, log_start);
+        }
         let flushed = RecoveryPoint {
             next_offset: log_end,
             segment_base: active.base,
@@ -249,6 +271,7 @@ impl Log {
             flush_requested: AtomicBool::new(false),
             flusher: Mutex::new(None),
             recovery: report,
+            epochs: Mutex::new(epochs),
         });
         // Recovery read every byte it kept from disk, and synced what it truncated, so the
         // whole log is now durable: record that as the new recovery point.
@@ -411,10 +434,16 @@ impl Log {
         offline
     }
 
-    /// Appends one or more record batches, as received from a producer. Every batch is
-    /// validated before any byte is written; offsets and the leader epoch are assigned in
-    /// `batches` itself. Nothing is visible to readers until the whole write succeeded.
+    /// Appends one or more record batches, as received from a producer, on a single node
+    /// (leader epoch 0). See [`Log::append_as`].
     pub fn append(&self, batches: &mut [u8]) -> Result<AppendInfo> {
+        self.append_as(batches, AppendMode::Leader { epoch: 0 })
+    }
+
+    /// Appends one or more record batches. Every batch is validated before any byte is
+    /// written; as a leader, offsets and the leader epoch are assigned in `batches` itself.
+    /// Nothing is visible to readers until the whole write succeeded.
+    pub fn append_as(&self, batches: &mut [u8], mode: AppendMode) -> Result<AppendInfo> {
         self.check_online()?;
         let config = self.config();
         if batches.is_empty() || batches.len() as u64 > config.segment_bytes {
@@ -436,7 +465,39 @@ impl Log {
             let view = self.view.read().unwrap();
             (view.segments.last().unwrap().clone(), view.log_end)
         };
-        let relative_end = (log_end.0 - active.base.0) as u64 + records;
+        // Where the batches start and end, and the epochs they begin.
+        let (first, end_offset) = match mode {
+            AppendMode::Leader { .. } => (log_end, Offset(log_end.0 + records as i64)),
+            AppendMode::Replica => {
+                let mut next = log_end;
+                for (h, _, _) in &headers {
+                    if h.base_offset < next.0 {
+                        return Err(StorageError::ReplicaOffsets {
+                            log: self.name.clone(),
+                            base_offset: h.base_offset,
+                            expected: next.0,
+                        });
+                    }
+                    next = Offset(h.next_offset());
+                }
+                (Offset(headers[0].0.base_offset), next)
+            }
+        };
+        {
+            let mut epochs = self.epochs.lock().unwrap();
+            match mode {
+                AppendMode::Leader { epoch } => {
+                    epochs.assign(epoch, log_end, self.storage.as_ref(), &self.dir)?;
+                }
+                AppendMode::Replica => {
+                    for (h, _, _) in &headers {
+                        let epoch = h.partition_leader_epoch;
+                        epochs.assign(epoch, Offset(h.base_offset), self.storage.as_ref(), &self.dir)?;
+                    }
+                }
+            }
+        }
+        let relative_end = (end_offset.0 - active.base.0) as u64;
         let too_old = config
             .segment_ms
             .is_some_and(|ms| now_ms() - active.created_ms >= ms as i64);
@@ -449,12 +510,17 @@ impl Log {
         }
 
         let mut next = log_end;
-        for (h, start, _) in &headers {
-            batches[*start..*start + 8].copy_from_slice(&next.0.to_be_bytes());
-            // Single node: the leader epoch is always 0.
-            batches[*start + 12..*start + 16].copy_from_slice(&0i32.to_be_bytes());
-            next = Offset(next.0 + h.last_offset_delta as i64 + 1);
+        if let AppendMode::Leader { epoch } = mode {
+            for (h, start, _) in &headers {
+                batches[*start..*start + 8].copy_from_slice(&next.0.to_be_bytes());
+                // Outside the CRC, which starts at the attributes.
+                batches[*start + 12..*start + 16].copy_from_slice(&epoch.to_be_bytes());
+                next = Offset(next.0 + h.last_offset_delta as i64 + 1);
+            }
+        } else {
+            next = end_offset;
         }
+        debug_assert_eq!(next, end_offset);
 
         let position = active.end_pos().0;
         let end = position + bytes;
@@ -513,7 +579,7 @@ impl Log {
             self.notify_flusher();
         }
         Ok(AppendInfo {
-            base_offset: log_end,
+            base_offset: first,
             last_offset: Offset(next.0 - 1),
             log_end: next,
             max_timestamp_ms,
@@ -562,6 +628,34 @@ impl Log {
             }
         }
         Ok(Some(open))
+    }
+
+    /// A new leader epoch begins at the log end: recorded now, before any batch of it, so
+    /// that followers asking where their epoch ends get this log end.
+    pub fn begin_epoch(&self, epoch: i32) -> Result<()> {
+        let _app = self.appender.lock().unwrap();
+        let log_end = self.log_end();
+        self.epochs
+            .lock()
+            .unwrap()
+            .assign(epoch, log_end, self.storage.as_ref(), &self.dir)?;
+        Ok(())
+    }
+
+    /// The latest leader epoch of this log, if any.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.lock().unwrap().latest().map(|(e, _)| e)
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and where it ends.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let epochs = self.epochs.lock().unwrap();
+        epochs.end_offset_for(epoch, self.log_end())
+    }
+
+    /// Every `(epoch, start offset)` known.
+    pub fn epochs(&self) -> Vec<(i32, Offset)> {
+        self.epochs.lock().unwrap().entries().to_vec()
     }
 
     /// The offset below which every record is decided (committed, aborted, or in no
@@ -846,6 +940,24 @@ impl Log {
     /// boundary, such as the last stable offset for a `read_committed` consumer).
     pub fn read_committed(&self, start: Offset, max_bytes: u64, min_one_batch: bool) -> Result<LogRead> {
         self.read_to(start, max_bytes, min_one_batch, Offset(-1))
+    }
+
+    /// Like [`Log::read`], but only batches below `high_watermark` (in a cluster, what the
+    /// in-sync replicas hold), and below the last stable offset too if `committed`.
+    pub fn read_below(
+        &self,
+        start: Offset,
+        max_bytes: u64,
+        min_one_batch: bool,
+        high_watermark: Offset,
+        committed: bool,
+    ) -> Result<LogRead> {
+        let upper = if committed {
+            self.last_stable_offset().min(high_watermark)
+        } else {
+            high_watermark
+        };
+        self.read_to(start, max_bytes, min_one_batch, upper.max(Offset(0)))
     }
 
     /// Reads below `upper`; -1 stands for the last stable offset, taken with the log's end.
@@ -1318,6 +1430,64 @@ impl Log {
             *self.checkpointed.lock().unwrap() = point;
         }
         Ok(())
+    }
+
+    /// Cuts the files of this log, closed, back to the batch that holds `to`: that batch
+    /// and everything after it go (as Kafka's `truncateTo`). Later segments are removed and
+    /// the checkpoint with them: reopening the log validates it all again, which rebuilds
+    /// its indexes, its aborted-transaction indexes and its open transactions from the
+    /// batches that remain. (Slow for a long log, but a truncation is rare: a follower whose
+    /// log diverged under an old leader.) Returns the log end after the cut.
+    pub(crate) fn cut_closed(&self, to: Offset) -> Result<Offset> {
+        assert!(self.closed.load(Ordering::Acquire), "only a closed log is cut");
+        let segments = self.view.read().unwrap().segments.clone();
+        let mut end = to;
+        for seg in segments.iter().rev() {
+            if seg.base >= to && seg.base > segments[0].base {
+                for path in [
+                    seg.data_path.clone(),
+                    seg.index_path.clone(),
+                    seg.time_index_path.clone(),
+                    seg.txn_index_path.clone(),
+                ] {
+                    if self.storage.exists(&path) {
+                        self.storage.remove_file(&path).ctx("remove", &path)?;
+                    }
+                }
+                continue;
+            }
+            // The segment that holds `to` (or the first, which always stays): find the
+            // first batch that reaches `to`, and cut the file there.
+            let end_pos = seg.end_pos().0;
+            let mut pos = 0u64;
+            end = seg.base;
+            while let Some(h) = seg.read_header(pos, end_pos)? {
+                if h.last_offset() >= to.0 {
+                    break;
+                }
+                pos += h.total_bytes() as u64;
+                end = Offset(h.next_offset());
+            }
+            seg.file.set_len(pos).ctx("truncate", &seg.data_path)?;
+            seg.file.sync_data().ctx("fdatasync", &seg.data_path)?;
+            break;
+        }
+        let checkpoint = self.dir.join(checkpoint::CHECKPOINT_FILE);
+        if self.storage.exists(&checkpoint) {
+            self.storage.remove_file(&checkpoint).ctx("remove", &checkpoint)?;
+        }
+        self.epochs
+            .lock()
+            .unwrap()
+            .truncate_from_end(end, self.storage.as_ref(), &self.dir)?;
+        self.storage
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)?;
+        Ok(end)
+    }
+
+    pub(crate) fn open_config(&self) -> LogConfig {
+        self.config()
     }
 
     /// Removes the log's directory. The log must not be used afterwards.

@@ -16,6 +16,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::Flusher;
 use crate::log::Log;
 use crate::metrics::StorageMetrics;
+use crate::types::Offset;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".laminar-clean-shutdown";
 
@@ -217,6 +218,37 @@ impl Store {
             .ok_or_else(|| StorageError::UnknownLog(id.to_string()))?;
         log.delete()?;
         self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir)
+    }
+
+    /// Cuts a log back to `to` (see `Log::cut_closed`): a follower whose log diverged from
+    /// its leader's. The log is closed, cut, and opened again, recovering what remains; the
+    /// new log replaces it here. Appends to the old one fail from the close on.
+    pub fn truncate_log(&self, id: &LogId, to: Offset) -> Result<Arc<Log>> {
+        let log = self
+            .log(id)
+            .ok_or_else(|| StorageError::UnknownLog(id.to_string()))?;
+        if to >= log.log_end() {
+            return Ok(log);
+        }
+        log.close()?;
+        let end = log.cut_closed(to)?;
+        let reopened = Log::open(
+            &id.to_string(),
+            log.dir(),
+            self.storage.clone(),
+            log.open_config(),
+            self.metrics.clone(),
+            false,
+        )?;
+        assert_eq!(
+            reopened.log_end(),
+            end,
+            "{id}: the reopened log ends where it was cut"
+        );
+        self.flusher.lock().unwrap().register(&reopened);
+        self.cleaner.lock().unwrap().register(&reopened);
+        self.logs.write().unwrap().insert(id.clone(), reopened.clone());
+        Ok(reopened)
     }
 
     /// Applies retention to every log; returns the number of segments deleted.

@@ -20,9 +20,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader,
-    TopicName,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, MetadataRequest, MetadataResponse,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::messages::{
     DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
@@ -44,8 +44,25 @@ fn sb(s: &str) -> StrBytes {
 }
 
 impl Admin {
+    /// Connects to the first broker of `bootstrap` (`host:port`, or several, comma-separated,
+    /// as Kafka's tools take them) that answers.
     pub fn connect(bootstrap: &str) -> anyhow::Result<Admin> {
-        let stream = TcpStream::connect(bootstrap).with_context(|| format!("connect to {bootstrap}"))?;
+        let mut last = None;
+        let mut connected = None;
+        for addr in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            match TcpStream::connect(addr) {
+                Ok(s) => {
+                    connected = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(anyhow::Error::new(e).context(format!("connect to {addr}"))),
+            }
+        }
+        let stream = match (connected, last) {
+            (Some(s), _) => s,
+            (None, Some(e)) => return Err(e),
+            (None, None) => bail!("no broker address in {bootstrap:?}"),
+        };
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         Ok(Admin {
             stream,
@@ -115,12 +132,13 @@ impl Admin {
         &mut self,
         name: &str,
         partitions: i32,
+        replication_factor: i16,
         configs: &[(String, String)],
     ) -> anyhow::Result<CreateTopicsResponse> {
         let mut t = CreatableTopic::default();
         t.name = TopicName(sb(name));
         t.num_partitions = partitions;
-        t.replication_factor = -1;
+        t.replication_factor = replication_factor;
         t.configs = configs
             .iter()
             .map(|(k, v)| {
@@ -416,15 +434,44 @@ pub fn create(
     bootstrap: &str,
     name: &str,
     partitions: i32,
+    replication_factor: i16,
     configs: &[(String, String)],
 ) -> anyhow::Result<()> {
-    let resp = Admin::connect(bootstrap)?.create_topic(name, partitions, configs)?;
+    let resp = Admin::connect(bootstrap)?.create_topic(name, partitions, replication_factor, configs)?;
     let t = &resp.topics[0];
     check(t.error_code, t.error_message.as_ref(), &format!("create {name}"))?;
     println!(
-        "created topic {name} with {} partitions (id {})",
-        t.num_partitions, t.topic_id
+        "created topic {name} with {} partitions of {} replicas (id {})",
+        t.num_partitions, t.replication_factor, t.topic_id
     );
+    Ok(())
+}
+
+/// DescribeCluster v2: every registered broker, fenced ones marked, and the controller.
+pub fn cluster_describe(bootstrap: &str) -> anyhow::Result<()> {
+    let mut admin = Admin::connect(bootstrap)?;
+    let mut req = DescribeClusterRequest::default();
+    req.endpoint_type = 1;
+    let resp: DescribeClusterResponse = admin.call(ApiKey::DescribeCluster, 2, &req)?;
+    check(
+        resp.error_code,
+        resp.error_message.as_ref(),
+        "describe the cluster",
+    )?;
+    println!(
+        "cluster {}  controller {}",
+        resp.cluster_id.as_str(),
+        resp.controller_id.0
+    );
+    for b in &resp.brokers {
+        println!(
+            "  broker {}  {}:{}{}",
+            b.broker_id.0,
+            b.host.as_str(),
+            b.port,
+            if b.is_fenced { "  fenced" } else { "" }
+        );
+    }
     Ok(())
 }
 
@@ -493,9 +540,10 @@ pub fn describe(bootstrap: &str, name: &str) -> anyhow::Result<()> {
             v.iter().map(|b| b.0.to_string()).collect::<Vec<_>>().join(",")
         };
         println!(
-            "  partition {}  leader {}  replicas {}  isr {}",
+            "  partition {}  leader {}  epoch {}  replicas {}  isr {}",
             p.partition_index,
             p.leader_id.0,
+            p.leader_epoch,
             ids(&p.replica_nodes),
             ids(&p.isr_nodes)
         );

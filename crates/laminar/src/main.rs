@@ -31,6 +31,11 @@ enum Command {
         #[command(subcommand)]
         command: TopicsCommand,
     },
+    /// The brokers of a cluster and its active controller.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Inspect consumer groups and reset their committed offsets.
     Groups {
         #[command(subcommand)]
@@ -67,6 +72,9 @@ enum TopicsCommand {
         /// Partitions (default: the broker's num.partitions).
         #[arg(long, default_value_t = -1)]
         partitions: i32,
+        /// Replicas of each partition (default: the broker's default.replication.factor).
+        #[arg(long, default_value_t = -1)]
+        replication_factor: i16,
         /// A topic config, as name=value; may be repeated.
         #[arg(long = "config", value_parser = parse_key_value)]
         configs: Vec<(String, String)>,
@@ -89,6 +97,15 @@ enum TopicsCommand {
     /// Delete a topic and its data.
     Delete {
         topic: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// The cluster id, the active controller, and every broker (fenced ones marked).
+    Describe {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
@@ -171,6 +188,10 @@ struct ServeArgs {
     /// Address of the Prometheus endpoint (GET /metrics), or "none" (default 127.0.0.1:9644).
     #[arg(long)]
     metrics_listen: Option<String>,
+    /// A setting by its Kafka name, as name=value, over laminar.toml's; may be repeated
+    /// (`--set node.id=2 --set controller.quorum.voters=1@127.0.0.1:9093,...`).
+    #[arg(long = "set", value_parser = parse_key_value)]
+    settings: Vec<(String, String)>,
 }
 
 #[derive(Subcommand)]
@@ -389,6 +410,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(m) = &args.metrics_listen {
         config.set("metrics.listeners", m).map_err(anyhow::Error::msg)?;
     }
+    for (name, value) in &args.settings {
+        config.set(name, value).map_err(anyhow::Error::msg)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.num_network_threads)
         .thread_name("laminar-net")
@@ -414,6 +438,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
+        Command::Cluster { command } => match command {
+            ClusterCommand::Describe { bootstrap } => admin::cluster_describe(&bootstrap),
+        },
         Command::Groups { command } => match command {
             GroupsCommand::List { bootstrap } => admin::groups_list(&bootstrap),
             GroupsCommand::Describe { group, bootstrap } => admin::groups_describe(&bootstrap, &group),
@@ -440,9 +467,10 @@ fn main() -> anyhow::Result<()> {
             TopicsCommand::Create {
                 topic,
                 partitions,
+                replication_factor,
                 configs,
                 bootstrap,
-            } => admin::create(&bootstrap, &topic, partitions, &configs),
+            } => admin::create(&bootstrap, &topic, partitions, replication_factor, &configs),
             TopicsCommand::Alter {
                 topic,
                 add,

@@ -6,6 +6,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+
+use common::block;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,14 +43,6 @@ impl ProducerContext for Acks {
             m.payload().unwrap().to_vec(),
         ));
     }
-}
-
-fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 fn read_all(addr: &str) -> Vec<Stored> {

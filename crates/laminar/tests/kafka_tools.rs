@@ -23,7 +23,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 /// A tool that has not finished in this long is stuck (a JVM starts in 1-2 s here).
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
-use common::kafka_lib;
+use common::{free_port, kafka_lib};
 
 struct Tools {
     bootstrap: String,
@@ -1203,14 +1203,6 @@ impl Drop for ConnectWorker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn lines_of(path: &Path) -> Vec<String> {

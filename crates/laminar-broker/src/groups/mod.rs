@@ -918,6 +918,11 @@ impl Coordinator {
     /// Answers every waiting JoinGroup and SyncGroup with COORDINATOR_NOT_AVAILABLE, so that
     /// a shutdown does not wait for rebalances that could take minutes; clients then find
     /// the coordinator again, as when a Kafka broker stops.
+    /// Forgets every group (this broker stopped coordinating them, or reloads them).
+    pub fn clear(&self) {
+        self.groups.lock().unwrap().clear();
+    }
+
     pub fn shutdown(&self) {
         let mut groups = self.groups.lock().unwrap();
         for g in groups.values_mut() {

@@ -76,7 +76,9 @@ pub struct PendingView {
 }
 
 pub struct GroupStore {
-    pub log: Arc<Log>,
+    /// `__consumer_offsets-0`. Replaced in a cluster when this broker becomes its leader: as
+    /// a follower it may have truncated the log, which reopens it.
+    log: std::sync::RwLock<Arc<Log>>,
     /// Records reach memory in log order once durable, whichever request's fsync wait wakes
     /// first: otherwise two commits to one partition could leave the older in memory while
     /// the log (and so the next start) holds the newer.
@@ -92,9 +94,26 @@ impl GroupStore {
         let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
         let log = migrate_legacy(store, log)?;
         Ok(GroupStore {
-            log,
+            log: std::sync::RwLock::new(log),
             pending: Pending::default(),
         })
+    }
+
+    pub fn log(&self) -> Arc<Log> {
+        self.log.read().unwrap().clone()
+    }
+
+    /// In a cluster, when this broker becomes the leader of `__consumer_offsets-0`: takes
+    /// the log as it is now, forgets what was pending, and rebuilds `coordinator` from the
+    /// log (which the old leader's appends reached through replication). Blocking.
+    pub fn reload(&self, store: &Store, coordinator: &Coordinator) -> Result<usize, String> {
+        let id = LogId::new(OFFSETS_TOPIC, 0);
+        let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
+        *self.log.write().unwrap() = log;
+        self.pending.lock().unwrap().clear();
+        coordinator.shutdown();
+        coordinator.clear();
+        self.replay(coordinator)
     }
 
     /// What the pending records touch. Take it before reading the coordinator's memory: a
@@ -218,7 +237,7 @@ impl GroupStore {
     /// Reads the whole internal log into the coordinator. Blocking: startup only.
     pub fn replay(&self, coordinator: &Coordinator) -> Result<usize, String> {
         let mut applied = 0;
-        for_each_record(&self.log, |key, value| {
+        for_each_record(&self.log(), |key, value| {
             let key = match GroupKey::decode(key) {
                 Ok(k) => k,
                 Err(e) => {
@@ -235,7 +254,7 @@ impl GroupStore {
     }
 
     pub fn flushed(&self, last: Offset) -> laminar_storage::FlushWait {
-        self.log.wait_flushed(last)
+        self.log().wait_flushed(last)
     }
 
     /// Applies every pending record up to `through` (now durable, and so is everything

@@ -8,10 +8,62 @@ use laminar_protocol::requests::CreateTopicsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
+use std::collections::BTreeMap;
+
 use crate::broker::Broker;
+use crate::cluster::image::TopicInfo;
+use crate::cluster::rpc::TopicRequest;
+use crate::cluster::Cluster;
 use crate::error_codes as ec;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: CreateTopicsRequest) -> Encoded {
+    if let Some(cluster) = &b.cluster {
+        let mut resp = CreateTopicsResponse::default();
+        for t in r.topics {
+            let mut out = CreatableTopicResult::default();
+            out.name = topic_name(&t.name);
+            let configs = t
+                .configs
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect();
+            let created = create_in_cluster(
+                b,
+                cluster,
+                &t.name,
+                t.num_partitions,
+                t.replication_factor,
+                t.assignments,
+                configs,
+                r.validate_only,
+            )
+            .await;
+            match created {
+                Ok(info) => {
+                    if let Some(info) = info {
+                        if version >= 7 {
+                            out.topic_id = uuid(crate::topics::parse_id(&info.id));
+                        }
+                        if version >= 5 {
+                            out.num_partitions = info.partitions.len() as i32;
+                            out.replication_factor =
+                                info.partitions.first().map_or(0, |p| p.replicas.len() as i16);
+                        }
+                    }
+                }
+                Err((code, message)) => {
+                    out.error_code = code;
+                    out.error_message = Some(sb(&message));
+                    if version >= 5 {
+                        out.num_partitions = -1;
+                        out.replication_factor = -1;
+                    }
+                }
+            }
+            resp.topics.push(out);
+        }
+        return responses::encode(ApiKey::CreateTopics, version, correlation_id, &resp);
+    }
     let topics = b.topics.clone();
     let results =
         b.io.run(move || {
@@ -64,4 +116,44 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Creat
     let mut resp = CreateTopicsResponse::default();
     resp.topics = results;
     responses::encode(ApiKey::CreateTopics, version, correlation_id, &resp)
+}
+
+/// A topic created through the controller: checked here as on a single node, placed there.
+#[allow(clippy::too_many_arguments)]
+pub async fn create_in_cluster(
+    b: &Broker,
+    cluster: &Cluster,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    assignments: usize,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<Option<TopicInfo>, (i16, String)> {
+    if assignments > 0 {
+        return Err((
+            ec::INVALID_REQUEST,
+            "manual replica assignment is not supported yet".into(),
+        ));
+    }
+    let partitions = b.topics.check_new(name, partitions, &configs)?;
+    let replication_factor = match replication_factor {
+        -1 => b.config.default_replication_factor,
+        rf if rf > 0 => rf as u16,
+        rf => {
+            return Err((
+                ec::INVALID_REPLICATION_FACTOR,
+                format!("replication factor {rf}: must be positive, or -1 for default.replication.factor"),
+            ))
+        }
+    };
+    cluster
+        .create_topic_here(TopicRequest {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs,
+            validate_only,
+        })
+        .await
 }

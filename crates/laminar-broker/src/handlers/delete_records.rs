@@ -61,6 +61,7 @@ fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Res
         // The group state would go with the records.
         return Err(ec::INVALID_TOPIC_EXCEPTION);
     }
+    b.leadership(topic, partition)?;
     let log = b
         .topics
         .log(topic, partition)

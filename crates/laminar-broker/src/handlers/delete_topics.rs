@@ -12,6 +12,54 @@ use crate::broker::Broker;
 use crate::error_codes as ec;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteTopicsRequest) -> Encoded {
+    if let Some(cluster) = &b.cluster {
+        let mut resp = DeleteTopicsResponse::default();
+        for t in r.topics {
+            let mut out = DeletableTopicResult::default();
+            let meta = match (&t.name, t.topic_id) {
+                (Some(n), _) if !n.is_empty() => b.topics.get(n),
+                (_, Some(id)) => b.topics.by_id(&id),
+                _ => None,
+            };
+            out.name = t
+                .name
+                .as_deref()
+                .or(meta.as_ref().map(|m| m.name.as_str()))
+                .map(topic_name);
+            if let Some(id) = t.topic_id.filter(|_| version >= 6) {
+                out.topic_id = uuid(id);
+            }
+            let Some(meta) = meta else {
+                out.error_code = if t.name.as_deref().is_some_and(|n| !n.is_empty()) {
+                    ec::UNKNOWN_TOPIC_OR_PARTITION
+                } else {
+                    ec::UNKNOWN_TOPIC_ID
+                };
+                resp.responses.push(out);
+                continue;
+            };
+            let deleted = if crate::topics::is_internal(&meta.name) {
+                Err((
+                    ec::INVALID_TOPIC_EXCEPTION,
+                    format!("{} is an internal topic", meta.name),
+                ))
+            } else {
+                cluster.delete_topic_here(&meta.name).await
+            };
+            match deleted {
+                Ok(()) if version >= 6 => out.topic_id = uuid(meta.uuid()),
+                Ok(()) => {}
+                Err((code, message)) => {
+                    out.error_code = code;
+                    if version >= 5 {
+                        out.error_message = Some(sb(&message));
+                    }
+                }
+            }
+            resp.responses.push(out);
+        }
+        return responses::encode(ApiKey::DeleteTopics, version, correlation_id, &resp);
+    }
     let topics = b.topics.clone();
     let results =
         b.io.run(move || {

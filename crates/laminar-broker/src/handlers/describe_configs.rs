@@ -108,6 +108,12 @@ const TOPIC_CONFIG_DOCS: &[TopicConfig] = &[
         config_type: TYPE_STRING,
         doc: "CreateTime: records keep the producer's timestamps; LogAppendTime: each batch takes the time of its append.",
     },
+    TopicConfig {
+        name: "min.insync.replicas",
+        broker_name: "min.insync.replicas",
+        config_type: TYPE_INT,
+        doc: "An acks=all produce needs at least this many in-sync replicas, or gets NOT_ENOUGH_REPLICAS.",
+    },
 ];
 
 /// What a topic without an override gets from the broker's settings `c`.
@@ -130,6 +136,7 @@ fn topic_default(c: &BrokerConfig, name: &str) -> String {
             "CreateTime"
         }
         .to_string(),
+        "min.insync.replicas" => c.min_insync_replicas.to_string(),
         _ => String::new(),
     }
 }

@@ -75,7 +75,8 @@ struct Wanted {
     name: String,
     topic_id: [u8; 16],
     known: bool,
-    partitions: Vec<(i32, i64, i32)>,
+    /// (partition, fetch offset, partition max bytes, current leader epoch).
+    partitions: Vec<(i32, i64, i32, i32)>,
 }
 
 /// Reads every requested partition once, except those whose read is stuck (answered with
@@ -87,6 +88,7 @@ fn read_once(
     max_bytes: i32,
     read_committed: bool,
     reading: &AtomicUsize,
+    follower: bool,
 ) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
     let mut index = 0;
     let mut budget = max_bytes.max(0) as u64;
@@ -98,7 +100,7 @@ fn read_once(
             topic_id: w.topic_id,
             partitions: Vec::new(),
         };
-        for &(partition, fetch_offset, partition_max_bytes) in &w.partitions {
+        for &(partition, fetch_offset, partition_max_bytes, current_epoch) in &w.partitions {
             index += 1;
             let mut p = FetchPartitionResponse {
                 partition_index: partition,
@@ -116,16 +118,40 @@ fn read_once(
             };
             let Some(log) = log else {
                 p.error_code = if w.known || !w.name.is_empty() {
-                    ec::UNKNOWN_TOPIC_OR_PARTITION
+                    // In a cluster, a partition placed elsewhere has no log here.
+                    b.leadership(&w.name, partition)
+                        .err()
+                        .unwrap_or(ec::UNKNOWN_TOPIC_OR_PARTITION)
                 } else {
                     ec::UNKNOWN_TOPIC_ID
                 };
                 topic.partitions.push(p);
                 continue;
             };
+            let epoch = match b.leadership(&w.name, partition) {
+                Ok(epoch) => epoch,
+                Err(code) => {
+                    p.error_code = code;
+                    topic.partitions.push(p);
+                    continue;
+                }
+            };
+            // KIP-320: a reader that knows a newer or an older epoch than this leader's.
+            if current_epoch >= 0 && current_epoch != epoch && b.cluster.is_some() {
+                p.error_code = if current_epoch < epoch {
+                    ec::FENCED_LEADER_EPOCH
+                } else {
+                    ec::UNKNOWN_LEADER_EPOCH
+                };
+                topic.partitions.push(p);
+                continue;
+            }
+            // Consumers read below the high watermark (what the in-sync replicas hold);
+            // followers read to the log end.
+            let hw = b.high_watermark(&w.name, partition, &log);
             if b.stuck_reads.contains(&w.name, partition) {
-                p.high_watermark = log.log_end().0;
-                p.last_stable_offset = log.last_stable_offset().0;
+                p.high_watermark = hw.0;
+                p.last_stable_offset = log.last_stable_offset().min(hw).0;
                 p.log_start_offset = log.log_start().0;
                 topic.partitions.push(p);
                 continue;
@@ -135,10 +161,10 @@ fn read_once(
             // nothing has been returned yet, so a consumer always makes progress.
             let min_one = total == 0;
             reading.store(index, Ordering::SeqCst);
-            let read = if read_committed {
-                log.read_committed(Offset(fetch_offset), limit, min_one)
-            } else {
+            let read = if follower {
                 log.read(Offset(fetch_offset), limit, min_one)
+            } else {
+                log.read_below(Offset(fetch_offset), limit, min_one, hw, read_committed)
             };
             let read = read.and_then(|read| {
                 if let Some(range) = &read.range {
@@ -151,8 +177,8 @@ fn read_once(
             b.stuck_reads.clear(&w.name, partition);
             match read {
                 Ok(read) => {
-                    p.high_watermark = read.log_end.0;
-                    p.last_stable_offset = read.last_stable.0;
+                    p.high_watermark = hw.min(read.log_end).0;
+                    p.last_stable_offset = read.last_stable.min(hw).0;
                     p.log_start_offset = read.log_start.0;
                     if let Some(range) = read.range {
                         if read_committed {
@@ -176,8 +202,8 @@ fn read_once(
                     log_start, log_end, ..
                 }) => {
                     p.error_code = ec::OFFSET_OUT_OF_RANGE;
-                    p.high_watermark = log_end.0;
-                    p.last_stable_offset = log.last_stable_offset().0;
+                    p.high_watermark = hw.min(log_end).0;
+                    p.last_stable_offset = log.last_stable_offset().min(hw).0;
                     p.log_start_offset = log_start.0;
                 }
                 Err(e) => {
@@ -215,12 +241,13 @@ async fn read_unstuck(
     wanted: &Arc<Vec<Wanted>>,
     max_bytes: i32,
     read_committed: bool,
+    follower: bool,
 ) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
     loop {
         let reading = Arc::new(AtomicUsize::new(0));
         let (b2, w2, r2) = (b.clone(), wanted.clone(), reading.clone());
         let (job, watched) =
-            b.io.run_watched(move || read_once(&b2, &w2, max_bytes, read_committed, &r2));
+            b.io.run_watched(move || read_once(&b2, &w2, max_bytes, read_committed, &r2, follower));
         tokio::pin!(job);
         let mut slow_since: Option<(usize, Instant)> = None;
         let stuck = loop {
@@ -292,12 +319,25 @@ pub async fn handle(
                     partitions: t
                         .partitions
                         .iter()
-                        .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes))
+                        .map(|p| {
+                            (
+                                p.partition,
+                                p.fetch_offset,
+                                p.partition_max_bytes,
+                                p.current_leader_epoch,
+                            )
+                        })
                         .collect(),
                 }
             })
             .collect(),
     );
+    // A follower's fetch offset acknowledges everything before it (on its disk): taken
+    // before any read or wait, so that `acks=all` producers waiting on it go on now.
+    let follower = r.replica_id >= 0 && b.cluster.is_some();
+    if follower {
+        follower_fetched(b, r.replica_id, &wanted);
+    }
     let wait = Duration::from_millis(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
     let deadline = Instant::now() + wait;
     loop {
@@ -312,7 +352,14 @@ pub async fn handle(
             Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
             None => r.max_bytes,
         };
-        let (topics, total) = read_unstuck(b, &wanted, max_bytes, r.isolation_level == READ_COMMITTED).await;
+        let (topics, total) = read_unstuck(
+            b,
+            &wanted,
+            max_bytes,
+            r.isolation_level == READ_COMMITTED,
+            follower,
+        )
+        .await;
         let any_error = topics
             .iter()
             .flat_map(|t| &t.partitions)
@@ -340,4 +387,27 @@ pub async fn handle(
         }
         let _ = crate::net::waiting(tokio::time::timeout(deadline - now, notified)).await;
     }
+}
+
+/// A follower's fetch: its progress on each partition this broker leads, the high watermark
+/// moved, and an ISR expansion asked for if it has caught up.
+fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
+    let Some(cluster) = &b.cluster else {
+        return;
+    };
+    for w in wanted.iter().filter(|w| w.known) {
+        for &(partition, fetch_offset, _, _) in &w.partitions {
+            let (Some(replica), Some(log)) = (
+                cluster.replicas.get(&w.name, partition),
+                b.topics.log(&w.name, partition),
+            ) else {
+                continue;
+            };
+            if let Some(change) = replica.on_follower_fetch(follower, fetch_offset, log.log_end().0) {
+                tokio::spawn(cluster.clone().change_isr(change));
+            }
+        }
+    }
+    // Consumers in long poll: the high watermark may have moved.
+    b.data_arrived.notify_waiters();
 }

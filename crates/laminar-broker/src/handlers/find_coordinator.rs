@@ -1,5 +1,5 @@
-//! FindCoordinator v0-6: this node coordinates every group and every transactional id
-//! (batched keys from v4).
+//! FindCoordinator v0-6 (batched keys from v4): on a single node, this node coordinates every
+//! group and every transactional id; in a cluster, the leader of the coordinator's log does.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorResponse};
@@ -19,15 +19,25 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
         ec::INVALID_REQUEST
     };
     // Where the coordinator is, or the "none" Kafka answers with an error.
-    let (node_id, host, port) = if error == ec::NONE {
-        (
-            b.config.node_id,
-            b.advertised_host.as_str(),
-            b.advertised_port as i32,
-        )
+    // In a cluster, the leader of the coordinator's log (partition 0 of
+    // `__consumer_offsets` or `__transaction_state`); none while it has no leader.
+    let log = if r.key_type == 0 {
+        crate::groups::store::OFFSETS_TOPIC
     } else {
-        (-1, "", -1)
+        crate::txn::log::TRANSACTION_TOPIC
     };
+    // Transactions are not built in a cluster (see InitProducerId): no coordinator for them.
+    let log_leader = if r.key_type == 1 && b.cluster.is_some() {
+        None
+    } else {
+        b.leader_of(log)
+    };
+    let (error, (node_id, host, port)) = match (error, log_leader) {
+        (ec::NONE, Some((id, host, port))) => (ec::NONE, (id, host, port as i32)),
+        (ec::NONE, None) => (ec::COORDINATOR_NOT_AVAILABLE, (-1, String::new(), -1)),
+        (e, _) => (e, (-1, String::new(), -1)),
+    };
+    let host = host.as_str();
     if version >= 4 {
         resp.coordinators = r
             .keys

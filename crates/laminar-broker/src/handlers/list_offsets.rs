@@ -30,17 +30,27 @@ fn lookup(
     p.partition_index = partition;
     p.timestamp = -1;
     p.offset = -1;
-    if version >= 4 {
-        p.leader_epoch = 0;
+    match b.leadership(topic, partition) {
+        Ok(epoch) => {
+            if version >= 4 {
+                p.leader_epoch = epoch;
+            }
+        }
+        Err(code) => {
+            p.error_code = code;
+            return p;
+        }
     }
     let Some(log) = b.topics.log(topic, partition) else {
         p.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
         return p;
     };
+    // A consumer's end is the high watermark (the log end on a single node), and a
+    // read_committed consumer's the last stable offset below it.
+    let hw = b.high_watermark(topic, partition, &log);
     let result = match timestamp {
-        // A read_committed consumer's end is the last stable offset.
-        LATEST_TIMESTAMP if read_committed => Ok(Some((log.last_stable_offset(), -1))),
-        LATEST_TIMESTAMP => Ok(Some((log.log_end(), -1))),
+        LATEST_TIMESTAMP if read_committed => Ok(Some((log.last_stable_offset().min(hw), -1))),
+        LATEST_TIMESTAMP => Ok(Some((hw, -1))),
         EARLIEST_TIMESTAMP => Ok(Some((log.log_start(), -1))),
         // The first record carrying the largest timestamp (ListOffsets v7+, KIP-734).
         MAX_TIMESTAMP => match log.max_timestamp_ms() {

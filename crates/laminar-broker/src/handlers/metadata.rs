@@ -9,10 +9,17 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
+use crate::cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
 use crate::error_codes as ec;
 use crate::topics::TopicMeta;
 
 fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
+    if let Some(c) = &b.cluster {
+        let image = c.image();
+        if let Some(info) = image.topics.get(&t.name) {
+            return cluster_topic_entry(version, info, &image);
+        }
+    }
     let mut out = MetadataResponseTopic::default();
     out.name = Some(topic_name(&t.name));
     // Clients that subscribe by pattern leave internal topics out (the Java consumer's
@@ -31,6 +38,46 @@ fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic
             }
             part.replica_nodes = vec![BrokerId(b.config.node_id)];
             part.isr_nodes = vec![BrokerId(b.config.node_id)];
+            part
+        })
+        .collect();
+    out
+}
+
+/// A topic as the cluster metadata places it: leaders, epochs, replicas, ISRs, and the
+/// replicas on fenced brokers as offline.
+fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.name = Some(topic_name(&t.name));
+    out.is_internal = crate::topics::is_internal(&t.name);
+    if version >= 10 {
+        out.topic_id = uuid(crate::topics::parse_id(&t.id));
+    }
+    let live = |id: &i32| image.brokers.get(id).is_some_and(|b| !b.fenced);
+    out.partitions = t
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut part = MetadataResponsePartition::default();
+            part.partition_index = i as i32;
+            part.leader_id = BrokerId(p.leader);
+            if p.leader == NO_LEADER {
+                part.error_code = ec::LEADER_NOT_AVAILABLE;
+            }
+            if version >= 7 {
+                part.leader_epoch = p.leader_epoch;
+            }
+            part.replica_nodes = p.replicas.iter().map(|r| BrokerId(*r)).collect();
+            part.isr_nodes = p.isr.iter().map(|r| BrokerId(*r)).collect();
+            if version >= 5 {
+                part.offline_replicas = p
+                    .replicas
+                    .iter()
+                    .filter(|r| !live(r))
+                    .map(|r| BrokerId(*r))
+                    .collect();
+            }
             part
         })
         .collect();
@@ -65,6 +112,40 @@ pub async fn handle(
     if version >= 1 {
         resp.controller_id = BrokerId(b.config.node_id);
     }
+    if let Some(c) = &b.cluster {
+        let image = c.image();
+        // Fenced brokers are left out, as Kafka leaves them out: clients should not
+        // connect to them. Before the first image, this broker alone.
+        let live: Vec<MetadataResponseBroker> = image
+            .brokers
+            .values()
+            .filter(|x| !x.fenced)
+            .map(|x| {
+                let mut out = MetadataResponseBroker::default();
+                out.node_id = BrokerId(x.id);
+                out.host = sb(&x.host);
+                out.port = x.port as i32;
+                out
+            })
+            .collect();
+        if !live.is_empty() {
+            resp.brokers = live;
+        }
+        if version >= 2 && !image.cluster_id.is_empty() {
+            resp.cluster_id = Some(sb(&image.cluster_id));
+        }
+        if version >= 1 {
+            // As a KRaft broker answers: a live broker, not the controller itself, which
+            // clients do not reach. Admin requests sent here are forwarded to the active
+            // controller, so this broker names itself while it is live.
+            let me = image.brokers.get(&c.node_id).is_some_and(|x| !x.fenced);
+            resp.controller_id = BrokerId(if me {
+                c.node_id
+            } else {
+                image.live_brokers().first().copied().unwrap_or(-1)
+            });
+        }
+    }
     match r.topics {
         None => {
             resp.topics = b
@@ -90,7 +171,30 @@ pub async fn handle(
                         .push(missing(version, None, w.topic_id, ec::UNKNOWN_TOPIC_ID));
                     continue;
                 };
-                if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
+                if let (true, Some(c)) = (
+                    r.allow_auto_topic_creation && b.config.auto_create_topics_enable,
+                    &b.cluster,
+                ) {
+                    let created = crate::handlers::create_topics::create_in_cluster(
+                        b,
+                        c,
+                        &name,
+                        -1,
+                        -1,
+                        0,
+                        Default::default(),
+                        false,
+                    )
+                    .await;
+                    match (created, c.image().topics.get(&name)) {
+                        (_, Some(info)) => resp.topics.push(cluster_topic_entry(version, info, &c.image())),
+                        (Err((code, _)), None) => resp.topics.push(missing(version, Some(name), None, code)),
+                        (Ok(_), None) => {
+                            resp.topics
+                                .push(missing(version, Some(name), None, ec::LEADER_NOT_AVAILABLE))
+                        }
+                    }
+                } else if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
                     let topics = b.topics.clone();
                     let n = name.clone();
                     let created =

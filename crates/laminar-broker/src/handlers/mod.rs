@@ -31,6 +31,7 @@ pub mod list_offsets;
 pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
+pub mod not_coordinator;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;

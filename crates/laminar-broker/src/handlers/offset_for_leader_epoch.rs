@@ -1,13 +1,11 @@
-//! OffsetForLeaderEpoch v2-4 (KIP-101, KIP-320): clients ask for the end offset of the leader
-//! epoch of the position they hold, to detect that the log was truncated under them.
+//! OffsetForLeaderEpoch v2-4 (KIP-101, KIP-320): followers and clients ask for the end offset
+//! of a leader epoch, to find where their log or position diverged from the leader's.
 //!
-//! On one node the leader epoch is 0 from a partition's creation on, and every batch is
-//! written with it, so the leader epoch cache has one entry: epoch 0 starts at offset 0 and
-//! ends at the log end. The answers follow Kafka's `LeaderEpochFileCache::endOffsetFor`:
-//! epoch 0 ends at the log end (the high watermark, which is the log end on one node); any
-//! other epoch is unknown here (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), which tells a
-//! client it cannot validate its position. A `current_leader_epoch` newer than 0 is
-//! UNKNOWN_LEADER_EPOCH, as Kafka answers a client ahead of the broker.
+//! Answered from the log's leader epoch cache, as Kafka's `LeaderEpochFileCache.endOffsetFor`
+//! answers: the largest epoch at or below the one asked for, and where the next begins (the
+//! log end for the latest). A client's answer is bounded by the high watermark. A
+//! `current_leader_epoch` older than this leader's is FENCED_LEADER_EPOCH, a newer one
+//! UNKNOWN_LEADER_EPOCH. On a single node every batch is in epoch 0.
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -20,12 +18,11 @@ use super::{topic_name, Encoded};
 use crate::broker::Broker;
 use crate::error_codes as ec;
 
-/// The only leader epoch a partition has on one node.
-const LEADER_EPOCH: i32 = 0;
 const UNDEFINED_EPOCH: i32 = -1;
 const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetForLeaderEpochRequest) -> Encoded {
+    let from_follower = r.replica_id >= 0;
     let mut resp = OffsetForLeaderEpochResponse::default();
     resp.topics = r
         .topics
@@ -41,18 +38,32 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetForLeaderE
                     e.partition = p.partition;
                     e.leader_epoch = UNDEFINED_EPOCH;
                     e.end_offset = UNDEFINED_EPOCH_OFFSET;
+                    let epoch = match b.leadership(&t.name, p.partition) {
+                        Ok(epoch) => epoch,
+                        Err(code) => {
+                            e.error_code = code;
+                            return e;
+                        }
+                    };
                     let Some(log) = b.topics.log(&t.name, p.partition) else {
                         e.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
                         return e;
                     };
-                    if p.current_leader_epoch > LEADER_EPOCH {
+                    if p.current_leader_epoch > epoch {
                         e.error_code = ec::UNKNOWN_LEADER_EPOCH;
                         return e;
                     }
-                    if p.leader_epoch == LEADER_EPOCH {
-                        e.leader_epoch = LEADER_EPOCH;
-                        e.end_offset = log.log_end().0;
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < epoch {
+                        e.error_code = ec::FENCED_LEADER_EPOCH;
+                        return e;
                     }
+                    let (found, end) = log.end_offset_for_epoch(p.leader_epoch);
+                    e.leader_epoch = found;
+                    e.end_offset = if end >= 0 && !from_follower {
+                        end.min(b.high_watermark(&t.name, p.partition, &log).0)
+                    } else {
+                        end
+                    };
                     e
                 })
                 .collect();

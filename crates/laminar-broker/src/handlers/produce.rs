@@ -7,12 +7,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::ProduceResponse;
+use kafka_protocol::messages::{BrokerId, ProduceResponse};
 use laminar_protocol::requests::ProduceRequest;
 use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey};
@@ -20,10 +21,11 @@ use laminar_records::{
     decode_records, validate_batches, validate_compressed, BatchHeader, Compression, RecordsError,
     BATCH_HEADER_BYTES,
 };
-use laminar_storage::{FlushWait, Offset, StorageError};
+use laminar_storage::{AppendMode, FlushWait, Offset, StorageError};
 
 use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
+use crate::cluster::replica::Replica;
 use crate::error_codes as ec;
 use crate::net::{CloseConnection, ResponseOrClose};
 use crate::producers::{ProducerBatch, SeqCheck};
@@ -61,6 +63,8 @@ enum Refused {
 struct Appended {
     base_offset: i64,
     last_offset: i64,
+    /// The log end after it (the high watermark follows it when no follower is in sync).
+    log_end: i64,
     log_start: i64,
     /// The time the batches were stamped with (LogAppendTime topics), else -1.
     log_append_time_ms: i64,
@@ -82,6 +86,8 @@ struct Rules {
     zstd_allowed: bool,
     /// `message.timestamp.type=LogAppendTime`.
     log_append_time: bool,
+    /// The leader epoch the batches are written with (0 on a single node).
+    leader_epoch: i32,
 }
 
 /// Runs on the storage thread: validates the batches (decompressing compressed ones, with a
@@ -98,6 +104,7 @@ fn append(
         max_message_bytes,
         zstd_allowed,
         log_append_time,
+        leader_epoch,
     } = rules;
     let log = b
         .topics
@@ -162,6 +169,7 @@ fn append(
             return Ok(Appended {
                 base_offset,
                 last_offset: base_offset,
+                log_end: log.log_end().0,
                 log_start: log.log_start().0,
                 log_append_time_ms: -1,
             });
@@ -177,14 +185,17 @@ fn append(
     } else {
         -1
     };
-    let info = log.append(&mut buf).map_err(|e| {
-        crate::warn!("append to {topic}-{partition} failed: {e}");
-        Refused::Code(storage_code(&e))
-    })?;
+    let info = log
+        .append_as(&mut buf, AppendMode::Leader { epoch: leader_epoch })
+        .map_err(|e| {
+            crate::warn!("append to {topic}-{partition} failed: {e}");
+            Refused::Code(storage_code(&e))
+        })?;
     b.producers.record(topic, partition, seqs, info.base_offset.0);
     Ok(Appended {
         base_offset: info.base_offset.0,
         last_offset: info.last_offset.0,
+        log_end: info.log_end.0,
         log_start: log.log_start().0,
         log_append_time_ms,
     })
@@ -340,7 +351,8 @@ async fn produce_partition(
     partition: i32,
     records: Option<Bytes>,
     acks: i16,
-) -> (PartitionProduceResponse, Option<FlushWait>) {
+    timeout: Duration,
+) -> (PartitionProduceResponse, Option<Durable>) {
     let mut out = PartitionProduceResponse::default();
     out.index = partition;
     out.base_offset = -1;
@@ -361,6 +373,32 @@ async fn produce_partition(
         }
         return (out, None);
     }
+    let leader_epoch = match b.leadership(&topic, partition) {
+        Ok(epoch) => epoch,
+        Err(code) => {
+            out.error_code = code;
+            // KIP-951: the leader the client should go to, so that it need not ask for
+            // metadata first (its endpoint goes in the response's node endpoints).
+            if let (Some(c), true) = (&b.cluster, version >= 10) {
+                if let Some(p) = c.image().partition(&topic, partition) {
+                    out.current_leader.leader_id = BrokerId(p.leader);
+                    out.current_leader.leader_epoch = p.leader_epoch;
+                }
+            }
+            return (out, None);
+        }
+    };
+    let replica = b.cluster.as_ref().and_then(|c| c.replicas.get(&topic, partition));
+    if acks == -1 {
+        if let Some(isr) = replica.as_ref().and_then(|r| r.isr()) {
+            // Checked before the append, as Kafka does: fewer in sync than the topic asks
+            // for, and nothing is written.
+            if isr.len() < b.topics.min_insync_replicas(&meta) {
+                out.error_code = ec::NOT_ENOUGH_REPLICAS;
+                return (out, None);
+            }
+        }
+    }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         out.error_code = ec::CORRUPT_MESSAGE;
         return (out, None);
@@ -377,6 +415,7 @@ async fn produce_partition(
         max_message_bytes: b.topics.max_message_bytes(&meta),
         zstd_allowed: version >= 7,
         log_append_time: b.topics.log_append_time(&meta),
+        leader_epoch,
     };
     let mut validated = false;
     let result = loop {
@@ -422,6 +461,9 @@ async fn produce_partition(
             (out, None)
         }
         Ok(a) => {
+            if let Some(r) = &replica {
+                r.on_leader_append(a.log_end);
+            }
             b.data_arrived.notify_waiters();
             out.base_offset = a.base_offset;
             out.log_append_time_ms = a.log_append_time_ms;
@@ -431,26 +473,66 @@ async fn produce_partition(
             let durable = (acks == -1)
                 .then(|| b.topics.log(&topic, partition))
                 .flatten()
-                .map(|log| log.wait_flushed(Offset(a.last_offset)));
+                .map(|log| Durable {
+                    flush: log.wait_flushed(Offset(a.last_offset)),
+                    replicated: replica.map(|r| (r, a.last_offset, b.topics.min_insync_replicas(&meta))),
+                    timeout,
+                });
             (out, durable)
         }
     }
 }
 
-/// Waits for the fsyncs that cover the appended partitions, then encodes the response.
-/// A partition whose fsync failed (its log went offline) answers KAFKA_STORAGE_ERROR.
+/// What an `acks=all` append waits for: the fsync that covers it here and, in a cluster,
+/// the high watermark passing it (every in-sync replica has it on its disk).
+struct Durable {
+    flush: FlushWait,
+    /// The partition, the last offset appended, and its `min.insync.replicas`.
+    replicated: Option<(Arc<Replica>, i64, usize)>,
+    /// The request's `timeout_ms`, for the replication.
+    timeout: Duration,
+}
+
+/// Waits for the fsyncs (and, in a cluster, the replication) that cover the appended
+/// partitions, then encodes the response. A partition whose fsync failed (its log went
+/// offline) answers KAFKA_STORAGE_ERROR; one not replicated in time, REQUEST_TIMED_OUT (or
+/// NOT_LEADER_OR_FOLLOWER if its leadership moved meanwhile).
 async fn answer_when_durable(
     mut resp: ProduceResponse,
-    waits: Vec<(usize, usize, FlushWait)>,
+    waits: Vec<(usize, usize, Durable)>,
     version: i16,
     correlation_id: i32,
 ) -> ResponseOrClose<RecordsFile> {
     for (t, p, wait) in waits {
-        if let Err(e) = crate::net::waiting(wait).await {
-            let tr = &mut resp.responses[t];
-            let pr = &mut tr.partition_responses[p];
-            crate::warn!("acks=all on {}-{}: {e}", tr.name.as_str(), pr.index);
-            pr.error_code = ec::KAFKA_STORAGE_ERROR;
+        let error = match crate::net::waiting(wait.flush).await {
+            Err(e) => {
+                let tr = &resp.responses[t];
+                crate::warn!(
+                    "acks=all on {}-{}: {e}",
+                    tr.name.as_str(),
+                    tr.partition_responses[p].index
+                );
+                Some(ec::KAFKA_STORAGE_ERROR)
+            }
+            Ok(_) => match wait.replicated {
+                Some((replica, last, min_isr)) => {
+                    if crate::net::waiting(replica.wait_replicated(last, wait.timeout)).await {
+                        // As Kafka answers: replicated, but by fewer than the topic asks for
+                        // (the ISR shrank after the append).
+                        let isr = replica.isr().map_or(0, |isr| isr.len());
+                        (isr < min_isr).then_some(ec::NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                    } else if replica.leader_epoch().is_none() {
+                        Some(ec::NOT_LEADER_OR_FOLLOWER)
+                    } else {
+                        Some(ec::REQUEST_TIMED_OUT)
+                    }
+                }
+                None => None,
+            },
+        };
+        if let Some(code) = error {
+            let pr = &mut resp.responses[t].partition_responses[p];
+            pr.error_code = code;
             pr.base_offset = -1;
             pr.log_start_offset = -1;
         }
@@ -480,6 +562,7 @@ pub async fn handle(
     r: ProduceRequest,
 ) -> Result<Dispatched, CloseConnection> {
     let acks = r.acks;
+    let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
     let request_bytes: u64 = r
         .topics
         .iter()
@@ -515,6 +598,7 @@ pub async fn handle(
                         p.index,
                         p.records,
                         acks,
+                        timeout,
                     ))
                 })
                 .collect();
@@ -535,6 +619,29 @@ pub async fn handle(
             }
             resp.responses.push(tr);
         }
+    }
+    if let (Some(c), true) = (&b.cluster, version >= 10) {
+        let image = c.image();
+        let mut leaders: Vec<i32> = resp
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .filter(|p| p.error_code == ec::NOT_LEADER_OR_FOLLOWER && p.current_leader.leader_id.0 >= 0)
+            .map(|p| p.current_leader.leader_id.0)
+            .collect();
+        leaders.sort_unstable();
+        leaders.dedup();
+        resp.node_endpoints = leaders
+            .into_iter()
+            .filter_map(|id| image.brokers.get(&id))
+            .map(|x| {
+                let mut e = NodeEndpoint::default();
+                e.node_id = BrokerId(x.id);
+                e.host = sb(&x.host);
+                e.port = x.port as i32;
+                e
+            })
+            .collect();
     }
     // As Kafka does: the records are appended, then a client over its quota is told to
     // wait and its connection is muted for that long (with acks=0, only muted).

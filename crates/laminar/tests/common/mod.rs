@@ -23,6 +23,11 @@ pub fn serve_at(dir: &Path, listen: &str) -> Serve {
 
 /// Like [`serve_at`], with more arguments for `laminar serve` (a `--config` file).
 pub fn serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Serve {
+    try_serve_with(dir, listen, extra).expect("broker printed its address")
+}
+
+/// Like [`serve_with`], `None` if the broker exits before it listens (a port taken).
+pub fn try_serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Option<Serve> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
         .args([
             "serve",
@@ -40,14 +45,35 @@ pub fn serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Serve {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let line = lines.next().expect("broker printed its address").unwrap();
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        };
         if let Some(rest) = line.split("laminar listening on ").nth(1) {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };
-    // Keep draining stderr so the broker never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Serve { child, addr }
+    // Keep draining stderr so the broker never blocks on a full pipe; with
+    // LAMINAR_TEST_LOG_DIR set, into a file per broker address, to read after a failure.
+    let keep = std::env::var_os("LAMINAR_TEST_LOG_DIR").map(|d| {
+        let path = std::path::Path::new(&d).join(format!("{}.log", addr.replace(':', "-")));
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap()
+    });
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let mut keep = keep;
+        for line in lines.map_while(Result::ok) {
+            if let Some(f) = keep.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    });
+    Some(Serve { child, addr })
 }
 
 impl Drop for Serve {
@@ -294,4 +320,23 @@ pub fn produce_values(addr: &str, topic: &str, partitions: i32, values: impl Int
             s.await.unwrap().expect("delivered");
         }
     });
+}
+
+/// A port free now, for addresses that must be known before a process starts (a restart on
+/// the same address, the voters list of a cluster).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs a future of a client (librdkafka's admin, a future producer) to its end.
+pub fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }

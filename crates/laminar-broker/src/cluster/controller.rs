@@ -1,0 +1,414 @@
+//! A controller voter: the raft node, its listener, and what the active controller does
+//! besides replicating its log (broker sessions, placement, bootstrapping the cluster).
+//!
+//! It runs on its own thread (`laminar-controller`) with its own single-threaded tokio
+//! runtime: the raft log's `fdatasync`s block that thread, never a socket thread. Brokers
+//! reach it only through channels (openraft's) and TCP.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ServerState};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::image::{assign_replicas, BrokerId, ClusterImage, Command, CommandResult};
+use super::raft::{LogStore, NodeId, Raft, StateMachine};
+use super::rpc::{
+    self, ControllerRequest, ControllerResponse, Heartbeat, HeartbeatAnswer, Network, NotLeader, TopicRequest,
+};
+use super::{ClusterSettings, Voter};
+use crate::error_codes as ec;
+use crate::txn::log::TRANSACTION_TOPIC;
+
+/// How often the active controller looks for expired broker sessions.
+const SESSION_CHECK: Duration = Duration::from_millis(200);
+
+pub struct Controller {
+    raft: Raft,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Active {
+    id: NodeId,
+    raft: Raft,
+    image: watch::Receiver<Arc<ClusterImage>>,
+    settings: ClusterSettings,
+    /// When each broker last heartbeat this controller, while it is active.
+    sessions: Mutex<HashMap<BrokerId, Instant>>,
+    /// Since when this controller has been active (`None`: it is not).
+    active_since: Mutex<Option<Instant>>,
+    /// How many voters the quorum has: the internal topics get that many replicas, up to 3.
+    voters: usize,
+}
+
+impl Controller {
+    /// Starts the voter `me` of `voters`, its log in `dir`; applied images go to `published`.
+    pub fn start(
+        me: &Voter,
+        voters: &[Voter],
+        dir: std::path::PathBuf,
+        settings: ClusterSettings,
+        published: watch::Sender<Arc<ClusterImage>>,
+    ) -> std::io::Result<Controller> {
+        let log = LogStore::open(&dir)?;
+        let image = published.subscribe();
+        let sm = StateMachine::open(&dir, published)?;
+        let listen = me.addr.clone();
+        let id = me.id as NodeId;
+        let voter_count = voters.len();
+        let members: BTreeMap<NodeId, BasicNode> = voters
+            .iter()
+            .map(|v| (v.id as NodeId, BasicNode::new(v.addr.clone())))
+            .collect();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("laminar-controller".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = started_tx.send(Err(e));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let listener = match TcpListener::bind(&listen).await {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = started_tx.send(Err(std::io::Error::new(
+                                e.kind(),
+                                format!("controller.quorum.voters: listening on {listen}: {e}"),
+                            )));
+                            return;
+                        }
+                    };
+                    let config = openraft::Config {
+                        cluster_name: "laminar".into(),
+                        heartbeat_interval: 100,
+                        election_timeout_min: 1000,
+                        election_timeout_max: 2000,
+                        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
+                        ..Default::default()
+                    };
+                    let config = Arc::new(config.validate().expect("a valid raft config"));
+                    let raft = match Raft::new(id, config, Network, log, sm).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = started_tx.send(Err(std::io::Error::other(format!(
+                                "starting the controller: {e}"
+                            ))));
+                            return;
+                        }
+                    };
+                    // Every voter initializes with the same static membership: the entries
+                    // are identical, and once any voter has a log this is refused, harmlessly.
+                    if !raft.is_initialized().await.unwrap_or(true) {
+                        if let Err(e) = raft.initialize(members).await {
+                            crate::info!("controller {id}: the quorum was already initialized ({e})");
+                        }
+                    }
+                    let active = Arc::new(Active {
+                        id,
+                        raft: raft.clone(),
+                        image,
+                        settings,
+                        sessions: Mutex::new(HashMap::new()),
+                        active_since: Mutex::new(None),
+                        voters: voter_count,
+                    });
+                    tokio::spawn(accept(listener, active.clone()));
+                    tokio::spawn(duties(active));
+                    let _ = started_tx.send(Ok(raft.clone()));
+                    let _ = stop_rx.await;
+                    if let Err(e) = raft.shutdown().await {
+                        crate::warn!("controller {id}: shutting raft down: {e}");
+                    }
+                });
+            })?;
+        let raft = started_rx
+            .recv()
+            .map_err(|_| std::io::Error::other("the controller thread died starting"))??;
+        Ok(Controller {
+            raft,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The active controller, as this voter knows it.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    pub fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn accept(listener: TcpListener, active: Arc<Active>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve(stream, active.clone()));
+            }
+            Err(e) => {
+                crate::warn!("controller {}: accept: {e}", active.id);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, active: Arc<Active>) {
+    loop {
+        let request: ControllerRequest = match rpc::read_frame(&mut stream).await {
+            Ok(r) => r,
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                    crate::warn!("controller {}: closing a connection: {e}", active.id);
+                }
+                return;
+            }
+        };
+        let response = active.handle(request).await;
+        if rpc::write_frame(&mut stream, &response).await.is_err() {
+            return;
+        }
+    }
+}
+
+impl Active {
+    async fn handle(&self, request: ControllerRequest) -> ControllerResponse {
+        match request {
+            ControllerRequest::AppendEntries(r) => {
+                ControllerResponse::AppendEntries(self.raft.append_entries(r).await)
+            }
+            ControllerRequest::Vote(r) => ControllerResponse::Vote(self.raft.vote(r).await),
+            ControllerRequest::InstallSnapshot(r) => {
+                ControllerResponse::InstallSnapshot(self.raft.install_snapshot(r).await)
+            }
+            ControllerRequest::Heartbeat(h) => ControllerResponse::Heartbeat(self.heartbeat(h).await),
+            ControllerRequest::Write(c) => ControllerResponse::Write(self.write(c).await),
+            ControllerRequest::CreateTopic(t) => ControllerResponse::Write(self.create_topic(t).await),
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        let m = self.raft.metrics().borrow().clone();
+        m.state == ServerState::Leader && m.current_leader == Some(self.id)
+    }
+
+    fn not_leader(&self) -> NotLeader {
+        NotLeader {
+            leader: self
+                .raft
+                .metrics()
+                .borrow()
+                .current_leader
+                .filter(|l| *l != self.id),
+        }
+    }
+
+    async fn write(&self, command: Command) -> Result<CommandResult, NotLeader> {
+        match self.raft.client_write(command).await {
+            Ok(r) => Ok(r.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(NotLeader { leader: f.leader_id })
+            }
+            Err(e) => {
+                crate::warn!("controller {}: a write failed: {e}", self.id);
+                Err(NotLeader { leader: None })
+            }
+        }
+    }
+
+    async fn heartbeat(&self, h: Heartbeat) -> Result<HeartbeatAnswer, NotLeader> {
+        if !self.is_active() {
+            return Err(self.not_leader());
+        }
+        self.sessions.lock().unwrap().insert(h.id, Instant::now());
+        let image = self.image.borrow().clone();
+        match image.brokers.get(&h.id) {
+            Some(b) if b.incarnation == h.incarnation && b.host == h.host && b.port == h.port => {
+                if h.leaving {
+                    if !b.fenced {
+                        crate::info!("controller {}: broker {} is leaving: fencing it", self.id, h.id);
+                        self.write(Command::FenceBroker {
+                            id: h.id,
+                            incarnation: h.incarnation.clone(),
+                        })
+                        .await?;
+                    }
+                } else if b.fenced && h.known_version >= b.epoch {
+                    // It has seen its own registration: it is caught up enough to serve.
+                    self.write(Command::UnfenceBroker {
+                        id: h.id,
+                        incarnation: h.incarnation.clone(),
+                    })
+                    .await?;
+                }
+            }
+            _ if h.leaving => {}
+            _ => {
+                crate::info!(
+                    "controller {}: broker {} registers at {}:{} (incarnation {})",
+                    self.id,
+                    h.id,
+                    h.host,
+                    h.port,
+                    h.incarnation
+                );
+                self.write(Command::RegisterBroker {
+                    id: h.id,
+                    host: h.host.clone(),
+                    port: h.port,
+                    incarnation: h.incarnation.clone(),
+                })
+                .await?;
+            }
+        }
+        let image = self.image.borrow().clone();
+        let fenced = image
+            .brokers
+            .get(&h.id)
+            .is_none_or(|b| b.fenced || b.incarnation != h.incarnation);
+        Ok(HeartbeatAnswer {
+            fenced,
+            image: (image.version > h.known_version).then(|| (*image).clone()),
+        })
+    }
+
+    /// Places a new topic's replicas on the live brokers, as Kafka does without racks.
+    async fn create_topic(&self, t: TopicRequest) -> Result<CommandResult, NotLeader> {
+        if !self.is_active() {
+            return Err(self.not_leader());
+        }
+        let image = self.image.borrow().clone();
+        if image.topics.contains_key(&t.name) {
+            return Ok(CommandResult::err(
+                ec::TOPIC_ALREADY_EXISTS,
+                format!("topic {} already exists", t.name),
+            ));
+        }
+        let live = image.live_brokers();
+        let rf = t.replication_factor as usize;
+        if rf == 0 || rf > live.len() {
+            return Ok(CommandResult::err(
+                ec::INVALID_REPLICATION_FACTOR,
+                format!("replication factor {rf}: {} brokers are available", live.len()),
+            ));
+        }
+        let start = (uuid::Uuid::new_v4().as_u128() % live.len() as u128) as usize;
+        let assignments = assign_replicas(&live, t.partitions as usize, rf, start);
+        if t.validate_only {
+            return Ok(CommandResult::ok());
+        }
+        self.write(Command::CreateTopic {
+            name: t.name,
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            configs: t.configs,
+            assignments,
+        })
+        .await
+    }
+
+    /// The active controller's periodic work: names the cluster, creates the internal
+    /// topics once a broker can host them, and fences brokers whose session expired.
+    async fn tick(&self) {
+        if !self.is_active() {
+            *self.active_since.lock().unwrap() = None;
+            return;
+        }
+        let since = *self.active_since.lock().unwrap().get_or_insert_with(|| {
+            // A new controller gives every broker a whole session from now: it has no
+            // heartbeats to judge by yet.
+            self.sessions.lock().unwrap().clear();
+            crate::info!("controller {}: active", self.id);
+            Instant::now()
+        });
+        let image = self.image.borrow().clone();
+        if image.cluster_id.is_empty() {
+            let _ = self
+                .write(Command::Bootstrap {
+                    cluster_id: uuid::Uuid::new_v4().simple().to_string(),
+                })
+                .await;
+        }
+        // Kafka's offsets.topic.replication.factor and transaction.state.log.replication.factor
+        // are 3: as many replicas, up to 3, as there are voters, once as many brokers are live.
+        let internal_rf = self.voters.clamp(1, 3);
+        if image.live_brokers().len() >= internal_rf {
+            for (name, segment_bytes) in [
+                (
+                    crate::groups::store::OFFSETS_TOPIC,
+                    self.settings.offsets_topic_segment_bytes,
+                ),
+                (
+                    TRANSACTION_TOPIC,
+                    self.settings.transaction_state_log_segment_bytes,
+                ),
+            ] {
+                if !image.topics.contains_key(name) {
+                    let configs = BTreeMap::from([
+                        ("cleanup.policy".to_string(), "compact".to_string()),
+                        ("segment.bytes".to_string(), segment_bytes.to_string()),
+                    ]);
+                    let created = self
+                        .create_topic(TopicRequest {
+                            name: name.to_string(),
+                            partitions: 1,
+                            replication_factor: internal_rf as u16,
+                            configs,
+                            validate_only: false,
+                        })
+                        .await;
+                    if let Ok(r) = created {
+                        if r.error_code == ec::NONE {
+                            crate::info!("controller {}: created the internal topic {name}", self.id);
+                        }
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        let expired: Vec<(BrokerId, String)> = {
+            let sessions = self.sessions.lock().unwrap();
+            image
+                .brokers
+                .values()
+                .filter(|b| !b.fenced)
+                .filter(|b| {
+                    let last = sessions.get(&b.id).copied().unwrap_or(since).max(since);
+                    now.duration_since(last) > self.settings.broker_session_timeout
+                })
+                .map(|b| (b.id, b.incarnation.clone()))
+                .collect()
+        };
+        for (id, incarnation) in expired {
+            crate::warn!(
+                "controller {}: broker {id} missed its heartbeats for broker.session.timeout.ms ({:?}): fencing it",
+                self.id,
+                self.settings.broker_session_timeout
+            );
+            let _ = self.write(Command::FenceBroker { id, incarnation }).await;
+        }
+    }
+}
+
+async fn duties(active: Arc<Active>) {
+    loop {
+        tokio::time::sleep(SESSION_CHECK).await;
+        active.tick().await;
+    }
+}

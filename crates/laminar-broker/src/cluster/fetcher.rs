@@ -1,0 +1,379 @@
+//! A follower's replication of one partition: it fetches from the leader with the Kafka
+//! Fetch API (its `replica_id` set, as Kafka's followers do), appends what it gets with the
+//! leader's offsets and epochs, waits for its own fsync, and only then fetches again: the
+//! offset it fetches from tells the leader that everything before it is on this disk.
+//!
+//! Before its first fetch under a leader epoch it asks the leader where its own latest epoch
+//! ends (OffsetForLeaderEpoch, KIP-101) and truncates its log there, never by the high
+//! watermark alone.
+//!
+//! It runs as a task on the socket threads and does only network I/O there: appends go to
+//! the partition's storage thread, truncation to the I/O pool, fsyncs to the flushers.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId as KBrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use laminar_storage::{AppendMode, LogId, Offset};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::image::BrokerId;
+use super::replica::{Replica, Role};
+use crate::broker::Broker;
+use crate::error_codes as ec;
+use crate::storage_pool::partition_key;
+
+const FETCH_VERSION: i16 = 12;
+const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
+/// How long a fetch waits at the leader for new records.
+const FETCH_MAX_WAIT_MS: i32 = 500;
+const FETCH_MAX_BYTES: i32 = 16 << 20;
+const PARTITION_MAX_BYTES: i32 = 8 << 20;
+/// A response larger than this closes the connection.
+const RESPONSE_BYTES_MAX: usize = 64 << 20;
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// After an error, the wait before trying again.
+const BACKOFF: Duration = Duration::from_millis(100);
+
+/// A Kafka connection to the leader, one request at a time.
+struct LeaderConnection {
+    stream: TcpStream,
+    correlation_id: i32,
+    client_id: StrBytes,
+}
+
+impl LeaderConnection {
+    async fn connect(addr: &str, node: BrokerId) -> io::Result<LeaderConnection> {
+        let stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        stream.set_nodelay(true)?;
+        Ok(LeaderConnection {
+            stream,
+            correlation_id: 0,
+            client_id: StrBytes::from_string(format!("laminar-replica-{node}")),
+        })
+    }
+
+    async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> io::Result<Resp> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let mut header = RequestHeader::default();
+        header.request_api_key = key as i16;
+        header.request_api_version = version;
+        header.correlation_id = self.correlation_id;
+        header.client_id = Some(self.client_id.clone());
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, key.request_header_version(version))
+            .map_err(io::Error::other)?;
+        request.encode(&mut buf, version).map_err(io::Error::other)?;
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let exchange = async {
+            self.stream.write_all(&buf).await?;
+            let size = self.stream.read_i32().await?;
+            if size < 0 || size as usize > RESPONSE_BYTES_MAX {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("a response of {size} bytes"),
+                ));
+            }
+            let mut body = Vec::new();
+            (&mut self.stream)
+                .take(size as u64)
+                .read_to_end(&mut body)
+                .await?;
+            if body.len() != size as usize {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            Ok(Bytes::from(body))
+        };
+        let mut body = tokio::time::timeout(CALL_TIMEOUT, exchange)
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        let h = ResponseHeader::decode(&mut body, key.response_header_version(version))
+            .map_err(io::Error::other)?;
+        if h.correlation_id != self.correlation_id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a response out of order",
+            ));
+        }
+        let resp = Resp::decode(&mut body, version).map_err(io::Error::other)?;
+        if body.has_remaining() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bytes after a response",
+            ));
+        }
+        Ok(resp)
+    }
+}
+
+/// Whole batches at the start of `records` (a leader may cut the last one at its byte bound).
+fn whole_batches(records: &Bytes) -> Bytes {
+    let mut pos = 0usize;
+    while pos + 12 <= records.len() {
+        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().unwrap());
+        let total = 12 + len.max(0) as usize;
+        if len < 0 || pos + total > records.len() {
+            break;
+        }
+        pos += total;
+    }
+    records.slice(..pos)
+}
+
+/// Follows `replica` while this broker follows `leader` at `epoch`; returns when that ends.
+pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epoch: i32) {
+    let node = b.config.node_id;
+    let (topic, partition) = (replica.topic.clone(), replica.partition);
+    let mut connection: Option<LeaderConnection> = None;
+    let mut truncated = false;
+    let mut failing = false;
+    loop {
+        match replica.role() {
+            Role::Follower { leader: l, epoch: e } if l == leader && e == epoch => {}
+            _ => return,
+        }
+        let step = async {
+            if connection.is_none() {
+                let cluster = b.cluster.as_ref().expect("a follower is in a cluster");
+                let image = cluster.image();
+                let endpoint = image
+                    .brokers
+                    .get(&leader)
+                    .map(|x| format!("{}:{}", x.host, x.port))
+                    .ok_or_else(|| io::Error::other(format!("broker {leader} is not registered")))?;
+                connection = Some(LeaderConnection::connect(&endpoint, node).await?);
+            }
+            let conn = connection.as_mut().expect("connected");
+            if !truncated {
+                truncate_to_leader(&b, &replica, conn, leader, epoch).await?;
+                truncated = true;
+            }
+            fetch_once(&b, &replica, conn, leader, epoch).await
+        };
+        match step.await {
+            Ok(Fetched::Records) => failing = false,
+            Ok(Fetched::Nothing) => failing = false,
+            Ok(Fetched::Retry(code)) => {
+                if code == ec::OFFSET_OUT_OF_RANGE {
+                    truncated = false;
+                }
+                tokio::time::sleep(BACKOFF).await;
+            }
+            Err(e) => {
+                if !failing {
+                    crate::warn!("replica of {topic}-{partition}: fetching from broker {leader}: {e}");
+                    failing = true;
+                }
+                connection = None;
+                tokio::time::sleep(BACKOFF).await;
+            }
+        }
+    }
+}
+
+enum Fetched {
+    Records,
+    Nothing,
+    /// The leader answered with this error: try again after a pause.
+    Retry(i16),
+}
+
+/// Asks the leader where this log's latest epoch ends and cuts the log there if it runs
+/// past it: what an older leader wrote here and no newer one kept.
+async fn truncate_to_leader(
+    b: &Arc<Broker>,
+    replica: &Arc<Replica>,
+    conn: &mut LeaderConnection,
+    leader: BrokerId,
+    epoch: i32,
+) -> io::Result<()> {
+    let (topic, partition) = (replica.topic.as_str(), replica.partition);
+    let log = b
+        .topics
+        .log(topic, partition)
+        .ok_or_else(|| io::Error::other("no log here"))?;
+    let Some(mine) = log.latest_epoch() else {
+        return Ok(()); // an empty log: nothing to cut
+    };
+    let mut p = OffsetForLeaderPartition::default();
+    p.partition = partition;
+    p.current_leader_epoch = epoch;
+    p.leader_epoch = mine;
+    let mut t = OffsetForLeaderTopic::default();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut req = OffsetForLeaderEpochRequest::default();
+    req.replica_id = KBrokerId(b.config.node_id);
+    req.topics = vec![t];
+    let resp: OffsetForLeaderEpochResponse = conn
+        .call(
+            ApiKey::OffsetForLeaderEpoch,
+            OFFSET_FOR_LEADER_EPOCH_VERSION,
+            &req,
+        )
+        .await?;
+    let answer = resp
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or_else(|| io::Error::other("an empty OffsetForLeaderEpoch answer"))?;
+    if answer.error_code != ec::NONE {
+        return Err(io::Error::other(format!(
+            "OffsetForLeaderEpoch answered error {}",
+            answer.error_code
+        )));
+    }
+    if answer.leader_epoch < 0 {
+        // The leader knows no epoch at or below ours: a fetch past its end tells.
+        return Ok(());
+    }
+    // Where the leader's answer epoch ends here, and where it ends there.
+    let (my_epoch, my_end) = log.end_offset_for_epoch(answer.leader_epoch);
+    let mut to = answer.end_offset;
+    if my_epoch == answer.leader_epoch && my_end >= 0 {
+        to = to.min(my_end);
+    }
+    let log_end = log.log_end().0;
+    if to >= log_end {
+        return Ok(());
+    }
+    crate::warn!(
+        "replica of {topic}-{partition}: the leader's epoch {} ends at {}; truncating from {log_end} to {to}",
+        answer.leader_epoch,
+        answer.end_offset
+    );
+    let store = b.store.clone();
+    let id = LogId::new(topic, partition as u32);
+    let key = partition_key(topic, partition);
+    let b2 = b.clone();
+    let (t2, p2) = (topic.to_string(), partition);
+    let r2 = replica.clone();
+    // On the partition's storage thread: no append of it runs meanwhile.
+    let cut = b
+        .storage
+        .run(key, move || {
+            if !still_following(&r2, leader, epoch) {
+                return Ok(Offset(-1));
+            }
+            let log = store.truncate_log(&id, Offset(to))?;
+            b2.producers.forget_partition(&t2, p2);
+            if let Err(e) = b2.producers.rebuild_from_log(&t2, p2, &log) {
+                crate::warn!("rebuilding producer state of {t2}-{p2}: {e}");
+            }
+            Ok::<_, laminar_storage::StorageError>(log.log_end())
+        })
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))?
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
+    Ok(())
+}
+
+/// Still following `leader` at `epoch`? Checked again on the storage thread right before a
+/// fetcher changes the log: a fetcher of an older leadership whose answer came late must not
+/// append after (or truncate under) the fetcher of the new one.
+fn still_following(replica: &Replica, leader: BrokerId, epoch: i32) -> bool {
+    matches!(replica.role(), Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)
+}
+
+async fn fetch_once(
+    b: &Arc<Broker>,
+    replica: &Arc<Replica>,
+    conn: &mut LeaderConnection,
+    leader: BrokerId,
+    epoch: i32,
+) -> io::Result<Fetched> {
+    let (topic, partition) = (replica.topic.as_str(), replica.partition);
+    let log = b
+        .topics
+        .log(topic, partition)
+        .ok_or_else(|| io::Error::other("no log here"))?;
+    let fetch_offset = log.log_end();
+    let mut p = FetchPartition::default();
+    p.partition = partition;
+    p.current_leader_epoch = epoch;
+    p.fetch_offset = fetch_offset.0;
+    p.last_fetched_epoch = log.latest_epoch().unwrap_or(-1);
+    p.log_start_offset = log.log_start().0;
+    p.partition_max_bytes = PARTITION_MAX_BYTES;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.replica_id = KBrokerId(b.config.node_id);
+    req.max_wait_ms = FETCH_MAX_WAIT_MS;
+    req.min_bytes = 1;
+    req.max_bytes = FETCH_MAX_BYTES;
+    req.isolation_level = 0;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    req.topics = vec![t];
+    let resp: FetchResponse = conn.call(ApiKey::Fetch, FETCH_VERSION, &req).await?;
+    let data = resp
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or_else(|| io::Error::other("an empty Fetch answer"))?;
+    if resp.error_code != ec::NONE {
+        return Ok(Fetched::Retry(resp.error_code));
+    }
+    if data.error_code != ec::NONE {
+        return Ok(Fetched::Retry(data.error_code));
+    }
+    let records = data.records.as_ref().map(whole_batches).unwrap_or_default();
+    if records.is_empty() {
+        replica.set_follower_high_watermark(data.high_watermark.min(fetch_offset.0));
+        return Ok(Fetched::Nothing);
+    }
+    let key = partition_key(topic, partition);
+    let b2 = b.clone();
+    let (t2, p2) = (topic.to_string(), partition);
+    let r2 = replica.clone();
+    let appended = b
+        .storage
+        .run(key, move || {
+            if !still_following(&r2, leader, epoch) {
+                return Ok(None);
+            }
+            let log = b2
+                .topics
+                .log(&t2, p2)
+                .ok_or_else(|| laminar_storage::StorageError::UnknownLog(format!("{t2}-{p2}")))?;
+            let mut buf = records.to_vec();
+            let info = log.append_as(&mut buf, AppendMode::Replica)?;
+            b2.producers.observe(&t2, p2, &buf);
+            Ok::<_, laminar_storage::StorageError>(Some((log, info)))
+        })
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let Some((log, info)) = appended.map_err(|e| io::Error::other(e.to_string()))? else {
+        return Ok(Fetched::Nothing); // the leadership changed: the loop ends
+    };
+    // The next fetch acknowledges all this: it must be on disk first.
+    crate::net::waiting(log.wait_flushed(info.last_offset))
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    replica.set_follower_high_watermark(data.high_watermark.min(info.log_end.0));
+    Ok(Fetched::Records)
+}

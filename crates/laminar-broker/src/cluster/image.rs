@@ -1,0 +1,663 @@
+//! The cluster metadata: what the controller quorum agrees on, and the commands that change
+//! it.
+//!
+//! Applying a command is deterministic and depends only on the image and the command, so
+//! every controller that applies the same log holds the same image. Decisions that need
+//! randomness or the clock (a topic id, a replica placement, that a broker's session
+//! expired) are taken by the proposer and written into the command; decisions that follow
+//! from the image (who leads a partition once its leader is fenced) are taken here, in
+//! `apply`, so that no proposer can get them wrong.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error_codes as ec;
+
+/// A Kafka broker id (`node.id`).
+pub type BrokerId = i32;
+
+/// No leader: the partition is offline.
+pub const NO_LEADER: BrokerId = -1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerInfo {
+    pub id: BrokerId,
+    pub host: String,
+    pub port: u16,
+    /// Chosen at every start: a registration with a new one is a restart.
+    pub incarnation: String,
+    /// The metadata version at which it registered (Kafka's broker epoch).
+    pub epoch: u64,
+    /// Fenced brokers lead nothing and are not in any ISR they could leave. A broker is
+    /// fenced when it registers and unfenced by its first heartbeat; fenced again when its
+    /// session expires or it restarts.
+    pub fenced: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionInfo {
+    /// In preference order: the first live member of the ISR leads.
+    pub replicas: Vec<BrokerId>,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    /// Never empty (KIP-841): when its last member is fenced it stays, and the partition is
+    /// offline until that broker returns.
+    pub isr: Vec<BrokerId>,
+    /// Bumped by every change to this partition.
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicInfo {
+    pub name: String,
+    /// 32 hex digits.
+    pub id: String,
+    pub configs: BTreeMap<String, String>,
+    pub partitions: Vec<PartitionInfo>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterImage {
+    pub cluster_id: String,
+    pub brokers: BTreeMap<BrokerId, BrokerInfo>,
+    pub topics: BTreeMap<String, TopicInfo>,
+    /// The index of the last command applied (0: none).
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Names the cluster; applied once, the first one wins.
+    Bootstrap {
+        cluster_id: String,
+    },
+    RegisterBroker {
+        id: BrokerId,
+        host: String,
+        port: u16,
+        incarnation: String,
+    },
+    /// The broker's session expired, or it asked to leave.
+    FenceBroker {
+        id: BrokerId,
+        incarnation: String,
+    },
+    /// The broker heartbeats.
+    UnfenceBroker {
+        id: BrokerId,
+        incarnation: String,
+    },
+    CreateTopic {
+        name: String,
+        id: String,
+        configs: BTreeMap<String, String>,
+        /// One replica list per partition.
+        assignments: Vec<Vec<BrokerId>>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        assignments: Vec<Vec<BrokerId>>,
+    },
+    AlterTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// A leader changes its partition's ISR (Kafka's AlterPartition): applied only if the
+    /// leader, its epoch and the partition epoch are still those it saw.
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<BrokerId>,
+    },
+}
+
+/// What applying a command did: a Kafka error code and message, or nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResult {
+    pub error_code: i16,
+    pub message: String,
+}
+
+impl CommandResult {
+    pub fn ok() -> CommandResult {
+        CommandResult {
+            error_code: ec::NONE,
+            message: String::new(),
+        }
+    }
+
+    pub fn err(error_code: i16, message: String) -> CommandResult {
+        CommandResult { error_code, message }
+    }
+}
+
+impl ClusterImage {
+    pub fn live_brokers(&self) -> Vec<BrokerId> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.id)
+            .collect()
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionInfo> {
+        let p = usize::try_from(partition).ok()?;
+        self.topics.get(topic)?.partitions.get(p)
+    }
+
+    /// Applies a command at log index `version`.
+    pub fn apply(&mut self, version: u64, command: &Command) -> CommandResult {
+        debug_assert!(version > self.version, "commands are applied in log order");
+        self.version = version;
+        match command {
+            Command::Bootstrap { cluster_id } => {
+                if self.cluster_id.is_empty() {
+                    self.cluster_id = cluster_id.clone();
+                }
+                CommandResult::ok()
+            }
+            Command::RegisterBroker {
+                id,
+                host,
+                port,
+                incarnation,
+            } => {
+                // A new incarnation is a restart: whatever the old one led or held in an
+                // ISR must move before the new one, which may have lost unflushed data,
+                // serves anything.
+                self.fence(*id);
+                self.brokers.insert(
+                    *id,
+                    BrokerInfo {
+                        id: *id,
+                        host: host.clone(),
+                        port: *port,
+                        incarnation: incarnation.clone(),
+                        epoch: version,
+                        fenced: true,
+                    },
+                );
+                CommandResult::ok()
+            }
+            Command::FenceBroker { id, incarnation } => {
+                if self
+                    .brokers
+                    .get(id)
+                    .is_some_and(|b| &b.incarnation == incarnation)
+                {
+                    self.fence(*id);
+                }
+                CommandResult::ok()
+            }
+            Command::UnfenceBroker { id, incarnation } => {
+                match self.brokers.get_mut(id) {
+                    Some(b) if &b.incarnation == incarnation => {
+                        if b.fenced {
+                            b.fenced = false;
+                            self.unfence(*id);
+                        }
+                    }
+                    _ => {
+                        return CommandResult::err(
+                            ec::STALE_BROKER_EPOCH,
+                            format!("broker {id} has registered again since"),
+                        )
+                    }
+                }
+                CommandResult::ok()
+            }
+            Command::CreateTopic {
+                name,
+                id,
+                configs,
+                assignments,
+            } => {
+                if self.topics.contains_key(name) {
+                    return CommandResult::err(
+                        ec::TOPIC_ALREADY_EXISTS,
+                        format!("topic {name} already exists"),
+                    );
+                }
+                if let Err(e) = self.check_assignments(assignments) {
+                    return e;
+                }
+                let partitions = assignments.iter().map(|r| self.new_partition(r)).collect();
+                self.topics.insert(
+                    name.clone(),
+                    TopicInfo {
+                        name: name.clone(),
+                        id: id.clone(),
+                        configs: configs.clone(),
+                        partitions,
+                    },
+                );
+                CommandResult::ok()
+            }
+            Command::DeleteTopic { name } => match self.topics.remove(name) {
+                Some(_) => CommandResult::ok(),
+                None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+            },
+            Command::CreatePartitions { name, assignments } => {
+                if let Err(e) = self.check_assignments(assignments) {
+                    return e;
+                }
+                let new: Vec<PartitionInfo> = assignments.iter().map(|r| self.new_partition(r)).collect();
+                match self.topics.get_mut(name) {
+                    Some(t) => {
+                        t.partitions.extend(new);
+                        CommandResult::ok()
+                    }
+                    None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+                }
+            }
+            Command::AlterPartition {
+                topic,
+                partition,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => self.alter_partition(topic, *partition, *leader, *leader_epoch, *partition_epoch, isr),
+            Command::AlterTopicConfigs { name, configs } => match self.topics.get_mut(name) {
+                Some(t) => {
+                    t.configs = configs.clone();
+                    CommandResult::ok()
+                }
+                None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+            },
+        }
+    }
+
+    fn alter_partition(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: &[BrokerId],
+    ) -> CommandResult {
+        let live: Vec<BrokerId> = self.live_brokers();
+        let Some(p) = usize::try_from(partition)
+            .ok()
+            .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
+        else {
+            return CommandResult::err(
+                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("no partition {topic}-{partition}"),
+            );
+        };
+        if p.leader != leader || p.leader_epoch != leader_epoch {
+            return CommandResult::err(
+                ec::FENCED_LEADER_EPOCH,
+                format!(
+                    "{topic}-{partition} is led by {} at epoch {}, not {leader} at {leader_epoch}",
+                    p.leader, p.leader_epoch
+                ),
+            );
+        }
+        if p.partition_epoch != partition_epoch {
+            return CommandResult::err(
+                ec::INVALID_UPDATE_VERSION,
+                format!("{topic}-{partition} is at partition epoch {}", p.partition_epoch),
+            );
+        }
+        if !isr.contains(&leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
+            return CommandResult::err(
+                ec::INVALID_REQUEST,
+                format!("ISR {isr:?} of replicas {:?}", p.replicas),
+            );
+        }
+        // A fenced broker joins no ISR (KIP-841): it could not lead.
+        if let Some(r) = isr.iter().find(|r| !p.isr.contains(r) && !live.contains(r)) {
+            return CommandResult::err(ec::INELIGIBLE_REPLICA, format!("broker {r} is fenced"));
+        }
+        p.isr = isr.to_vec();
+        p.partition_epoch += 1;
+        CommandResult::ok()
+    }
+
+    fn check_assignments(&self, assignments: &[Vec<BrokerId>]) -> Result<(), CommandResult> {
+        for replicas in assignments {
+            let mut seen = replicas.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            if replicas.is_empty() || seen.len() != replicas.len() {
+                return Err(CommandResult::err(
+                    ec::INVALID_REPLICA_ASSIGNMENT,
+                    format!("replicas {replicas:?}: must be distinct brokers, at least one"),
+                ));
+            }
+            if let Some(unknown) = replicas.iter().find(|r| !self.brokers.contains_key(r)) {
+                return Err(CommandResult::err(
+                    ec::INVALID_REPLICA_ASSIGNMENT,
+                    format!("broker {unknown} is not registered"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn new_partition(&self, replicas: &[BrokerId]) -> PartitionInfo {
+        let leader = replicas
+            .iter()
+            .copied()
+            .find(|r| self.brokers.get(r).is_some_and(|b| !b.fenced))
+            .unwrap_or(NO_LEADER);
+        PartitionInfo {
+            replicas: replicas.to_vec(),
+            leader,
+            leader_epoch: 0,
+            isr: replicas.to_vec(),
+            partition_epoch: 0,
+        }
+    }
+
+    /// Takes `id` out of every ISR it is not the last member of, and moves its leaderships
+    /// to the first live ISR member; a partition with none goes offline.
+    fn fence(&mut self, id: BrokerId) {
+        let Some(b) = self.brokers.get_mut(&id) else {
+            return;
+        };
+        b.fenced = true;
+        let live: Vec<BrokerId> = self.live_brokers();
+        for t in self.topics.values_mut() {
+            for p in &mut t.partitions {
+                let mut changed = false;
+                if p.isr.contains(&id) && p.isr.len() > 1 {
+                    p.isr.retain(|r| *r != id);
+                    changed = true;
+                }
+                if p.leader == id {
+                    p.leader = p
+                        .replicas
+                        .iter()
+                        .copied()
+                        .find(|r| *r != id && p.isr.contains(r) && live.contains(r))
+                        .unwrap_or(NO_LEADER);
+                    p.leader_epoch += 1;
+                    changed = true;
+                }
+                if changed {
+                    p.partition_epoch += 1;
+                }
+                debug_assert!(!p.isr.is_empty(), "an ISR is never empty");
+            }
+        }
+    }
+
+    /// Offline partitions whose ISR holds `id` get it as their leader (no unclean election:
+    /// only an ISR member can lead).
+    fn unfence(&mut self, id: BrokerId) {
+        for t in self.topics.values_mut() {
+            for p in &mut t.partitions {
+                if p.leader == NO_LEADER && p.isr.contains(&id) {
+                    p.leader = id;
+                    p.leader_epoch += 1;
+                    p.partition_epoch += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Kafka's placement without racks: partition `p`'s first replica is broker
+/// `(start + p) mod n`, and the others follow it in order, shifted by `(start + p) / n` so
+/// that followers spread too. `brokers` must be sorted.
+pub fn assign_replicas(
+    brokers: &[BrokerId],
+    partitions: usize,
+    replication_factor: usize,
+    start: usize,
+) -> Vec<Vec<BrokerId>> {
+    assert!(replication_factor >= 1 && replication_factor <= brokers.len());
+    let n = brokers.len();
+    (0..partitions)
+        .map(|p| {
+            let first = (start + p) % n;
+            let shift = 1 + (start + p) / n % (n.max(2) - 1);
+            (0..replication_factor)
+                .map(|r| {
+                    if r == 0 {
+                        brokers[first]
+                    } else {
+                        brokers[(first + shift * r) % n]
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .map(|mut replicas| {
+            // With n = 2 the shift is always 1, but guard against repeats for any n.
+            let mut seen = std::collections::BTreeSet::new();
+            replicas.retain(|r| seen.insert(*r));
+            for b in brokers {
+                if replicas.len() == replication_factor {
+                    break;
+                }
+                if !replicas.contains(b) {
+                    replicas.push(*b);
+                }
+            }
+            replicas
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image_with(brokers: &[BrokerId]) -> ClusterImage {
+        let mut image = ClusterImage::default();
+        let mut v = 0;
+        for id in brokers {
+            v += 1;
+            image.apply(
+                v,
+                &Command::RegisterBroker {
+                    id: *id,
+                    host: "127.0.0.1".into(),
+                    port: 9000 + *id as u16,
+                    incarnation: format!("i{id}"),
+                },
+            );
+            v += 1;
+            image.apply(
+                v,
+                &Command::UnfenceBroker {
+                    id: *id,
+                    incarnation: format!("i{id}"),
+                },
+            );
+        }
+        image
+    }
+
+    fn create(image: &mut ClusterImage, assignments: Vec<Vec<BrokerId>>) -> CommandResult {
+        let v = image.version + 1;
+        image.apply(
+            v,
+            &Command::CreateTopic {
+                name: "t".into(),
+                id: "00".repeat(16),
+                configs: BTreeMap::new(),
+                assignments,
+            },
+        )
+    }
+
+    #[test]
+    fn a_fenced_leader_hands_over_to_the_next_isr_member_with_a_new_epoch() {
+        let mut image = image_with(&[1, 2, 3]);
+        assert_eq!(create(&mut image, vec![vec![1, 2, 3]]), CommandResult::ok());
+        let p = image.partition("t", 0).unwrap().clone();
+        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (1, 0, vec![1, 2, 3]));
+        let v = image.version + 1;
+        image.apply(
+            v,
+            &Command::FenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3]));
+        assert_eq!(p.partition_epoch, 1);
+    }
+
+    #[test]
+    fn the_last_isr_member_stays_and_leads_again_when_it_returns() {
+        let mut image = image_with(&[1, 2]);
+        create(&mut image, vec![vec![1]]);
+        let v = image.version + 1;
+        image.apply(
+            v,
+            &Command::FenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, vec![1]));
+        // Broker 2 is not in the ISR: no unclean election.
+        let v = image.version + 1;
+        image.apply(
+            v,
+            &Command::UnfenceBroker {
+                id: 2,
+                incarnation: "i2".into(),
+            },
+        );
+        assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
+        let v = image.version + 1;
+        image.apply(
+            v,
+            &Command::UnfenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch), (1, 2));
+    }
+
+    #[test]
+    fn a_restart_fences_the_old_incarnation_and_a_stale_one_cannot_unfence() {
+        let mut image = image_with(&[1, 2]);
+        create(&mut image, vec![vec![1, 2]]);
+        let v = image.version + 1;
+        image.apply(
+            v,
+            &Command::RegisterBroker {
+                id: 1,
+                host: "127.0.0.1".into(),
+                port: 9001,
+                incarnation: "again".into(),
+            },
+        );
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+        assert!(image.brokers[&1].fenced);
+        let v = image.version + 1;
+        let stale = image.apply(
+            v,
+            &Command::UnfenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        assert_eq!(stale.error_code, ec::STALE_BROKER_EPOCH);
+        assert!(image.brokers[&1].fenced);
+    }
+
+    #[test]
+    fn an_isr_change_applies_only_from_the_current_leader_at_the_current_epochs() {
+        let mut image = image_with(&[1, 2, 3]);
+        create(&mut image, vec![vec![1, 2, 3]]);
+        let alter = |leader, leader_epoch, partition_epoch, isr: Vec<BrokerId>| Command::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        };
+        let v = image.version + 1;
+        assert_eq!(
+            image.apply(v, &alter(2, 0, 0, vec![2])).error_code,
+            ec::FENCED_LEADER_EPOCH
+        );
+        assert_eq!(
+            image.apply(v + 1, &alter(1, 0, 5, vec![1])).error_code,
+            ec::INVALID_UPDATE_VERSION
+        );
+        assert_eq!(
+            image.apply(v + 2, &alter(1, 0, 0, vec![2])).error_code,
+            ec::INVALID_REQUEST
+        );
+        assert_eq!(
+            image.apply(v + 3, &alter(1, 0, 0, vec![1, 3])),
+            CommandResult::ok()
+        );
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.isr.clone(), p.partition_epoch), (vec![1, 3], 1));
+        // Broker 2 is fenced: it may not join.
+        image.apply(
+            v + 4,
+            &Command::FenceBroker {
+                id: 2,
+                incarnation: "i2".into(),
+            },
+        );
+        assert_eq!(
+            image.apply(v + 5, &alter(1, 0, 1, vec![1, 2, 3])).error_code,
+            ec::INELIGIBLE_REPLICA
+        );
+    }
+
+    #[test]
+    fn assignments_name_registered_distinct_brokers() {
+        let mut image = image_with(&[1, 2]);
+        assert_eq!(
+            create(&mut image, vec![vec![1, 1]]).error_code,
+            ec::INVALID_REPLICA_ASSIGNMENT
+        );
+        assert_eq!(
+            create(&mut image, vec![vec![7]]).error_code,
+            ec::INVALID_REPLICA_ASSIGNMENT
+        );
+        assert!(image.topics.is_empty());
+        assert_eq!(create(&mut image, vec![vec![2, 1]]), CommandResult::ok());
+        assert_eq!(
+            create(&mut image, vec![vec![2, 1]]).error_code,
+            ec::TOPIC_ALREADY_EXISTS
+        );
+    }
+
+    #[test]
+    fn placement_spreads_leaders_and_never_repeats_a_broker() {
+        for n in 1..=5 {
+            let brokers: Vec<BrokerId> = (1..=n).collect();
+            for rf in 1..=n as usize {
+                for start in 0..n as usize {
+                    let a = assign_replicas(&brokers, 12, rf, start);
+                    for replicas in &a {
+                        let mut d = replicas.clone();
+                        d.sort_unstable();
+                        d.dedup();
+                        assert_eq!(d.len(), rf, "{replicas:?} (n {n}, rf {rf})");
+                    }
+                    let leaders: std::collections::BTreeSet<_> = a.iter().map(|r| r[0]).collect();
+                    assert_eq!(leaders.len(), n as usize, "every broker leads some partition");
+                }
+            }
+        }
+    }
+}

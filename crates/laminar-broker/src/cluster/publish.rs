@@ -1,0 +1,139 @@
+//! Applies each new cluster image to this broker: the topics it lists become the broker's
+//! topics, the partitions placed here get their logs, and each of them is led, followed
+//! (a fetcher started) or left idle as the image says.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::image::ClusterImage;
+use super::replica::Transition;
+use crate::broker::Broker;
+
+/// Runs until the image channel closes. Creating and deleting logs are directory
+/// operations: they run on the I/O pool.
+pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>) {
+    let mut previous: Option<Arc<ClusterImage>> = None;
+    loop {
+        let image = images.borrow_and_update().clone();
+        let newer = previous
+            .as_ref()
+            .map_or(image.version > 0, |p| image.version > p.version);
+        if newer {
+            let topics = b.topics.clone();
+            let node = b.config.node_id;
+            let before = previous.clone();
+            let now = image.clone();
+            b.io.run(move || topics.apply_image(before.as_deref(), &now, node))
+                .await;
+            apply_roles(&b, &image, previous.as_deref()).await;
+            // Consumers waiting in long poll: an ISR change may have moved a high watermark.
+            b.data_arrived.notify_waiters();
+            previous = Some(image);
+        }
+        if images.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Leads, follows or stops each partition placed here (or placed here before).
+async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage, before: Option<&ClusterImage>) {
+    let cluster = b.cluster.as_ref().expect("images come in a cluster");
+    let node = cluster.node_id;
+    let fenced = image.brokers.get(&node).is_none_or(|x| x.fenced);
+    let mut partitions: Vec<(String, i32)> = image
+        .topics
+        .values()
+        .flat_map(|t| (0..t.partitions.len() as i32).map(move |p| (t.name.clone(), p)))
+        .collect();
+    for r in cluster.replicas.all() {
+        partitions.push((r.topic.clone(), r.partition));
+    }
+    partitions.sort();
+    partitions.dedup();
+    let _ = before;
+    for (topic, partition) in partitions {
+        let info = image.partition(&topic, partition);
+        let log = b.topics.log(&topic, partition);
+        let log_end = log.as_ref().map_or(0, |l| l.log_end().0);
+        let Some(transition) = cluster.replicas.apply(&topic, partition, info, fenced, log_end) else {
+            continue;
+        };
+        match transition {
+            Transition::BecameLeader { epoch } => {
+                crate::info!("leading {topic}-{partition} at epoch {epoch}");
+                if let Some(log) = log {
+                    // Before it serves: the epoch's start recorded ahead of anything appended
+                    // in it, and the idempotent producers' state rebuilt from the log as it
+                    // is now (after a restart, or what it replicated as a follower), so that
+                    // retries across the failover are de-duplicated.
+                    let b2 = b.clone();
+                    let t2 = topic.clone();
+                    let ready =
+                        b.io.run(move || {
+                            log.begin_epoch(epoch).map_err(|e| e.to_string())?;
+                            b2.producers.forget_partition(&t2, partition);
+                            b2.producers.rebuild_from_log(&t2, partition, &log)
+                        })
+                        .await;
+                    if let Err(e) = ready {
+                        crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}");
+                    }
+                }
+                if let Some(r) = cluster.replicas.get(&topic, partition) {
+                    r.start_serving();
+                }
+                if is_group_log(&topic, partition) {
+                    load_groups(b, epoch).await;
+                }
+            }
+            Transition::BecameFollower { leader, epoch } => {
+                crate::info!("following broker {leader} for {topic}-{partition} at epoch {epoch}");
+                if is_group_log(&topic, partition) {
+                    unload_groups(b);
+                }
+                if let Some(replica) = cluster.replicas.get(&topic, partition) {
+                    tokio::spawn(super::fetcher::follow(b.clone(), replica, leader, epoch));
+                }
+            }
+            Transition::Stopped => {
+                crate::info!("neither leading nor following {topic}-{partition} now");
+                if is_group_log(&topic, partition) {
+                    unload_groups(b);
+                }
+            }
+        }
+    }
+}
+
+fn is_group_log(topic: &str, partition: i32) -> bool {
+    topic == crate::groups::store::OFFSETS_TOPIC && partition == 0
+}
+
+/// This broker leads the group log now: it becomes the group coordinator once it has read
+/// the groups from it. Until then group requests get COORDINATOR_LOAD_IN_PROGRESS.
+async fn load_groups(b: &Arc<Broker>, epoch: i32) {
+    let b2 = b.clone();
+    let loaded =
+        b.io.run(move || b2.group_store.reload(&b2.store, &b2.groups))
+            .await;
+    match loaded {
+        Ok(n) => {
+            crate::info!("coordinating groups at epoch {epoch}: {n} group records loaded");
+            b.groups_loaded_epoch.store(epoch as i64, Ordering::Release);
+        }
+        Err(e) => crate::warn!("loading the groups at epoch {epoch}: {e}"),
+    }
+}
+
+/// This broker no longer leads the group log: it forgets the groups (their members are
+/// answered, and find the new coordinator).
+fn unload_groups(b: &Arc<Broker>) {
+    if b.groups_loaded_epoch.swap(-1, Ordering::AcqRel) >= 0 {
+        crate::info!("no longer coordinating groups");
+    }
+    b.groups.shutdown();
+    b.groups.clear();
+}

@@ -1,0 +1,440 @@
+//! What this broker knows of each partition it hosts in a cluster: whether it leads or
+//! follows, at which leader epoch; as a leader, how far each follower has acknowledged and
+//! the high watermark over the in-sync replicas; as a follower, the high watermark its
+//! leader reported.
+//!
+//! What a follower acknowledges is its fetch offset, and a follower fetches again only once
+//! everything before that offset is fsynced on its disk (`cluster::fetcher`): the high
+//! watermark is therefore an offset below which every in-sync replica holds the records on
+//! disk. `acks=all` waits for the leader's own fsync and for the high watermark to pass its
+//! records: with a replication factor of 3 and all in sync, an acknowledged record is on
+//! three disks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::image::{BrokerId, PartitionInfo};
+
+/// A follower's progress, as its leader sees it.
+#[derive(Debug, Clone)]
+struct Progress {
+    /// Its last fetch offset: every record below it is on its disk. -1: not heard from.
+    acked: i64,
+    /// The last time it had fetched everything the leader held (Kafka's
+    /// `lastCaughtUpTimeMs`).
+    caught_up: Instant,
+    /// When it last fetched, and the leader's log end then.
+    last_fetch: Instant,
+    log_end_at_last_fetch: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Leading {
+    pub epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<BrokerId>,
+    /// As the controller committed it.
+    pub isr: Vec<BrokerId>,
+    /// Followers asked to be added to the ISR and not yet committed: counted for the high
+    /// watermark already (Kafka's "maximal ISR"), so that it never moves back.
+    pending_add: BTreeSet<BrokerId>,
+    /// An ISR change is in flight at the controller.
+    pub changing: bool,
+    followers: BTreeMap<BrokerId, Progress>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Role {
+    Leader(Leading),
+    Follower {
+        leader: BrokerId,
+        epoch: i32,
+    },
+    /// Placed here, but neither (its partition is offline, or this broker is fenced).
+    Idle,
+}
+
+/// An ISR change the leader asks the controller for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub topic: String,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<BrokerId>,
+}
+
+pub struct Replica {
+    pub topic: String,
+    pub partition: i32,
+    node: BrokerId,
+    role: Mutex<Role>,
+    hw: watch::Sender<i64>,
+    /// A new leader serves once its log is ready for it (the epoch recorded, the producer
+    /// state rebuilt from the log): until then it answers as a non-leader.
+    serving: std::sync::atomic::AtomicBool,
+}
+
+impl Replica {
+    pub fn role(&self) -> Role {
+        self.role.lock().unwrap().clone()
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        *self.hw.borrow()
+    }
+
+    /// A follower takes the high watermark its leader reported, bounded by its own log end.
+    pub fn set_follower_high_watermark(&self, hw: i64) {
+        self.hw.send_if_modified(|cur| {
+            if hw > *cur {
+                *cur = hw;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// The leader epoch if this broker leads the partition and serves it.
+    pub fn leader_epoch(&self) -> Option<i32> {
+        match &*self.role.lock().unwrap() {
+            Role::Leader(l) if self.serving.load(std::sync::atomic::Ordering::Acquire) => Some(l.epoch),
+            _ => None,
+        }
+    }
+
+    /// The new leader's log is ready: it serves from now on.
+    pub fn start_serving(&self) {
+        self.serving.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The ISR (committed) if this broker leads.
+    pub fn isr(&self) -> Option<Vec<BrokerId>> {
+        match &*self.role.lock().unwrap() {
+            Role::Leader(l) => Some(l.isr.clone()),
+            _ => None,
+        }
+    }
+
+    /// The leader's own log end moved (an append): with no follower in the ISR, the high
+    /// watermark follows it.
+    pub fn on_leader_append(&self, log_end: i64) {
+        let role = self.role.lock().unwrap();
+        if let Role::Leader(l) = &*role {
+            self.advance(l, log_end);
+        }
+    }
+
+    /// The high watermark over the ISR (and the followers being added to it), never moving
+    /// back.
+    fn advance(&self, l: &Leading, log_end: i64) {
+        let hw = l
+            .isr
+            .iter()
+            .chain(l.pending_add.iter())
+            .filter(|r| **r != self.node)
+            .map(|r| l.followers.get(r).map_or(-1, |p| p.acked))
+            .fold(log_end, i64::min);
+        self.hw.send_if_modified(|cur| {
+            if hw > *cur {
+                *cur = hw;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// A follower fetched from `offset` while this leader's log ended at `log_end`. Updates
+    /// its progress and the high watermark; returns an ISR expansion to ask for, if it has
+    /// caught up.
+    pub fn on_follower_fetch(&self, follower: BrokerId, offset: i64, log_end: i64) -> Option<IsrChange> {
+        let now = Instant::now();
+        let mut role = self.role.lock().unwrap();
+        let Role::Leader(l) = &mut *role else {
+            return None;
+        };
+        if !l.replicas.contains(&follower) {
+            return None;
+        }
+        let p = l.followers.entry(follower).or_insert(Progress {
+            acked: -1,
+            caught_up: now,
+            last_fetch: now,
+            log_end_at_last_fetch: -1,
+        });
+        p.acked = offset;
+        // Kafka's rule: caught up now if it has everything; else caught up as of its last
+        // fetch if it now has what the leader had then.
+        if offset >= log_end {
+            p.caught_up = now;
+        } else if offset >= p.log_end_at_last_fetch && p.log_end_at_last_fetch >= 0 {
+            p.caught_up = p.last_fetch;
+        }
+        p.last_fetch = now;
+        p.log_end_at_last_fetch = log_end;
+        let hw_now = self.high_watermark();
+        let expand = !l.isr.contains(&follower)
+            && !l.pending_add.contains(&follower)
+            && !l.changing
+            && offset >= hw_now
+            && offset >= log_end.min(hw_now);
+        let l = l.clone();
+        drop(role);
+        self.advance(&l, log_end);
+        if expand {
+            let mut role = self.role.lock().unwrap();
+            if let Role::Leader(l) = &mut *role {
+                l.pending_add.insert(follower);
+                l.changing = true;
+                let mut isr = l.isr.clone();
+                isr.push(follower);
+                isr.sort_unstable();
+                return Some(IsrChange {
+                    topic: self.topic.clone(),
+                    partition: self.partition,
+                    leader_epoch: l.epoch,
+                    partition_epoch: l.partition_epoch,
+                    isr,
+                });
+            }
+        }
+        None
+    }
+
+    /// ISR members that have not caught up for `lag`: an ISR shrink to ask for.
+    pub fn lagging(&self, lag: Duration) -> Option<IsrChange> {
+        let now = Instant::now();
+        let mut role = self.role.lock().unwrap();
+        let Role::Leader(l) = &mut *role else {
+            return None;
+        };
+        if l.changing {
+            return None;
+        }
+        let out: Vec<BrokerId> = l
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| *r != self.node)
+            .filter(|r| {
+                l.followers
+                    .get(r)
+                    .is_none_or(|p| now.duration_since(p.caught_up) > lag)
+            })
+            .collect();
+        if out.is_empty() {
+            return None;
+        }
+        l.changing = true;
+        let isr: Vec<BrokerId> = l.isr.iter().copied().filter(|r| !out.contains(r)).collect();
+        Some(IsrChange {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            leader_epoch: l.epoch,
+            partition_epoch: l.partition_epoch,
+            isr,
+        })
+    }
+
+    /// The controller refused or failed an ISR change: it may be asked again.
+    pub fn isr_change_done(&self) {
+        if let Role::Leader(l) = &mut *self.role.lock().unwrap() {
+            l.changing = false;
+            l.pending_add.clear();
+        }
+    }
+
+    /// Waits until the high watermark passes `offset`, or `timeout`; false if it did not,
+    /// or the partition stopped being led here.
+    pub async fn wait_replicated(&self, offset: i64, timeout: Duration) -> bool {
+        let mut rx = self.hw.subscribe();
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                if *rx.borrow_and_update() > offset {
+                    return true;
+                }
+                if self.leader_epoch().is_none() {
+                    return false;
+                }
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+        })
+        .await;
+        waited.unwrap_or(false)
+    }
+
+    /// Wakes the `acks=all` waiters (leadership lost: they answer with an error).
+    fn wake(&self) {
+        self.hw.send_modify(|_| {});
+    }
+}
+
+/// Every partition this broker hosts, by topic and partition.
+pub struct Replicas {
+    node: BrokerId,
+    partitions: RwLock<HashMap<(String, i32), Arc<Replica>>>,
+}
+
+/// What changed for one partition when an image was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// Lead it from now, at this epoch (the log's epoch cache must record it).
+    BecameLeader { epoch: i32 },
+    /// Follow `leader` at `epoch`: (re)start fetching, truncating first.
+    BecameFollower { leader: BrokerId, epoch: i32 },
+    /// Stop leading and following.
+    Stopped,
+}
+
+impl Replicas {
+    pub fn new(node: BrokerId) -> Replicas {
+        Replicas {
+            node,
+            partitions: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
+        self.partitions
+            .read()
+            .unwrap()
+            .get(&(topic.to_string(), partition))
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Replica>> {
+        self.partitions.read().unwrap().values().cloned().collect()
+    }
+
+    /// Applies a partition's place in a new image. `fenced`: this broker may lead nothing.
+    /// `log_end`: the local log's end (a new leader's high watermark starts no higher).
+    pub fn apply(
+        &self,
+        topic: &str,
+        partition: i32,
+        info: Option<&PartitionInfo>,
+        fenced: bool,
+        log_end: i64,
+    ) -> Option<Transition> {
+        let key = (topic.to_string(), partition);
+        let hosted = info.is_some_and(|p| p.replicas.contains(&self.node));
+        if !hosted {
+            let removed = self.partitions.write().unwrap().remove(&key);
+            if let Some(r) = &removed {
+                *r.role.lock().unwrap() = Role::Idle;
+                r.wake();
+            }
+            return removed.map(|_| Transition::Stopped);
+        }
+        let info = info.expect("hosted");
+        let replica = self
+            .partitions
+            .write()
+            .unwrap()
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(Replica {
+                    topic: topic.to_string(),
+                    partition,
+                    node: self.node,
+                    role: Mutex::new(Role::Idle),
+                    hw: watch::channel(0).0,
+                    serving: std::sync::atomic::AtomicBool::new(false),
+                })
+            })
+            .clone();
+        let mut role = replica.role.lock().unwrap();
+        let transition = if fenced || info.leader < 0 {
+            match &*role {
+                Role::Idle => None,
+                _ => {
+                    *role = Role::Idle;
+                    Some(Transition::Stopped)
+                }
+            }
+        } else if info.leader == self.node {
+            match &mut *role {
+                Role::Leader(l) if l.epoch == info.leader_epoch => {
+                    // Same leadership: the ISR may have changed.
+                    if l.partition_epoch != info.partition_epoch {
+                        l.partition_epoch = info.partition_epoch;
+                        l.isr = info.isr.clone();
+                        l.replicas = info.replicas.clone();
+                        l.pending_add.retain(|r| !info.isr.contains(r));
+                        l.pending_add.clear();
+                        l.changing = false;
+                    }
+                    None
+                }
+                _ => {
+                    replica.serving.store(false, std::sync::atomic::Ordering::Release);
+                    let now = Instant::now();
+                    let followers = info
+                        .replicas
+                        .iter()
+                        .filter(|r| **r != self.node)
+                        .map(|r| {
+                            (
+                                *r,
+                                Progress {
+                                    acked: -1,
+                                    caught_up: now,
+                                    last_fetch: now,
+                                    log_end_at_last_fetch: -1,
+                                },
+                            )
+                        })
+                        .collect();
+                    *role = Role::Leader(Leading {
+                        epoch: info.leader_epoch,
+                        partition_epoch: info.partition_epoch,
+                        replicas: info.replicas.clone(),
+                        isr: info.isr.clone(),
+                        pending_add: BTreeSet::new(),
+                        changing: false,
+                        followers,
+                    });
+                    Some(Transition::BecameLeader {
+                        epoch: info.leader_epoch,
+                    })
+                }
+            }
+        } else {
+            match &*role {
+                Role::Follower { leader, epoch } if *leader == info.leader && *epoch == info.leader_epoch => {
+                    None
+                }
+                _ => {
+                    *role = Role::Follower {
+                        leader: info.leader,
+                        epoch: info.leader_epoch,
+                    };
+                    Some(Transition::BecameFollower {
+                        leader: info.leader,
+                        epoch: info.leader_epoch,
+                    })
+                }
+            }
+        };
+        drop(role);
+        if let Some(Transition::BecameLeader { .. }) = &transition {
+            // The high watermark it learned as a follower, never above its own log.
+            replica.hw.send_modify(|hw| *hw = (*hw).min(log_end));
+            let role = replica.role.lock().unwrap();
+            if let Role::Leader(l) = &*role {
+                replica.advance(l, log_end);
+            }
+        }
+        if transition.is_some() {
+            replica.wake();
+        }
+        transition
+    }
+}

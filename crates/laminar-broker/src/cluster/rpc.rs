@@ -1,0 +1,279 @@
+//! The controller's wire: requests between controllers (openraft's RPCs) and from brokers to
+//! the controller (heartbeats, metadata changes), over TCP on the addresses of
+//! `controller.quorum.voters`.
+//!
+//! A frame is a big-endian `u32` length and that many bytes of JSON. A connection carries
+//! one request at a time; each side reconnects after any error. This is Laminar's own
+//! protocol between its nodes, not Kafka's: clients never see it.
+
+use std::io;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::image::{BrokerId, ClusterImage, Command, CommandResult};
+use super::raft::{NodeId, TypeConfig};
+
+/// A frame larger than this is refused: a snapshot goes in chunks (openraft's default 3 MiB),
+/// and one command is at most a topic's assignment.
+pub const FRAME_BYTES_MAX: usize = 64 << 20;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A broker's heartbeat; the first one from a new incarnation registers it.
+    Heartbeat(Heartbeat),
+    /// A broker asks the active controller to change the metadata.
+    Write(Command),
+    /// A broker asks the active controller to place and create a topic.
+    CreateTopic(TopicRequest),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TopicRequest {
+    pub name: String,
+    pub partitions: u32,
+    pub replication_factor: u16,
+    pub configs: std::collections::BTreeMap<String, String>,
+    pub validate_only: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub id: BrokerId,
+    pub incarnation: String,
+    pub host: String,
+    pub port: u16,
+    /// The newest metadata version the broker holds: the answer carries the image if the
+    /// controller's is newer.
+    pub known_version: u64,
+    /// The broker is shutting down cleanly: fence it now, moving its leaderships.
+    pub leaving: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatAnswer {
+    pub fenced: bool,
+    pub image: Option<ClusterImage>,
+}
+
+/// This controller is not the active one; it names the one it knows, if any.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NotLeader {
+    pub leader: Option<NodeId>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ControllerResponse {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Heartbeat(Result<HeartbeatAnswer, NotLeader>),
+    Write(Result<CommandResult, NotLeader>),
+}
+
+impl ControllerResponse {
+    /// The controller that answered is not the active one: the one it names, if any.
+    pub fn not_leader(&self) -> Option<Option<NodeId>> {
+        match self {
+            ControllerResponse::Heartbeat(Err(n)) | ControllerResponse::Write(Err(n)) => Some(n.leader),
+            _ => None,
+        }
+    }
+}
+
+pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(value).map_err(io::Error::other)?;
+    if body.len() > FRAME_BYTES_MAX {
+        return Err(io::Error::other(format!(
+            "a frame of {} bytes is too large",
+            body.len()
+        )));
+    }
+    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&body);
+    stream.write_all(&buf).await
+}
+
+pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > FRAME_BYTES_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes is over the {FRAME_BYTES_MAX} bound"),
+        ));
+    }
+    // Grown as bytes arrive, not allocated from the untrusted length.
+    let mut body = Vec::new();
+    (&mut *stream).take(len as u64).read_to_end(&mut body).await?;
+    if body.len() != len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// One connection to a controller, made on first use and again after any error. It must be
+/// used on the runtime that made it.
+pub struct Connection {
+    addr: String,
+    stream: tokio::sync::Mutex<Option<TcpStream>>,
+}
+
+impl Connection {
+    pub fn new(addr: String) -> Connection {
+        Connection {
+            addr,
+            stream: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends one request and waits for its answer, at most `timeout`.
+    pub async fn call(
+        &self,
+        request: &ControllerRequest,
+        timeout: Duration,
+    ) -> Result<ControllerResponse, CallError> {
+        let mut guard = self.stream.lock().await;
+        if guard.is_none() {
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+                .await
+                .map_err(|_| CallError::Unreachable(io::ErrorKind::TimedOut.into()))?
+                .map_err(CallError::Unreachable)?;
+            stream.set_nodelay(true).map_err(CallError::Unreachable)?;
+            *guard = Some(stream);
+        }
+        let stream = guard.as_mut().expect("connected");
+        let exchanged = tokio::time::timeout(timeout, async {
+            write_frame(stream, request).await?;
+            read_frame::<ControllerResponse>(stream).await
+        })
+        .await;
+        match exchanged {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => {
+                *guard = None;
+                Err(CallError::Failed(e))
+            }
+            Err(_) => {
+                *guard = None;
+                Err(CallError::Failed(io::ErrorKind::TimedOut.into()))
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unreachable: {0}")]
+    Unreachable(io::Error),
+    #[error("{0}")]
+    Failed(io::Error),
+}
+
+/// openraft's connections to the other controllers.
+pub struct Network;
+
+pub struct Peer {
+    target: NodeId,
+    connection: Connection,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
+        Peer {
+            target,
+            connection: Connection::new(node.addr.clone()),
+        }
+    }
+}
+
+impl Peer {
+    async fn call<E: std::error::Error>(
+        &self,
+        request: ControllerRequest,
+        option: &RPCOption,
+    ) -> Result<ControllerResponse, RPCError<NodeId, BasicNode, E>> {
+        self.connection
+            .call(&request, option.hard_ttl())
+            .await
+            .map_err(|e| match e {
+                CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+                CallError::Failed(e) => RPCError::Network(NetworkError::new(&e)),
+            })
+    }
+
+    fn unexpected<E: std::error::Error>(&self, what: &str) -> RPCError<NodeId, BasicNode, E> {
+        RPCError::Network(NetworkError::new(&io::Error::other(format!(
+            "controller {} answered a {what} with something else",
+            self.target
+        ))))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.call(ControllerRequest::AppendEntries(rpc), &option).await? {
+            ControllerResponse::AppendEntries(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            _ => Err(self.unexpected("AppendEntries")),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        match self
+            .call(ControllerRequest::InstallSnapshot(rpc), &option)
+            .await?
+        {
+            ControllerResponse::InstallSnapshot(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            _ => Err(self.unexpected("InstallSnapshot")),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.call(ControllerRequest::Vote(rpc), &option).await? {
+            ControllerResponse::Vote(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            _ => Err(self.unexpected("Vote")),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! What replication asks of a log: a follower's appends keep the leader's offsets and
+//! epochs, the leader epoch cache answers as Kafka's does, and a log cut back to an offset
+//! (a follower that diverged) loses exactly what follows it, also across a restart.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use laminar_records::{BatchBuilder, Compression, RecordSpec};
+use laminar_storage::backend::{RealStorage, Storage};
+use laminar_storage::{AppendMode, LogId, Offset, StorageError, Store, StoreConfig};
+
+fn txn_batch(pid: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new(Compression::None, 1000)
+        .producer(pid, 0, 0)
+        .transactional();
+    b.push(RecordSpec {
+        timestamp_ms: 1000,
+        key: Some(b"k".to_vec()),
+        value: Some(vec![1u8; 50]),
+        headers: vec![],
+    });
+    b.build().unwrap()
+}
+
+#[test]
+fn a_follower_keeps_its_leaders_offsets_and_epochs() {
+    let storage: Arc<dyn Storage> = RealStorage::new();
+    let dir = tempfile::tempdir().unwrap();
+    let leader = open_log(
+        storage.clone(),
+        dir.path().join("leader").to_str().unwrap(),
+        small_config(),
+        false,
+    );
+    let follower = open_log(
+        storage.clone(),
+        dir.path().join("follower").to_str().unwrap(),
+        small_config(),
+        false,
+    );
+    for i in 0..30u64 {
+        let epoch = if i < 12 { 3 } else { 5 };
+        leader
+            .append_as(&mut batch(3, 300, 1000, i), AppendMode::Leader { epoch })
+            .unwrap();
+    }
+    assert_eq!(leader.epochs(), vec![(3, Offset(0)), (5, Offset(36))]);
+    // What the leader sends, batch by batch, in two appends.
+    let sent = read_all(&leader);
+    for chunk in sent.chunks(17) {
+        let mut bytes: Vec<u8> = chunk.iter().flat_map(|(_, b)| b.clone()).collect();
+        let info = follower.append_as(&mut bytes, AppendMode::Replica).unwrap();
+        assert_eq!(info.base_offset, Offset(chunk[0].0.base_offset));
+    }
+    let got = read_all(&follower);
+    assert_eq!(got.len(), sent.len());
+    for ((_, a), (_, b)) in sent.iter().zip(&got) {
+        assert_eq!(a, b, "the follower's batches are the leader's, byte for byte");
+    }
+    assert_eq!(follower.epochs(), leader.epochs());
+    assert_eq!(follower.end_offset_for_epoch(3), (3, 36));
+    assert_eq!(follower.end_offset_for_epoch(4), (3, 36));
+    assert_eq!(follower.end_offset_for_epoch(5), (5, 90));
+    // A batch below the log end is refused, and the log is unchanged.
+    let mut again = sent[3].1.clone();
+    assert!(matches!(
+        follower.append_as(&mut again, AppendMode::Replica),
+        Err(StorageError::ReplicaOffsets { .. })
+    ));
+    assert_eq!(follower.log_end(), Offset(90));
+    // A gap (compaction on the leader) is taken.
+    let mut later = batch(2, 10, 1000, 99);
+    later[..8].copy_from_slice(&95i64.to_be_bytes());
+    later[12..16].copy_from_slice(&5i32.to_be_bytes());
+    follower.append_as(&mut later, AppendMode::Replica).unwrap();
+    assert_eq!(follower.log_end(), Offset(97));
+}
+
+#[test]
+fn a_log_cut_back_loses_exactly_what_follows_and_stays_cut_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        default_log: small_config(),
+        ..StoreConfig::default()
+    };
+    let id = LogId::new("t", 0);
+    let store = Store::open(dir.path(), RealStorage::new(), config.clone()).unwrap();
+    let log = store.create_log(&id, small_config()).unwrap();
+    for i in 0..40u64 {
+        let epoch = if i < 25 { 1 } else { 2 };
+        log.append_as(&mut batch(2, 1200, 1000, i), AppendMode::Leader { epoch })
+            .unwrap();
+    }
+    // An open transaction past the cut: the stable offset stays below it until the cut.
+    log.append_as(&mut txn_batch(9), AppendMode::Leader { epoch: 2 })
+        .unwrap();
+    log.flush().unwrap();
+    assert!(
+        log.segment_count() >= 3,
+        "several segments: {}",
+        log.segment_count()
+    );
+    assert_eq!(log.last_stable_offset(), Offset(80));
+    let kept: Vec<Vec<u8>> = read_all(&log)
+        .into_iter()
+        .filter(|(h, _)| h.base_offset < 30)
+        .map(|(_, b)| b)
+        .collect();
+    // Offset 31 is inside the batch at 30: the whole batch goes, as Kafka cuts.
+    let cut = store.truncate_log(&id, Offset(31)).unwrap();
+    assert_eq!(cut.log_end(), Offset(30));
+    assert_eq!(
+        cut.last_stable_offset(),
+        Offset(30),
+        "the open transaction went with its batch"
+    );
+    assert_eq!(cut.epochs(), vec![(1, Offset(0))], "epoch 2 began after the cut");
+    let got: Vec<Vec<u8>> = read_all(&cut).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, kept);
+    // The store serves the cut log, and appends go on from the cut.
+    assert!(Arc::ptr_eq(&store.log(&id).unwrap(), &cut));
+    let info = cut
+        .append_as(&mut batch(1, 10, 1000, 77), AppendMode::Leader { epoch: 3 })
+        .unwrap();
+    assert_eq!(info.base_offset, Offset(30));
+    store.close().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), RealStorage::new(), config).unwrap();
+    let log = store.log(&id).unwrap();
+    assert_eq!(log.log_end(), Offset(31));
+    assert_eq!(log.epochs(), vec![(1, Offset(0)), (3, Offset(30))]);
+    let got: Vec<Vec<u8>> = read_all(&log)
+        .into_iter()
+        .take(kept.len())
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(got, kept);
+}

@@ -1,0 +1,753 @@
+//! Three `laminar serve` processes on 127.0.0.1, each a broker and a controller voter with
+//! its own data directory: the controller quorum, broker registration and fencing, topic
+//! placement, and what clients (librdkafka) see through it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{block, free_port, laminar, produce_values, read_to_end, try_serve_with, Serve};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+struct Node {
+    id: i32,
+    listen: String,
+    dir: std::path::PathBuf,
+    serve: Option<Serve>,
+}
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    voters: String,
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes; if one cannot listen (another test took a port between
+    /// `free_port` and the bind), starts them all again on other ports.
+    fn start(n: i32) -> Cluster {
+        for _ in 0..5 {
+            if let Some(c) = Cluster::try_start(n) {
+                return c;
+            }
+        }
+        panic!("no free ports for a cluster of {n} in five tries");
+    }
+
+    fn try_start(n: i32) -> Option<Cluster> {
+        let dir = tempfile::tempdir().unwrap();
+        let voters: Vec<String> = (1..=n)
+            .map(|id| format!("{id}@127.0.0.1:{}", free_port()))
+            .collect();
+        let mut c = Cluster {
+            voters: voters.join(","),
+            nodes: (1..=n)
+                .map(|id| Node {
+                    id,
+                    listen: format!("127.0.0.1:{}", free_port()),
+                    dir: dir.path().join(format!("node{id}")),
+                    serve: None,
+                })
+                .collect(),
+            _dir: dir,
+        };
+        for i in 0..c.nodes.len() {
+            if !c.try_launch(i) {
+                return None;
+            }
+        }
+        Some(c)
+    }
+
+    /// Adds a broker that is not a controller voter: it learns the metadata from its
+    /// heartbeats' answers.
+    fn add_broker(&mut self) -> usize {
+        let id = self.nodes.len() as i32 + 1;
+        let dir = self.nodes[0].dir.parent().unwrap().join(format!("node{id}"));
+        self.nodes.push(Node {
+            id,
+            listen: format!("127.0.0.1:{}", free_port()),
+            dir,
+            serve: None,
+        });
+        let i = self.nodes.len() - 1;
+        self.launch(i);
+        i
+    }
+
+    fn launch(&mut self, i: usize) {
+        assert!(self.try_launch(i), "node {} restarts on its address", i + 1);
+    }
+
+    fn try_launch(&mut self, i: usize) -> bool {
+        let node = &self.nodes[i];
+        let id = format!("node.id={}", node.id);
+        let voters = format!("controller.quorum.voters={}", self.voters);
+        let serve = try_serve_with(
+            &node.dir,
+            &node.listen,
+            &[
+                "--set",
+                &id,
+                "--set",
+                &voters,
+                "--set",
+                "broker.session.timeout.ms=2000",
+                "--set",
+                "broker.heartbeat.interval.ms=300",
+            ],
+        );
+        let started = serve.is_some();
+        self.nodes[i].serve = serve;
+        started
+    }
+
+    fn addr(&self, i: usize) -> &str {
+        &self.nodes[i].listen
+    }
+
+    fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .filter(|n| n.serve.is_some())
+            .map(|n| n.listen.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn kill9(&mut self, i: usize) {
+        self.nodes[i].serve.take().unwrap().kill9();
+    }
+
+    /// `laminar cluster describe` through node `i`: (controller, [(broker, fenced)]).
+    fn describe(&self, i: usize) -> (i32, Vec<(i32, bool)>) {
+        let out = laminar(&["cluster", "describe", "--bootstrap", self.addr(i)]);
+        let mut lines = out.lines();
+        let controller = lines
+            .next()
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(-1);
+        let brokers = lines
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                let id = words.nth(1)?.parse().ok()?;
+                Some((id, l.contains("fenced")))
+            })
+            .collect();
+        (controller, brokers)
+    }
+
+    /// Waits until node `i` sees the live brokers `live`, unfenced, and the rest fenced.
+    fn wait_for_brokers(&self, i: usize, live: &[i32]) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (controller, brokers) = self.describe(i);
+            let unfenced: Vec<i32> = brokers.iter().filter(|(_, f)| !f).map(|(id, _)| *id).collect();
+            if unfenced == live && live.contains(&controller) {
+                return controller;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "brokers {live:?} live with a controller among them, seen from node {}: {brokers:?}, controller {controller}",
+                i + 1
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+    rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap()
+}
+
+/// Partition leaders of `topic` as librdkafka's metadata shows them, and the brokers listed.
+/// Waits for the topic to reach the broker's image: a creation is answered once the
+/// broker that took it knows it, and the others learn it from the controller.
+fn leaders(bootstrap: &str, topic: &str) -> (Vec<i32>, Vec<i32>) {
+    let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let md = c.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
+        let brokers = md.brokers().iter().map(|b| b.id()).collect();
+        let t = &md.topics()[0];
+        if !t.partitions().is_empty() {
+            return (t.partitions().iter().map(|p| p.leader()).collect(), brokers);
+        }
+        assert!(Instant::now() < deadline, "{topic} reaches {bootstrap}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn values(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+fn sorted_values(records: Vec<(i32, Vec<u8>, Vec<u8>)>) -> Vec<String> {
+    let mut v: Vec<String> = records
+        .into_iter()
+        .map(|(_, _, v)| String::from_utf8(v).unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn three_brokers_place_partitions_fence_the_dead_and_take_back_the_restarted() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("spread", 3, TopicReplication::Fixed(1));
+    let r = block(a.create_topics([&t], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    // More replicas than brokers is refused.
+    let rf4 = NewTopic::new("rf4", 1, TopicReplication::Fixed(4));
+    let r = block(a.create_topics([&rf4], &opts)).unwrap();
+    assert_eq!(
+        r[0].as_ref().unwrap_err().1,
+        rdkafka::types::RDKafkaErrorCode::InvalidReplicationFactor
+    );
+    let (mut led, brokers) = leaders(c.addr(1), "spread");
+    assert_eq!(brokers.len(), 3, "every broker is listed");
+    led.sort();
+    assert_eq!(led, vec![1, 2, 3], "one partition led by each broker");
+
+    // Produced through one broker's bootstrap, each record reaches its partition's leader.
+    let written = values("before", 300);
+    produce_values(c.addr(0), "spread", 3, written.clone());
+    let mut expected = written.clone();
+    expected.sort();
+    assert_eq!(
+        sorted_values(read_to_end(c.addr(2), "spread", 3, "read_uncommitted")),
+        expected
+    );
+
+    // SIGKILL broker 3: its session expires, it is fenced, its partition goes offline (one
+    // replica, no unclean election) while the others keep working.
+    let (leaders_before, _) = leaders(c.addr(0), "spread");
+    let lost = leaders_before.iter().position(|l| *l == 3).unwrap() as i32;
+    c.kill9(2);
+    c.wait_for_brokers(0, &[1, 2]);
+    let (now, brokers) = leaders(c.addr(0), "spread");
+    assert_eq!(
+        now[lost as usize], -1,
+        "the dead broker's partition has no leader: {now:?}"
+    );
+    assert_eq!(brokers, vec![1, 2], "fenced brokers are not listed");
+
+    // It restarts with its data: registered again, unfenced, it leads its partition again
+    // and nothing it held is lost.
+    c.launch(2);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while leaders(c.addr(0), "spread").0 != leaders_before {
+        assert!(Instant::now() < deadline, "broker 3 leads its partition again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        sorted_values(read_to_end(c.addr(1), "spread", 3, "read_uncommitted")),
+        expected
+    );
+    // The partition's leader epoch moved twice: offline, then led again.
+    let described = laminar(&["topics", "describe", "spread", "--bootstrap", c.addr(0)]);
+    let line = described
+        .lines()
+        .find(|l| l.contains(&format!("partition {lost} ")))
+        .unwrap()
+        .to_string();
+    assert!(line.contains("leader 3  epoch 2"), "{line}");
+
+    // A fourth broker, not a voter, joins: it registers, is unfenced, and takes partitions.
+    c.add_broker();
+    c.wait_for_brokers(0, &[1, 2, 3, 4]);
+    let t = NewTopic::new("four", 4, TopicReplication::Fixed(1));
+    let r = block(a.create_topics([&t], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    let (mut led, _) = leaders(c.addr(3), "four");
+    led.sort();
+    assert_eq!(led, vec![1, 2, 3, 4], "the new broker leads a partition");
+    let written = values("four", 40);
+    produce_values(&c.bootstrap(), "four", 4, written.clone());
+    let mut expected = written;
+    expected.sort();
+    assert_eq!(
+        sorted_values(read_to_end(c.addr(3), "four", 4, "read_uncommitted")),
+        expected
+    );
+}
+
+#[test]
+fn a_controller_failover_during_topic_creation_loses_nothing() {
+    let mut c = Cluster::start(3);
+    let controller = c.wait_for_brokers(0, &[1, 2, 3]);
+    let killed = (controller - 1) as usize;
+    let survivor = (0..3).find(|i| *i != killed).unwrap();
+    let bootstrap = c.bootstrap();
+    // Topics are created one after another through a broker that survives, while the active
+    // controller is killed after the fifth. A creation the failover interrupts is retried,
+    // as a client does; one acknowledged must exist afterwards.
+    let names: Vec<String> = (0..20).map(|i| format!("created-{i}")).collect();
+    let a = admin(&c.nodes[survivor].listen);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let mut acknowledged = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        if i == 5 {
+            c.kill9(killed);
+        }
+        let t = NewTopic::new(name, 2, TopicReplication::Fixed(1));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            // The client may time out while no controller is active: it retries.
+            let r = match block(a.create_topics([&t], &opts)) {
+                Ok(r) => r,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "{name}: {e:?}");
+                    continue;
+                }
+            };
+            match &r[0] {
+                Ok(_) => break,
+                // A retry of a creation that was applied before its answer was lost.
+                Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) if i >= 5 => break,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "{name}: {e:?}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+        acknowledged.push(name.clone());
+    }
+    let live: Vec<i32> = (1..=3).filter(|id| *id != controller).collect();
+    let new_controller = c.wait_for_brokers(survivor, &live);
+    assert_ne!(new_controller, controller);
+    let listed = laminar(&["topics", "list", "--bootstrap", &c.nodes[survivor].listen]);
+    for name in &acknowledged {
+        assert!(
+            listed.lines().any(|l| l == name),
+            "{name} survived the failover: {listed}"
+        );
+    }
+    // The killed controller restarts from its own log and snapshot and catches up: every
+    // topic is in its image too.
+    c.launch(killed);
+    c.wait_for_brokers(killed, &[1, 2, 3]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = laminar(&["topics", "list", "--bootstrap", c.addr(killed)]);
+        if acknowledged.iter().all(|n| listed.lines().any(|l| l == n)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted node learns every topic: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(bootstrap);
+}
+
+#[test]
+fn a_consumer_group_keeps_its_offsets_when_its_coordinators_broker_dies() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("grouped", 3, TopicReplication::Fixed(3));
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    // The group log is replicated to every broker, once all three are live.
+    let coordinator = wait_in_sync(&c, 0, "__consumer_offsets", 0, &[1, 2, 3]);
+    for p in 0..3 {
+        wait_in_sync(&c, 0, "grouped", p, &[1, 2, 3]);
+    }
+    produce_values(&c.bootstrap(), "grouped", 3, values("g", 90));
+    let consume = |bootstrap: &str, want: usize| -> Vec<String> {
+        let consumer: BaseConsumer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "survivors")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        consumer.subscribe(&["grouped"]).unwrap();
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while seen.len() < want {
+            assert!(Instant::now() < deadline, "read {} of {want}", seen.len());
+            if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+                use rdkafka::Message;
+                let m = m.unwrap();
+                seen.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap());
+            }
+        }
+        consumer
+            .commit_consumer_state(rdkafka::consumer::CommitMode::Sync)
+            .unwrap();
+        seen
+    };
+    assert_eq!(consume(&c.bootstrap(), 90).len(), 90);
+    // The coordinator's broker dies: the group log's new leader loads the group's offsets
+    // and coordinates it.
+    c.kill9((coordinator - 1) as usize);
+    let live: Vec<i32> = (1..=3).filter(|id| *id != coordinator).collect();
+    let survivor = (live[0] - 1) as usize;
+    let new_coordinator = wait_in_sync(&c, survivor, "__consumer_offsets", 0, &live);
+    assert_ne!(new_coordinator, coordinator);
+    let bootstrap = c.bootstrap();
+    produce_values(&bootstrap, "grouped", 3, values("after", 30));
+    // The group resumes where it committed: exactly the 30 new records.
+    let mut resumed = consume(&bootstrap, 30);
+    resumed.sort();
+    let mut expected = values("after", 30);
+    expected.sort();
+    assert_eq!(resumed, expected);
+}
+
+/// The leader of `topic`'s partition `p` and its ISR, from `laminar topics describe`.
+/// `None` while the broker does not know the topic yet.
+fn placement(bootstrap: &str, topic: &str, p: i32) -> Option<(i32, Vec<i32>)> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args(["topics", "describe", topic, "--bootstrap", bootstrap])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return None;
+    }
+    let out = String::from_utf8(out.stdout).unwrap();
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("partition {p} ")))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = |name: &str| words[words.iter().position(|w| *w == name).unwrap() + 1];
+    let isr = at("isr").split(',').filter_map(|x| x.parse().ok()).collect();
+    Some((at("leader").parse().unwrap(), isr))
+}
+
+/// Waits until partition `p` of `topic` has a leader among `live` and all of `live` in its
+/// ISR; returns the leader.
+fn wait_in_sync(c: &Cluster, via: usize, topic: &str, p: i32, live: &[i32]) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (leader, mut isr) = placement(c.addr(via), topic, p).unwrap_or((-1, Vec::new()));
+        isr.sort();
+        if live.contains(&leader) && isr == live {
+            return leader;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}-{p}: leader {leader}, ISR {isr:?}, waiting for {live:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn acks_all_loses_and_duplicates_nothing_while_leaders_are_killed() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("verified", 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    let r = block(a.create_topics([&t], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    for p in 0..3 {
+        wait_in_sync(&c, 0, "verified", p, &[1, 2, 3]);
+    }
+    // librdkafka's idempotent producer at acks=all (the delivery verifier), while the
+    // leader of partition 0 is SIGKILLed three times, each time restarted and caught up.
+    let verifier = common::Program::spawn(std::process::Command::new(env!("CARGO_BIN_EXE_laminar")).args([
+        "perf",
+        "verify",
+        "--bootstrap",
+        &c.bootstrap(),
+        "--topic",
+        "verified",
+        "--partitions",
+        "3",
+        "--records-per-s",
+        "400",
+        "--duration-s",
+        "25",
+        "--json",
+    ]));
+    std::thread::sleep(Duration::from_secs(3));
+    for round in 0..3 {
+        let via = (0..3).find(|i| c.nodes[*i].serve.is_some()).unwrap();
+        let leader = wait_in_sync(&c, via, "verified", 0, &[1, 2, 3]);
+        let victim = (leader - 1) as usize;
+        c.kill9(victim);
+        let survivor = (0..3).find(|i| *i != victim).unwrap();
+        let live: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+        let new_leader = wait_in_sync(&c, survivor, "verified", 0, &live);
+        assert_ne!(new_leader, leader, "round {round}: a new leader from the ISR");
+        std::thread::sleep(Duration::from_secs(1));
+        c.launch(victim);
+        // Back in the ISR: it truncated what it had beyond the new leader's log, caught up,
+        // and was added again.
+        wait_in_sync(&c, survivor, "verified", 0, &[1, 2, 3]);
+    }
+    let printed = verifier.finish(Duration::from_secs(180));
+    let report: serde_json::Value = serde_json::from_str(printed.trim().lines().last().unwrap()).unwrap();
+    eprintln!("verifier: {report}");
+    assert!(report["acked"].as_u64().unwrap() > 1000, "{report}");
+    assert_eq!(report["lost"], 0, "{report}");
+    assert_eq!(report["duplicated"], 0, "{report}");
+    assert_eq!(report["reordered"], 0, "{report}");
+    assert_eq!(report["corrupted"], 0, "{report}");
+}
+
+fn signal(node: &Node, sig: i32) {
+    let pid = node.serve.as_ref().unwrap().child.id() as i32;
+    // SAFETY: signalling a child this test started.
+    unsafe { libc::kill(pid, sig) };
+}
+
+fn produce_acks(bootstrap: &str, topic: &str, acks: &str, values: &[String]) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", acks)
+        .set("enable.idempotence", "false")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .unwrap();
+    block(async {
+        for v in values {
+            p.send(
+                FutureRecord::<(), _>::to(topic).payload(v).partition(0),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap_or_else(|(e, _)| panic!("send {v}: {e}"));
+        }
+    });
+}
+
+#[test]
+fn a_diverged_follower_is_truncated_by_leader_epoch() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("diverge", 1, TopicReplication::Fixed(3));
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    let old = wait_in_sync(&c, 0, "diverge", 0, &[1, 2, 3]);
+    let old_i = (old - 1) as usize;
+    let followers: Vec<usize> = (0..3).filter(|i| *i != old_i).collect();
+    let mut expected = values("kept", 10);
+    produce_acks(c.addr(old_i), "diverge", "all", &expected);
+
+    // The followers stop (SIGSTOP); the leader alone takes three records at acks=1, and
+    // dies with them. They were never below the high watermark: no consumer saw them.
+    for i in &followers {
+        signal(&c.nodes[*i], libc::SIGSTOP);
+    }
+    produce_acks(c.addr(old_i), "diverge", "1", &values("unreplicated", 3));
+    c.kill9(old_i);
+    for i in &followers {
+        signal(&c.nodes[*i], libc::SIGCONT);
+    }
+    let live: Vec<i32> = (1..=3).filter(|id| *id != old).collect();
+    let new = wait_in_sync(&c, followers[0], "diverge", 0, &live);
+    let later = values("after", 5);
+    produce_acks(c.addr((new - 1) as usize), "diverge", "all", &later);
+    // The new leader's log: the first unreplicated record may be in it (a fetch in flight
+    // when the followers stopped carries it to them, and Kafka keeps it too), the last one
+    // cannot be.
+    let new_log: Vec<String> = read_to_end(c.addr((new - 1) as usize), "diverge", 1, "read_uncommitted")
+        .into_iter()
+        .map(|(_, _, v)| String::from_utf8(v).unwrap())
+        .collect();
+    expected.extend(later);
+    let unreplicated: Vec<&String> = new_log.iter().filter(|v| v.starts_with("unreplicated")).collect();
+    assert!(unreplicated.len() <= 1, "{new_log:?}");
+    let kept: Vec<String> = new_log
+        .iter()
+        .filter(|v| !v.starts_with("unreplicated"))
+        .cloned()
+        .collect();
+    assert_eq!(kept, expected);
+
+    // The old leader returns as a follower: it asks where its epoch ends, cuts its three
+    // records, and catches up.
+    c.launch(old_i);
+    wait_in_sync(&c, followers[0], "diverge", 0, &[1, 2, 3]);
+    // Make it the leader again (the first replica, in the ISR): what it serves is exactly
+    // the new leader's log.
+    c.kill9((new - 1) as usize);
+    let remaining: Vec<i32> = (1..=3).filter(|id| *id != new).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let led = placement(c.addr(old_i), "diverge", 0).map(|(l, _)| l);
+        if led == Some(old) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "broker {old} leads again: {led:?} ({remaining:?} live)"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let got: Vec<String> = read_to_end(c.addr(old_i), "diverge", 1, "read_uncommitted")
+        .into_iter()
+        .map(|(_, _, v)| String::from_utf8(v).unwrap())
+        .collect();
+    assert_eq!(
+        got, new_log,
+        "the old leader's log is the new leader's: what it alone had is gone"
+    );
+}
+
+#[test]
+fn acks_all_waits_for_the_in_sync_replicas_and_min_insync_replicas_holds() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let waits = NewTopic::new("waits", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    let strict = NewTopic::new("strict", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "3");
+    for r in block(a.create_topics([&waits, &strict], &opts)).unwrap() {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let leader = wait_in_sync(&c, 0, "waits", 0, &[1, 2, 3]);
+    let strict_leader = wait_in_sync(&c, 0, "strict", 0, &[1, 2, 3]);
+    let li = (leader - 1) as usize;
+    let followers: Vec<usize> = (0..3).filter(|i| *i != li).collect();
+    let send = |to: &str, topic: &str, acks: &str, value: &str, timeout_ms: &str| {
+        use rdkafka::producer::{FutureProducer, FutureRecord};
+        let p: FutureProducer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", to)
+            .set("acks", acks)
+            .set("message.timeout.ms", timeout_ms)
+            // The broker's own error, not a retry's timeout.
+            .set("retries", "0")
+            .create()
+            .unwrap();
+        block(p.send(
+            FutureRecord::<(), _>::to(topic).payload(value).partition(0),
+            Duration::from_secs(30),
+        ))
+        .map(|_| ())
+        .map_err(|(e, _)| e)
+    };
+    let bootstrap = c.bootstrap();
+    send(&bootstrap, "waits", "all", "flows", "10000").unwrap();
+    // Followers that cannot fetch hold an acks=all produce back: it is not acknowledged
+    // (it times out, or the ISR shrinks below min.insync.replicas after its append).
+    for i in &followers {
+        signal(&c.nodes[*i], libc::SIGSTOP);
+    }
+    let held = send(&bootstrap, "waits", "all", "held", "1500");
+    for i in &followers {
+        signal(&c.nodes[*i], libc::SIGCONT);
+    }
+    assert!(
+        held.is_err(),
+        "acks=all was answered while no follower could fetch: {held:?}"
+    );
+    wait_in_sync(&c, li, "waits", 0, &[1, 2, 3]);
+    wait_in_sync(&c, li, "strict", 0, &[1, 2, 3]);
+    // A broker that leads neither topic goes: two in sync, as many as "waits" asks and
+    // fewer than "strict" does.
+    let victim = (1..=3).find(|id| *id != leader && *id != strict_leader).unwrap();
+    c.kill9((victim - 1) as usize);
+    let two: Vec<i32> = (1..=3).filter(|id| *id != victim).collect();
+    wait_in_sync(&c, li, "waits", 0, &two);
+    wait_in_sync(&c, li, "strict", 0, &two);
+    let bootstrap = c.bootstrap();
+    send(&bootstrap, "waits", "all", "two in sync", "10000").unwrap();
+    let refused = send(&bootstrap, "strict", "all", "two of three", "3000");
+    assert!(
+        matches!(
+            refused,
+            Err(rdkafka::error::KafkaError::MessageProduction(
+                rdkafka::types::RDKafkaErrorCode::NotEnoughReplicas
+            ))
+        ),
+        "{refused:?}"
+    );
+    send(&bootstrap, "strict", "1", "acks=1 takes it", "10000").unwrap();
+}
+
+#[test]
+fn the_java_clients_idempotent_acks_all_loses_and_duplicates_nothing_while_leaders_are_killed() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("java-verified", 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    for p in 0..3 {
+        wait_in_sync(&c, 0, "java-verified", p, &[1, 2, 3]);
+    }
+    let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/AcksAllDelivery.java");
+    let java = common::Program::spawn(
+        std::process::Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(format!("{}/*", common::kafka_lib().display()))
+            .arg(&program)
+            .args([&c.bootstrap(), "java-verified", "3", "8000", "400"]),
+    );
+    // Kafka's Java client starts slowly: let it produce before the first kill.
+    std::thread::sleep(Duration::from_secs(5));
+    for round in 0..3 {
+        let via = (0..3).find(|i| c.nodes[*i].serve.is_some()).unwrap();
+        let leader = wait_in_sync(&c, via, "java-verified", round, &[1, 2, 3]);
+        let victim = (leader - 1) as usize;
+        c.kill9(victim);
+        let survivor = (0..3).find(|i| *i != victim).unwrap();
+        let live: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+        wait_in_sync(&c, survivor, "java-verified", round, &live);
+        c.launch(victim);
+        wait_in_sync(&c, survivor, "java-verified", round, &[1, 2, 3]);
+    }
+    let printed = java.finish(Duration::from_secs(240));
+    let acked: Vec<String> = printed
+        .lines()
+        .filter_map(|l| l.strip_prefix("acked "))
+        .map(|l| format!("j-{}", l.split_whitespace().next().unwrap()))
+        .collect();
+    let failed = printed.lines().filter(|l| l.starts_with("failed ")).count();
+    for l in printed.lines().filter(|l| l.starts_with("failed ")).take(3) {
+        eprintln!("{l}");
+    }
+    assert!(printed.lines().any(|l| l.starts_with("done ")), "{printed}");
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for (_, _, v) in read_to_end(&c.bootstrap(), "java-verified", 3, "read_uncommitted") {
+        *seen.entry(String::from_utf8(v).unwrap()).or_default() += 1;
+    }
+    let lost: Vec<&String> = acked.iter().filter(|v| !seen.contains_key(*v)).collect();
+    let duplicated: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    eprintln!(
+        "java: acked {}, failed {failed}, read {}, lost {}, duplicated {}",
+        acked.len(),
+        seen.len(),
+        lost.len(),
+        duplicated.len()
+    );
+    assert_eq!(
+        (acked.len(), failed),
+        (8000, 0),
+        "every record acknowledged within delivery.timeout.ms"
+    );
+    assert!(
+        lost.is_empty(),
+        "acknowledged and lost: {:?}",
+        &lost[..lost.len().min(10)]
+    );
+    assert!(
+        duplicated.is_empty(),
+        "written twice: {:?}",
+        &duplicated[..duplicated.len().min(10)]
+    );
+}
