@@ -149,9 +149,9 @@ impl Broker {
     /// `__consumer_offsets-0` and has loaded the groups from it. The error code a group
     /// request gets if not.
     pub fn group_coordinator_ready(&self) -> Result<(), i16> {
-        let Some(c) = &self.cluster else {
+        if self.cluster.is_none() {
             return Ok(());
-        };
+        }
         match self.leadership(crate::groups::store::OFFSETS_TOPIC, 0) {
             Ok(epoch)
                 if self
@@ -162,10 +162,7 @@ impl Broker {
                 Ok(())
             }
             Ok(_) => Err(crate::error_codes::COORDINATOR_LOAD_IN_PROGRESS),
-            Err(_) => {
-                let _ = c;
-                Err(crate::error_codes::NOT_COORDINATOR)
-            }
+            Err(_) => Err(crate::error_codes::NOT_COORDINATOR),
         }
     }
 

@@ -50,12 +50,18 @@ impl Admin {
         let mut last = None;
         let mut connected = None;
         for addr in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-            match TcpStream::connect(addr) {
+            // A broker cut off from the network drops the SYN: give up on it soon.
+            let connected_to = std::net::ToSocketAddrs::to_socket_addrs(addr)
+                .with_context(|| format!("resolve {addr}"))?
+                .next()
+                .with_context(|| format!("no address for {addr}"))
+                .and_then(|a| Ok(TcpStream::connect_timeout(&a, Duration::from_secs(3))?));
+            match connected_to {
                 Ok(s) => {
                     connected = Some(s);
                     break;
                 }
-                Err(e) => last = Some(anyhow::Error::new(e).context(format!("connect to {addr}"))),
+                Err(e) => last = Some(e.context(format!("connect to {addr}"))),
             }
         }
         let stream = match (connected, last) {

@@ -142,16 +142,21 @@ fn whole_batches(records: &Bytes) -> Bytes {
 }
 
 /// Follows `replica` while this broker follows `leader` at `epoch`; returns when that ends.
-pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epoch: i32) {
+/// `generation`: the partition's role generation this fetcher was started for.
+pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epoch: i32, generation: u64) {
     let node = b.config.node_id;
+    let me = Following {
+        leader,
+        epoch,
+        generation,
+    };
     let (topic, partition) = (replica.topic.clone(), replica.partition);
     let mut connection: Option<LeaderConnection> = None;
     let mut truncated = false;
     let mut failing = false;
     loop {
-        match replica.role() {
-            Role::Follower { leader: l, epoch: e } if l == leader && e == epoch => {}
-            _ => return,
+        if !me.current(&replica) {
+            return;
         }
         let step = async {
             if connection.is_none() {
@@ -166,10 +171,10 @@ pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epo
             }
             let conn = connection.as_mut().expect("connected");
             if !truncated {
-                truncate_to_leader(&b, &replica, conn, leader, epoch).await?;
+                truncate_to_leader(&b, &replica, conn, me).await?;
                 truncated = true;
             }
-            fetch_once(&b, &replica, conn, leader, epoch).await
+            fetch_once(&b, &replica, conn, me).await
         };
         match step.await {
             Ok(Fetched::Records) => failing = false,
@@ -205,9 +210,9 @@ async fn truncate_to_leader(
     b: &Arc<Broker>,
     replica: &Arc<Replica>,
     conn: &mut LeaderConnection,
-    leader: BrokerId,
-    epoch: i32,
+    me: Following,
 ) -> io::Result<()> {
+    let epoch = me.epoch;
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
     let log = b
         .topics
@@ -273,7 +278,7 @@ async fn truncate_to_leader(
     let cut = b
         .storage
         .run(key, move || {
-            if !still_following(&r2, leader, epoch) {
+            if !me.current(&r2) {
                 return Ok(Offset(-1));
             }
             let log = store.truncate_log(&id, Offset(to))?;
@@ -290,20 +295,31 @@ async fn truncate_to_leader(
     Ok(())
 }
 
-/// Still following `leader` at `epoch`? Checked again on the storage thread right before a
-/// fetcher changes the log: a fetcher of an older leadership whose answer came late must not
-/// append after (or truncate under) the fetcher of the new one.
-fn still_following(replica: &Replica, leader: BrokerId, epoch: i32) -> bool {
-    matches!(replica.role(), Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)
+/// What a fetcher follows: a leader, at an epoch, in one generation of the partition's role.
+#[derive(Debug, Clone, Copy)]
+struct Following {
+    leader: BrokerId,
+    epoch: i32,
+    generation: u64,
+}
+
+impl Following {
+    /// Still this fetcher's to follow? Checked again on the storage thread right before it
+    /// changes the log: a fetcher of an older role whose answer came late must not append
+    /// after (or truncate under) the fetcher of the new one.
+    fn current(&self, replica: &Replica) -> bool {
+        replica.generation() == self.generation
+            && matches!(replica.role(), Role::Follower { leader, epoch } if leader == self.leader && epoch == self.epoch)
+    }
 }
 
 async fn fetch_once(
     b: &Arc<Broker>,
     replica: &Arc<Replica>,
     conn: &mut LeaderConnection,
-    leader: BrokerId,
-    epoch: i32,
+    me: Following,
 ) -> io::Result<Fetched> {
+    let epoch = me.epoch;
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
     let log = b
         .topics
@@ -353,7 +369,7 @@ async fn fetch_once(
     let appended = b
         .storage
         .run(key, move || {
-            if !still_following(&r2, leader, epoch) {
+            if !me.current(&r2) {
                 return Ok(None);
             }
             let log = b2

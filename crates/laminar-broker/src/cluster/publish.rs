@@ -27,7 +27,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
             let now = image.clone();
             b.io.run(move || topics.apply_image(before.as_deref(), &now, node))
                 .await;
-            apply_roles(&b, &image, previous.as_deref()).await;
+            apply_roles(&b, &image).await;
             // Consumers waiting in long poll: an ISR change may have moved a high watermark.
             b.data_arrived.notify_waiters();
             previous = Some(image);
@@ -39,7 +39,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
 }
 
 /// Leads, follows or stops each partition placed here (or placed here before).
-async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage, before: Option<&ClusterImage>) {
+async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
     let cluster = b.cluster.as_ref().expect("images come in a cluster");
     let node = cluster.node_id;
     let fenced = image.brokers.get(&node).is_none_or(|x| x.fenced);
@@ -53,7 +53,6 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage, before: Option<&Clus
     }
     partitions.sort();
     partitions.dedup();
-    let _ = before;
     for (topic, partition) in partitions {
         let info = image.partition(&topic, partition);
         let log = b.topics.log(&topic, partition);
@@ -95,7 +94,14 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage, before: Option<&Clus
                     unload_groups(b);
                 }
                 if let Some(replica) = cluster.replicas.get(&topic, partition) {
-                    tokio::spawn(super::fetcher::follow(b.clone(), replica, leader, epoch));
+                    let generation = replica.generation();
+                    tokio::spawn(super::fetcher::follow(
+                        b.clone(),
+                        replica,
+                        leader,
+                        epoch,
+                        generation,
+                    ));
                 }
             }
             Transition::Stopped => {

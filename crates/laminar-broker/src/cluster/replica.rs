@@ -76,6 +76,10 @@ pub struct Replica {
     /// A new leader serves once its log is ready for it (the epoch recorded, the producer
     /// state rebuilt from the log): until then it answers as a non-leader.
     serving: std::sync::atomic::AtomicBool,
+    /// Bumped by every change of role: a fetcher follows only the generation it was started
+    /// for, so that one whose call was stuck while the broker was fenced and unfenced (its
+    /// leader and epoch the same again) ends instead of racing the new one.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Replica {
@@ -105,6 +109,10 @@ impl Replica {
             Role::Leader(l) if self.serving.load(std::sync::atomic::Ordering::Acquire) => Some(l.epoch),
             _ => None,
         }
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The new leader's log is ready: it serves from now on.
@@ -347,6 +355,7 @@ impl Replicas {
                     role: Mutex::new(Role::Idle),
                     hw: watch::channel(0).0,
                     serving: std::sync::atomic::AtomicBool::new(false),
+                    generation: std::sync::atomic::AtomicU64::new(0),
                 })
             })
             .clone();
@@ -423,6 +432,11 @@ impl Replicas {
                 }
             }
         };
+        if transition.is_some() {
+            replica
+                .generation
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
         drop(role);
         if let Some(Transition::BecameLeader { .. }) = &transition {
             // The high watermark it learned as a follower, never above its own log.
