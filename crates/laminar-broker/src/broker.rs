@@ -249,6 +249,10 @@ impl Broker {
                 }
                 let mut batch = GroupStore::encode(&records, &b.groups, &pending)
                     .map_err(|e| GroupLogError::Encode(e.to_string()))?;
+                // On the storage thread, where a fetcher would append: still the leader?
+                if b.group_coordinator_ready().is_err() {
+                    return Err(GroupLogError::NotCoordinator);
+                }
                 let log = b.group_store.log();
                 let info = log.append_as(&mut batch, laminar_storage::AppendMode::Leader { epoch })?;
                 if apply {
@@ -275,7 +279,7 @@ impl Broker {
                 match (&flushed, &replica) {
                     (Ok(_), Some(r))
                         if !r
-                            .wait_replicated(info.last_offset.0, GROUP_WRITE_REPLICATION)
+                            .wait_replicated(info.last_offset.0, epoch, GROUP_WRITE_REPLICATION)
                             .await =>
                     {
                         return crate::error_codes::REQUEST_TIMED_OUT
@@ -287,6 +291,7 @@ impl Broker {
                 crate::warn!("group records refused: {e}");
                 return crate::error_codes::INVALID_REQUEST;
             }
+            Ok(Err(GroupLogError::NotCoordinator)) => return crate::error_codes::NOT_COORDINATOR,
             Ok(Err(e)) => Err(e.to_string()),
             Err(panicked) => Err(panicked.to_string()),
         };
@@ -421,6 +426,9 @@ enum GroupWrite {
 enum GroupLogError {
     #[error("{0}")]
     Encode(String),
+    /// In a cluster: this broker stopped leading the group log before the append.
+    #[error("no longer the group coordinator")]
+    NotCoordinator,
     #[error(transparent)]
     Storage(#[from] laminar_storage::StorageError),
 }

@@ -37,6 +37,8 @@ pub enum StorageError {
         base_offset: i64,
         expected: i64,
     },
+    #[error("log {log}: an append as leader at epoch {epoch}, older than the log's latest epoch {latest}")]
+    StaleEpoch { log: String, epoch: i32, latest: i32 },
     #[error("log {0} does not exist")]
     UnknownLog(String),
     #[error("corrupt {what} in {path}: {reason}")]

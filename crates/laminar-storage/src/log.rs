@@ -483,17 +483,38 @@ impl Log {
                 (Offset(headers[0].0.base_offset), next)
             }
         };
-        {
-            let mut epochs = self.epochs.lock().unwrap();
-            match mode {
-                AppendMode::Leader { epoch } => {
-                    epochs.assign(epoch, log_end, self.storage.as_ref(), &self.dir)?;
+        let latest = self.epochs.lock().unwrap().latest().map(|(e, _)| e);
+        match mode {
+            AppendMode::Leader { epoch } => {
+                // A leader of an older epoch must not write after a newer one's records
+                // (a broker that stopped leading, and replicated since).
+                if let Some(latest) = latest.filter(|latest| *latest > epoch) {
+                    return Err(StorageError::StaleEpoch {
+                        log: self.name.clone(),
+                        epoch,
+                        latest,
+                    });
                 }
-                AppendMode::Replica => {
-                    for (h, _, _) in &headers {
-                        let epoch = h.partition_leader_epoch;
-                        epochs.assign(epoch, Offset(h.base_offset), self.storage.as_ref(), &self.dir)?;
-                    }
+                if latest != Some(epoch) {
+                    self.change_epochs(|e| e.assign(epoch, log_end, self.storage.as_ref(), &self.dir))?;
+                }
+            }
+            AppendMode::Replica => {
+                if headers
+                    .iter()
+                    .any(|(h, _, _)| Some(h.partition_leader_epoch) > latest)
+                {
+                    self.change_epochs(|e| {
+                        for (h, _, _) in &headers {
+                            e.assign(
+                                h.partition_leader_epoch,
+                                Offset(h.base_offset),
+                                self.storage.as_ref(),
+                                &self.dir,
+                            )?;
+                        }
+                        Ok(true)
+                    })?;
                 }
             }
         }
@@ -635,11 +656,19 @@ impl Log {
     pub fn begin_epoch(&self, epoch: i32) -> Result<()> {
         let _app = self.appender.lock().unwrap();
         let log_end = self.log_end();
-        self.epochs
-            .lock()
-            .unwrap()
-            .assign(epoch, log_end, self.storage.as_ref(), &self.dir)?;
+        self.change_epochs(|e| e.assign(epoch, log_end, self.storage.as_ref(), &self.dir))?;
         Ok(())
+    }
+
+    /// Changes the leader epoch cache: `change` works on a copy (and writes the checkpoint
+    /// file, with its fsyncs, if it changes anything) outside the lock that readers take,
+    /// so that a socket thread asking for an epoch never waits for that write. Callers hold
+    /// the append lock, or the log is closed: changes never race one another.
+    fn change_epochs<T>(&self, change: impl FnOnce(&mut LeaderEpochs) -> Result<T>) -> Result<T> {
+        let mut copy = self.epochs.lock().unwrap().clone();
+        let out = change(&mut copy)?;
+        *self.epochs.lock().unwrap() = copy;
+        Ok(out)
     }
 
     /// The latest leader epoch of this log, if any.
@@ -1476,10 +1505,7 @@ impl Log {
         if self.storage.exists(&checkpoint) {
             self.storage.remove_file(&checkpoint).ctx("remove", &checkpoint)?;
         }
-        self.epochs
-            .lock()
-            .unwrap()
-            .truncate_from_end(end, self.storage.as_ref(), &self.dir)?;
+        self.change_epochs(|e| e.truncate_from_end(end, self.storage.as_ref(), &self.dir))?;
         self.storage
             .sync_dir(&self.dir)
             .ctx("fsync directory", &self.dir)?;

@@ -253,12 +253,15 @@ async fn truncate_to_leader(
         // The leader knows no epoch at or below ours: a fetch past its end tells.
         return Ok(());
     }
-    // Where the leader's answer epoch ends here, and where it ends there.
-    let (my_epoch, my_end) = log.end_offset_for_epoch(answer.leader_epoch);
-    let mut to = answer.end_offset;
-    if my_epoch == answer.leader_epoch && my_end >= 0 {
-        to = to.min(my_end);
-    }
+    // Where the leader's answer epoch ends there, and where that epoch (or the largest of
+    // ours below it) ends here: the logs agree below the smaller (KIP-101, and Kafka's
+    // follower takes the minimum whether or not it has that very epoch).
+    let (_, my_end) = log.end_offset_for_epoch(answer.leader_epoch);
+    let to = if my_end >= 0 {
+        answer.end_offset.min(my_end)
+    } else {
+        answer.end_offset
+    };
     let log_end = log.log_end().0;
     if to >= log_end {
         return Ok(());
@@ -326,6 +329,13 @@ async fn fetch_once(
         .log(topic, partition)
         .ok_or_else(|| io::Error::other("no log here"))?;
     let fetch_offset = log.log_end();
+    // The fetch offset acknowledges everything below it: it must all be on disk (a previous
+    // fetcher's last append may not be yet).
+    if log.flushed_end() < fetch_offset {
+        crate::net::waiting(log.wait_flushed(laminar_storage::Offset(fetch_offset.0 - 1)))
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
+    }
     let mut p = FetchPartition::default();
     p.partition = partition;
     p.current_leader_epoch = epoch;

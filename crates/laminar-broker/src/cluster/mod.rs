@@ -262,7 +262,8 @@ impl Cluster {
             isr: change.isr.clone(),
         };
         let outcome = self.write(command).await;
-        let done = match &outcome {
+        let replica = self.replicas.get(&change.topic, change.partition);
+        match &outcome {
             Ok(r) if r.error_code == crate::error_codes::NONE => {
                 crate::info!(
                     "{}-{}: ISR is now {:?}",
@@ -271,7 +272,6 @@ impl Cluster {
                     change.isr
                 );
                 // Applied here once the image arrives; until then the change stays pending.
-                false
             }
             Ok(r) => {
                 crate::warn!(
@@ -281,16 +281,15 @@ impl Cluster {
                     change.isr,
                     r.message
                 );
-                true
+                if let Some(r) = replica {
+                    r.isr_change_refused();
+                }
             }
             Err(e) => {
                 crate::warn!("{}-{}: ISR change: {e}", change.topic, change.partition);
-                true
-            }
-        };
-        if done {
-            if let Some(r) = self.replicas.get(&change.topic, change.partition) {
-                r.isr_change_done();
+                if let Some(r) = replica {
+                    r.isr_change_unknown();
+                }
             }
         }
     }

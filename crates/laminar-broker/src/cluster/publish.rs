@@ -68,20 +68,31 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                     // in it, and the idempotent producers' state rebuilt from the log as it
                     // is now (after a restart, or what it replicated as a follower), so that
                     // retries across the failover are de-duplicated.
+                    // On the partition's storage thread: after any append a fetcher of the
+                    // old role had queued, before any of the new leadership.
                     let b2 = b.clone();
                     let t2 = topic.clone();
-                    let ready =
-                        b.io.run(move || {
+                    let ready = b
+                        .storage
+                        .run(crate::storage_pool::partition_key(&topic, partition), move || {
+                            let log = b2.topics.log(&t2, partition).unwrap_or(log);
                             log.begin_epoch(epoch).map_err(|e| e.to_string())?;
                             b2.producers.forget_partition(&t2, partition);
                             b2.producers.rebuild_from_log(&t2, partition, &log)
                         })
-                        .await;
-                    if let Err(e) = ready {
-                        crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}");
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r);
+                    match ready {
+                        Ok(_) => {
+                            if let Some(r) = cluster.replicas.get(&topic, partition) {
+                                r.start_serving();
+                            }
+                        }
+                        // It does not serve: clients see NOT_LEADER_OR_FOLLOWER.
+                        Err(e) => crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}"),
                     }
-                }
-                if let Some(r) = cluster.replicas.get(&topic, partition) {
+                } else if let Some(r) = cluster.replicas.get(&topic, partition) {
                     r.start_serving();
                 }
                 if is_group_log(&topic, partition) {

@@ -43,6 +43,10 @@ pub struct Leading {
     pending_add: BTreeSet<BrokerId>,
     /// An ISR change is in flight at the controller.
     pub changing: bool,
+    /// The log end when this leadership began: a follower joins the ISR only once it has
+    /// everything before it (Kafka's rule), not merely the high watermark, which starts low
+    /// after a restart.
+    epoch_start: i64,
     followers: BTreeMap<BrokerId, Progress>,
 }
 
@@ -166,7 +170,7 @@ impl Replica {
         let Role::Leader(l) = &mut *role else {
             return None;
         };
-        if !l.replicas.contains(&follower) {
+        if !l.replicas.contains(&follower) || offset > log_end {
             return None;
         }
         let p = l.followers.entry(follower).or_insert(Progress {
@@ -185,33 +189,32 @@ impl Replica {
         }
         p.last_fetch = now;
         p.log_end_at_last_fetch = log_end;
+        // Decided and recorded under this one lock, with the high watermark it is compared
+        // to: another fetch cannot move the high watermark past this follower in between.
         let hw_now = self.high_watermark();
-        let expand = !l.isr.contains(&follower)
+        let change = if !l.isr.contains(&follower)
             && !l.pending_add.contains(&follower)
             && !l.changing
             && offset >= hw_now
-            && offset >= log_end.min(hw_now);
-        let l = l.clone();
-        drop(role);
-        self.advance(&l, log_end);
-        if expand {
-            let mut role = self.role.lock().unwrap();
-            if let Role::Leader(l) = &mut *role {
-                l.pending_add.insert(follower);
-                l.changing = true;
-                let mut isr = l.isr.clone();
-                isr.push(follower);
-                isr.sort_unstable();
-                return Some(IsrChange {
-                    topic: self.topic.clone(),
-                    partition: self.partition,
-                    leader_epoch: l.epoch,
-                    partition_epoch: l.partition_epoch,
-                    isr,
-                });
-            }
-        }
-        None
+            && offset >= l.epoch_start
+        {
+            l.pending_add.insert(follower);
+            l.changing = true;
+            let mut isr = l.isr.clone();
+            isr.push(follower);
+            isr.sort_unstable();
+            Some(IsrChange {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                leader_epoch: l.epoch,
+                partition_epoch: l.partition_epoch,
+                isr,
+            })
+        } else {
+            None
+        };
+        self.advance(l, log_end);
+        change
     }
 
     /// ISR members that have not caught up for `lag`: an ISR shrink to ask for.
@@ -249,25 +252,36 @@ impl Replica {
         })
     }
 
-    /// The controller refused or failed an ISR change: it may be asked again.
-    pub fn isr_change_done(&self) {
+    /// The controller refused an ISR change: it did not happen, and may be asked again.
+    pub fn isr_change_refused(&self) {
         if let Role::Leader(l) = &mut *self.role.lock().unwrap() {
             l.changing = false;
             l.pending_add.clear();
         }
     }
 
-    /// Waits until the high watermark passes `offset`, or `timeout`; false if it did not,
-    /// or the partition stopped being led here.
-    pub async fn wait_replicated(&self, offset: i64, timeout: Duration) -> bool {
+    /// The controller's answer to an ISR change was lost: it may have happened, so a
+    /// pending addition still counts for the high watermark (until an image says), but the
+    /// change may be asked again.
+    pub fn isr_change_unknown(&self) {
+        if let Role::Leader(l) = &mut *self.role.lock().unwrap() {
+            l.changing = false;
+        }
+    }
+
+    /// Waits until the high watermark passes `offset`, appended at leader epoch `epoch`, or
+    /// `timeout`; false if it did not, or this broker no longer leads at that epoch. The
+    /// leadership is checked before the high watermark is trusted: as a follower (or a
+    /// leader of a later epoch) the high watermark says nothing of a record it may have cut.
+    pub async fn wait_replicated(&self, offset: i64, epoch: i32, timeout: Duration) -> bool {
         let mut rx = self.hw.subscribe();
         let waited = tokio::time::timeout(timeout, async {
             loop {
-                if *rx.borrow_and_update() > offset {
-                    return true;
-                }
-                if self.leader_epoch().is_none() {
+                if self.leader_epoch() != Some(epoch) {
                     return false;
+                }
+                if *rx.borrow_and_update() > offset {
+                    return self.leader_epoch() == Some(epoch);
                 }
                 if rx.changed().await.is_err() {
                     return false;
@@ -373,12 +387,15 @@ impl Replicas {
                 Role::Leader(l) if l.epoch == info.leader_epoch => {
                     // Same leadership: the ISR may have changed.
                     if l.partition_epoch != info.partition_epoch {
+                        // Any change in flight was made against the old partition epoch:
+                        // it is in this image, or it will be refused.
                         l.partition_epoch = info.partition_epoch;
                         l.isr = info.isr.clone();
                         l.replicas = info.replicas.clone();
-                        l.pending_add.retain(|r| !info.isr.contains(r));
                         l.pending_add.clear();
                         l.changing = false;
+                        // A shrink may let the high watermark move at once.
+                        replica.advance(l, log_end);
                     }
                     None
                 }
@@ -408,6 +425,7 @@ impl Replicas {
                         isr: info.isr.clone(),
                         pending_add: BTreeSet::new(),
                         changing: false,
+                        epoch_start: log_end,
                         followers,
                     });
                     Some(Transition::BecameLeader {

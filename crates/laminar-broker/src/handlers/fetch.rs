@@ -396,13 +396,18 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
         return;
     };
     for w in wanted.iter().filter(|w| w.known) {
-        for &(partition, fetch_offset, _, _) in &w.partitions {
+        for &(partition, fetch_offset, _, current_epoch) in &w.partitions {
             let (Some(replica), Some(log)) = (
                 cluster.replicas.get(&w.name, partition),
                 b.topics.log(&w.name, partition),
             ) else {
                 continue;
             };
+            // Only a follower of this very leadership acknowledges anything (its fetch is
+            // answered FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH otherwise).
+            if replica.leader_epoch() != Some(current_epoch) {
+                continue;
+            }
             if let Some(change) = replica.on_follower_fetch(follower, fetch_offset, log.log_end().0) {
                 tokio::spawn(cluster.clone().change_isr(change));
             }

@@ -74,6 +74,7 @@ fn storage_code(e: &StorageError) -> i16 {
     match e {
         StorageError::InvalidBatch(_) => ec::CORRUPT_MESSAGE,
         StorageError::AppendSize { .. } => ec::MESSAGE_TOO_LARGE,
+        StorageError::StaleEpoch { .. } => ec::NOT_LEADER_OR_FOLLOWER,
         _ => ec::KAFKA_STORAGE_ERROR,
     }
 }
@@ -175,6 +176,12 @@ fn append(
             });
         }
         SeqCheck::Reject(code) => return Err(Refused::Code(code)),
+    }
+    // Checked again here, on the partition's storage thread, where a follower's fetcher
+    // appends and truncates too: the leadership may have moved since the request was
+    // taken (a large batch's validation, a transaction's implicit add).
+    if b.leadership(topic, partition) != Ok(leader_epoch) {
+        return Err(Refused::Code(ec::NOT_LEADER_OR_FOLLOWER));
     }
     let log_append_time_ms = if log_append_time {
         let now = laminar_storage::now_ms();
@@ -475,7 +482,14 @@ async fn produce_partition(
                 .flatten()
                 .map(|log| Durable {
                     flush: log.wait_flushed(Offset(a.last_offset)),
-                    replicated: replica.map(|r| (r, a.last_offset, b.topics.min_insync_replicas(&meta))),
+                    replicated: replica.map(|r| {
+                        (
+                            r,
+                            a.last_offset,
+                            leader_epoch,
+                            b.topics.min_insync_replicas(&meta),
+                        )
+                    }),
                     timeout,
                 });
             (out, durable)
@@ -487,8 +501,9 @@ async fn produce_partition(
 /// the high watermark passing it (every in-sync replica has it on its disk).
 struct Durable {
     flush: FlushWait,
-    /// The partition, the last offset appended, and its `min.insync.replicas`.
-    replicated: Option<(Arc<Replica>, i64, usize)>,
+    /// The partition, the last offset appended, the leader epoch it was appended at, and
+    /// the topic's `min.insync.replicas`.
+    replicated: Option<(Arc<Replica>, i64, i32, usize)>,
     /// The request's `timeout_ms`, for the replication.
     timeout: Duration,
 }
@@ -515,8 +530,8 @@ async fn answer_when_durable(
                 Some(ec::KAFKA_STORAGE_ERROR)
             }
             Ok(_) => match wait.replicated {
-                Some((replica, last, min_isr)) => {
-                    if crate::net::waiting(replica.wait_replicated(last, wait.timeout)).await {
+                Some((replica, last, epoch, min_isr)) => {
+                    if crate::net::waiting(replica.wait_replicated(last, epoch, wait.timeout)).await {
                         // As Kafka answers: replicated, but by fewer than the topic asks for
                         // (the ISR shrank after the append).
                         let isr = replica.isr().map_or(0, |isr| isr.len());
