@@ -273,29 +273,42 @@ async fn truncate_to_leader(
     );
     let store = b.store.clone();
     let id = LogId::new(topic, partition as u32);
-    let key = partition_key(topic, partition);
     let b2 = b.clone();
     let (t2, p2) = (topic.to_string(), partition);
+    let cut = change_log(b, replica, me, move || {
+        let log = store.truncate_log(&id, Offset(to))?;
+        b2.producers.forget_partition(&t2, p2);
+        if let Err(e) = b2.producers.rebuild_from_log(&t2, p2, &log) {
+            crate::warn!("rebuilding producer state of {t2}-{p2}: {e}");
+        }
+        Ok(log.log_end())
+    })
+    .await?;
+    if let Some(cut) = cut {
+        crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
+    }
+    Ok(())
+}
+
+/// Runs `job` (an append or a truncation) on the partition's storage thread, where its
+/// appends run in order, if this fetcher still follows there (`None` if not).
+async fn change_log<T: Send + 'static>(
+    b: &Arc<Broker>,
+    replica: &Arc<Replica>,
+    me: Following,
+    job: impl FnOnce() -> Result<T, laminar_storage::StorageError> + Send + 'static,
+) -> io::Result<Option<T>> {
     let r2 = replica.clone();
-    // On the partition's storage thread: no append of it runs meanwhile.
-    let cut = b
-        .storage
-        .run(key, move || {
+    b.storage
+        .run(partition_key(&replica.topic, replica.partition), move || {
             if !me.current(&r2) {
-                return Ok(Offset(-1));
+                return Ok(None);
             }
-            let log = store.truncate_log(&id, Offset(to))?;
-            b2.producers.forget_partition(&t2, p2);
-            if let Err(e) = b2.producers.rebuild_from_log(&t2, p2, &log) {
-                crate::warn!("rebuilding producer state of {t2}-{p2}: {e}");
-            }
-            Ok::<_, laminar_storage::StorageError>(log.log_end())
+            job().map(Some)
         })
         .await
         .map_err(|e| io::Error::other(e.to_string()))?
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
-    Ok(())
+        .map_err(|e| io::Error::other(e.to_string()))
 }
 
 /// What a fetcher follows: a leader, at an epoch, in one generation of the partition's role.
@@ -372,28 +385,20 @@ async fn fetch_once(
         replica.set_follower_high_watermark(data.high_watermark.min(fetch_offset.0));
         return Ok(Fetched::Nothing);
     }
-    let key = partition_key(topic, partition);
     let b2 = b.clone();
     let (t2, p2) = (topic.to_string(), partition);
-    let r2 = replica.clone();
-    let appended = b
-        .storage
-        .run(key, move || {
-            if !me.current(&r2) {
-                return Ok(None);
-            }
-            let log = b2
-                .topics
-                .log(&t2, p2)
-                .ok_or_else(|| laminar_storage::StorageError::UnknownLog(format!("{t2}-{p2}")))?;
-            let mut buf = records.to_vec();
-            let info = log.append_as(&mut buf, AppendMode::Replica)?;
-            b2.producers.observe(&t2, p2, &buf);
-            Ok::<_, laminar_storage::StorageError>(Some((log, info)))
-        })
-        .await
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    let Some((log, info)) = appended.map_err(|e| io::Error::other(e.to_string()))? else {
+    let appended = change_log(b, replica, me, move || {
+        let log = b2
+            .topics
+            .log(&t2, p2)
+            .ok_or_else(|| laminar_storage::StorageError::UnknownLog(format!("{t2}-{p2}")))?;
+        let mut buf = records.to_vec();
+        let info = log.append_as(&mut buf, AppendMode::Replica)?;
+        b2.producers.observe(&t2, p2, &buf);
+        Ok((log, info))
+    })
+    .await;
+    let Some((log, info)) = appended? else {
         return Ok(Fetched::Nothing); // the leadership changed: the loop ends
     };
     // The next fetch acknowledges all this: it must be on disk first.
