@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Sourced by bench/s5.sh and bench/transactions.sh: Laminar or Kafka started and stopped on one
-# port, Kafka's Java tools run as its scripts run them, and loads run with a time limit.
+# port, and loads run with a time limit (Kafka's Java tools: `java_tool_setup` in machine.sh).
 # The sourcing script sets: PORT, bootstrap, work (a scratch dir), bin (laminar), out,
 # KAFKA_LIB, TOOL_HEAP, NETWORK_THREADS, IO_THREADS, REBALANCE_DELAY_MS, LOAD_TIMEOUT_S, and
 # launcher_pid="" broker_pid="" tool_pid="" (what its cleanup stops).
@@ -17,31 +17,6 @@ cleanup() {
     wait "$launcher_pid" 2>/dev/null || true
   fi
   rm -rf "$work"
-}
-
-# java_tool_setup: the `java_tool` command array, and its log4j2 config in $work.
-java_tool_setup() {
-  # The Java tools run as Kafka's bin/kafka-*-perf-test.sh run them (heap, G1 options), with a
-  # log4j2 config that prints warnings, plus the clients' "ProducerConfig values:" and
-  # "ConsumerConfig values:" dumps (logged by AbstractConfig): the raw files then show every
-  # client setting in effect.
-  cat > "$work/tools-log4j2.properties" <<'LOG4J'
-status = warn
-appender.console.type = Console
-appender.console.name = STDERR
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.stderr.ref = STDERR
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = INFO
-LOG4J
-  # TOOL_HEAP is deliberately split into words (it may hold several JVM options).
-  # shellcheck disable=SC2206
-  java_tool=(java $TOOL_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
-    -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
-    "-Dlog4j2.configurationFile=$work/tools-log4j2.properties" -cp "$KAFKA_LIB/*")
 }
 
 wait_port() {

@@ -89,23 +89,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Evicts every file under $1 whose path contains /big- from the page cache.
-evict_big() {
-  python3 - "$1" <<'PY'
-import os, sys
-n = 0
-for root, _, files in os.walk(sys.argv[1]):
-    if "/big-" not in root + "/":
-        continue
-    for f in files:
-        fd = os.open(os.path.join(root, f), os.O_RDONLY)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
-        n += 1
-print(f"evicted {n} files", file=sys.stderr)
-PY
-}
-
 wait_port() {
   for _ in $(seq 1 120); do
     bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0

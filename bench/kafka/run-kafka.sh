@@ -11,6 +11,11 @@
 #   env: KAFKA_LIB (default /tmp/kafka-lib), CONTROLLER_PORT (default PORT+1),
 #        KAFKA_HEAP_OPTS (default "-Xmx1g -Xms256m"), KAFKA_LOG_LEVEL for the
 #        console (default WARN; server.log in DATA_DIR gets INFO).
+#   A node of a cluster (every node broker and controller, as Laminar's combined mode):
+#        KAFKA_NODE_ID (default 1), KAFKA_QUORUM_VOTERS ("1@127.0.0.1:PORT,..."; a static
+#        quorum: each listed node's controller listens on its address, CONTROLLER_PORT must
+#        be this node's), KAFKA_CLUSTER_ID (the same for every node; default a random one),
+#        KAFKA_INTERNAL_RF (the internal topics' replication factor, default 1).
 #
 # Runs in the foreground. To use it from a script, background it and stop it by
 # its PID with SIGTERM (kill PID): the script forwards the signal to the JVM,
@@ -38,12 +43,19 @@ mkdir -p "$DATA_DIR"
 DATA_DIR="$(cd "$DATA_DIR" && pwd)"
 LOG_DIRS="$DATA_DIR/kraft-logs"
 PROPS="$DATA_DIR/server.properties"
+NODE_ID="${KAFKA_NODE_ID:-1}"
+INTERNAL_RF="${KAFKA_INTERNAL_RF:-1}"
+if [[ -n "${KAFKA_QUORUM_VOTERS:-}" ]]; then
+  QUORUM="controller.quorum.voters=${KAFKA_QUORUM_VOTERS}"
+else
+  QUORUM="controller.quorum.bootstrap.servers=127.0.0.1:${CONTROLLER_PORT}"
+fi
 LOG4J="$DATA_DIR/log4j2.properties"
 
 cat > "$PROPS" <<PROPS
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=127.0.0.1:${CONTROLLER_PORT}
+node.id=${NODE_ID}
+${QUORUM}
 listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
 advertised.listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
 inter.broker.listener.name=PLAINTEXT
@@ -51,10 +63,10 @@ controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=${LOG_DIRS}
 num.partitions=1
-offsets.topic.replication.factor=1
-share.coordinator.state.topic.replication.factor=1
+offsets.topic.replication.factor=${INTERNAL_RF}
+share.coordinator.state.topic.replication.factor=${INTERNAL_RF}
 share.coordinator.state.topic.min.isr=1
-transaction.state.log.replication.factor=1
+transaction.state.log.replication.factor=${INTERNAL_RF}
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 num.network.threads=${KAFKA_NETWORK_THREADS:-2}
@@ -89,11 +101,16 @@ JAVA_OPTS=(
   -cp "$KAFKA_LIB/*"
 )
 
-# Format the storage once (kafka-storage.sh format --standalone equivalent).
+# Format the storage once (kafka-storage.sh format --standalone equivalent; with a static
+# quorum, plain `format`, every node with the same cluster id).
 if [[ ! -f "$LOG_DIRS/meta.properties" ]]; then
-  CLUSTER_ID="$(timeout 60 java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
-  timeout 120 java "${JAVA_OPTS[@]}" kafka.tools.StorageTool format \
-    --config "$PROPS" --cluster-id "$CLUSTER_ID" --standalone
+  CLUSTER_ID="${KAFKA_CLUSTER_ID:-}"
+  if [[ -z "$CLUSTER_ID" ]]; then
+    CLUSTER_ID="$(timeout 60 java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
+  fi
+  FORMAT_ARGS=(--config "$PROPS" --cluster-id "$CLUSTER_ID")
+  if [[ -z "${KAFKA_QUORUM_VOTERS:-}" ]]; then FORMAT_ARGS+=(--standalone); fi
+  timeout 120 java "${JAVA_OPTS[@]}" kafka.tools.StorageTool format "${FORMAT_ARGS[@]}"
 fi
 
 echo "Starting Apache Kafka on 127.0.0.1:${PORT} (controller 127.0.0.1:${CONTROLLER_PORT}), data in ${DATA_DIR}"

@@ -392,7 +392,12 @@ impl Broker {
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r),
             Request::DescribeProducers(r) => handlers::describe_producers::handle(b, v, c, r),
-            Request::ListPartitionReassignments(r) => handlers::list_partition_reassignments::handle(v, c, r),
+            Request::AlterPartitionReassignments(r) => {
+                handlers::alter_partition_reassignments::handle(b, v, c, r).await
+            }
+            Request::ListPartitionReassignments(r) => {
+                handlers::list_partition_reassignments::handle(b, v, c, r)
+            }
             Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, v, c, r).await,
             Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, v, c, r).await,
             Request::EndTxn(r) => handlers::end_txn::handle(b, v, c, r).await,
@@ -442,8 +447,9 @@ pub struct RunningBroker {
     group_timer: tokio::task::JoinHandle<()>,
     group_writer: tokio::task::JoinHandle<()>,
     txn_timer: tokio::task::JoinHandle<()>,
-    /// In a cluster: the heartbeats to the controller, and the task that applies each new
-    /// image to this broker's logs.
+    /// In a cluster: the task that applies each new image to this broker's logs (first:
+    /// it runs on while the broker leaves), the heartbeats to the controller and the ISR
+    /// checks.
     cluster_tasks: Vec<tokio::task::JoinHandle<()>>,
     metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
 }
@@ -757,13 +763,17 @@ impl RunningBroker {
     /// Clean shutdown: stop accepting, finish the requests in flight, flush every log and
     /// write the clean-shutdown marker.
     pub async fn shutdown(self) -> io::Result<()> {
-        for task in &self.cluster_tasks {
+        // The heartbeats stop (one would unfence this broker again) but images are still
+        // applied while it leaves: its leaderships move first, as Kafka's controlled shutdown.
+        for task in self.cluster_tasks.iter().skip(1) {
             task.abort();
         }
         if let Some(c) = &self.broker.cluster {
-            // Leaderships move now, not after a session timeout.
             c.leave(&self.broker.advertised_host, self.broker.advertised_port)
                 .await;
+        }
+        for task in &self.cluster_tasks {
+            task.abort();
         }
         self.retention.abort();
         self.producer_expiry.abort();

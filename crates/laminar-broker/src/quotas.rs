@@ -206,7 +206,8 @@ impl Quotas {
     }
 
     /// Applies AlterClientQuotas entries: each is all-or-nothing. `validate_only` checks
-    /// without changing anything. Writes `quotas.json`: runs on the I/O pool.
+    /// without changing anything. Writes `quotas.json`: runs on the I/O pool. (In a cluster
+    /// the quotas live in the cluster metadata instead: see `set_entries`.)
     pub fn alter(
         &self,
         entries: &[(QuotaEntity, Vec<QuotaOp>)],
@@ -217,41 +218,9 @@ impl Quotas {
         let results: Vec<_> = entries
             .iter()
             .map(|(entity, ops)| {
-                let client_id = single_client_entity(entity)?;
-                for op in ops {
-                    if op.key != CONSUMER_BYTE_RATE && op.key != PRODUCER_BYTE_RATE {
-                        return Err((
-                            crate::error_codes::INVALID_REQUEST,
-                            format!("quota {} is not supported; Laminar has {CONSUMER_BYTE_RATE} and {PRODUCER_BYTE_RATE}", op.key),
-                        ));
-                    }
-                    let positive = op.value.is_finite() && op.value > 0.0;
-                    if !op.remove && !positive {
-                        return Err((
-                            crate::error_codes::INVALID_REQUEST,
-                            format!("{} must be a positive number of bytes per second", op.key),
-                        ));
-                    }
-                }
-                if validate_only {
-                    return Ok(());
-                }
-                let pos = next.iter().position(|e| e.client_id == client_id).unwrap_or_else(|| {
-                    next.push(QuotaEntry {
-                        client_id: client_id.clone(),
-                        values: BTreeMap::new(),
-                    });
-                    next.len() - 1
-                });
-                for op in ops {
-                    if op.remove {
-                        next[pos].values.remove(&op.key);
-                    } else {
-                        next[pos].values.insert(op.key.clone(), op.value);
-                    }
-                }
-                if next[pos].values.is_empty() {
-                    next.remove(pos);
+                let change = checked_change(entity, ops)?;
+                if !validate_only {
+                    apply_changes(&mut next, std::slice::from_ref(&change));
                 }
                 Ok(())
             })
@@ -275,6 +244,73 @@ impl Quotas {
             *self.entries.write().unwrap() = next;
         }
         results
+    }
+
+    /// In a cluster: the quotas the cluster metadata holds, applied here as they are.
+    pub fn set_entries(&self, entries: Vec<QuotaEntry>) {
+        let mut current = self.entries.write().unwrap();
+        if *current != entries {
+            *current = entries;
+        }
+    }
+}
+
+/// One entity's quota change: its client-id (`None`: the default entity) and, per quota key,
+/// the new value (`None`: removed).
+pub type QuotaChange = (Option<String>, Vec<(String, Option<f64>)>);
+
+/// An AlterClientQuotas entry checked: a client-id entity, quotas Laminar has, positive
+/// values.
+pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChange, QuotaError> {
+    let client_id = single_client_entity(entity)?;
+    for op in ops {
+        if op.key != CONSUMER_BYTE_RATE && op.key != PRODUCER_BYTE_RATE {
+            return Err((
+                crate::error_codes::INVALID_REQUEST,
+                format!(
+                    "quota {} is not supported; Laminar has {CONSUMER_BYTE_RATE} and {PRODUCER_BYTE_RATE}",
+                    op.key
+                ),
+            ));
+        }
+        let positive = op.value.is_finite() && op.value > 0.0;
+        if !op.remove && !positive {
+            return Err((
+                crate::error_codes::INVALID_REQUEST,
+                format!("{} must be a positive number of bytes per second", op.key),
+            ));
+        }
+    }
+    let values = ops
+        .iter()
+        .map(|op| (op.key.clone(), (!op.remove).then_some(op.value)))
+        .collect();
+    Ok((client_id, values))
+}
+
+/// Applies checked changes to a set of quota entries (an entity left with no quota goes).
+/// Applying the same changes twice changes nothing the second time.
+pub fn apply_changes(entries: &mut Vec<QuotaEntry>, changes: &[QuotaChange]) {
+    for (client_id, values) in changes {
+        let pos = entries
+            .iter()
+            .position(|e| e.client_id == *client_id)
+            .unwrap_or_else(|| {
+                entries.push(QuotaEntry {
+                    client_id: client_id.clone(),
+                    values: BTreeMap::new(),
+                });
+                entries.len() - 1
+            });
+        for (key, value) in values {
+            match value {
+                Some(v) => entries[pos].values.insert(key.clone(), *v),
+                None => entries[pos].values.remove(key),
+            };
+        }
+        if entries[pos].values.is_empty() {
+            entries.remove(pos);
+        }
     }
 }
 

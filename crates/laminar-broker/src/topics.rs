@@ -605,15 +605,15 @@ impl Topics {
         Ok(())
     }
 
-    /// In a cluster, topics change only through the controller, and these changes do not
-    /// go there yet: refused with a message that says so, rather than changed on one broker.
+    /// In a cluster, topics change only through the controller (the handlers send these
+    /// changes there): a change made on one broker alone is refused.
     fn single_node(&self, what: &str) -> Result<(), (i16, String)> {
         if self.config.controller_quorum_voters.is_empty() {
             Ok(())
         } else {
             Err((
                 ec::INVALID_REQUEST,
-                format!("{what} in a cluster is not built yet"),
+                format!("{what} in a cluster goes through the controller"),
             ))
         }
     }

@@ -576,6 +576,32 @@ fn every_advertised_version_round_trips() {
                         "every partition: none needed one"
                     );
                 }
+                45 => {
+                    let mut moved = alter_partition_reassignments_request::ReassignablePartition::default();
+                    moved.partition_index = 0;
+                    moved.replicas = Some(vec![BrokerId(7)]);
+                    let mut cancelled =
+                        alter_partition_reassignments_request::ReassignablePartition::default();
+                    cancelled.partition_index = 0;
+                    cancelled.replicas = None;
+                    let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partitions = vec![moved, cancelled];
+                    let mut r = AlterPartitionReassignmentsRequest::default();
+                    r.topics = vec![t];
+                    let resp: AlterPartitionReassignmentsResponse =
+                        call(&mut s, ApiKey::AlterPartitionReassignments, v, next(), &r);
+                    let codes: Vec<i16> = resp.responses[0]
+                        .partitions
+                        .iter()
+                        .map(|p| p.error_code)
+                        .collect();
+                    assert_eq!(
+                        codes,
+                        [39, 85],
+                        "one node: INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS"
+                    );
+                }
                 46 => {
                     let mut r = ListPartitionReassignmentsRequest::default();
                     r.topics = None;

@@ -33,6 +33,7 @@ pub enum ApiKey {
     AlterConfigs = 33,
     IncrementalAlterConfigs = 44,
     ElectLeaders = 43,
+    AlterPartitionReassignments = 45,
     ListPartitionReassignments = 46,
     DescribeProducers = 61,
     DeleteRecords = 21,
@@ -230,6 +231,12 @@ pub const API_TABLE: &[ApiSpec] = &[
         first_flexible: 2,
     },
     ApiSpec {
+        key: ApiKey::AlterPartitionReassignments,
+        min_version: 0,
+        max_version: 0,
+        first_flexible: 0,
+    },
+    ApiSpec {
         key: ApiKey::ListPartitionReassignments,
         min_version: 0,
         max_version: 0,
@@ -341,6 +348,7 @@ impl ApiKey {
             ApiKey::AlterConfigs => "AlterConfigs",
             ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
             ApiKey::ElectLeaders => "ElectLeaders",
+            ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
             ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
             ApiKey::DescribeProducers => "DescribeProducers",
             ApiKey::DeleteRecords => "DeleteRecords",
@@ -386,6 +394,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 39);
+        assert_eq!(API_TABLE.len(), 40);
     }
 }

@@ -63,6 +63,7 @@ pub enum Request {
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     AlterConfigs(AlterConfigsRequest),
     ElectLeaders(ElectLeadersRequest),
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest),
     ListPartitionReassignments(ListPartitionReassignmentsRequest),
     DescribeProducers(DescribeProducersRequest),
     DeleteRecords(DeleteRecordsRequest),
@@ -254,6 +255,16 @@ pub struct DeleteRecordsRequest {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+pub struct AlterPartitionReassignmentsRequest {
+    pub timeout_ms: i32,
+    /// Per topic, per partition: the target replicas, or `None` to cancel a move.
+    pub topics: Vec<(String, Vec<PartitionMove>)>,
+}
+
+/// A partition and the replicas it should move to (`None`: cancel its move).
+pub type PartitionMove = (i32, Option<Vec<i32>>);
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListPartitionReassignmentsRequest {
     /// `None`: every partition.
     pub topics: Option<TopicPartitions>,
@@ -435,6 +446,8 @@ pub struct FetchPartition {
     pub partition: i32,
     pub current_leader_epoch: i32,
     pub fetch_offset: i64,
+    /// v12+: the epoch of the last batch the fetcher has (a follower's), -1 if not given.
+    pub last_fetched_epoch: i32,
     pub log_start_offset: i64,
     pub partition_max_bytes: i32,
 }
@@ -589,6 +602,33 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
                 topics,
                 timeout_ms: r.i32()?,
             })
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let timeout_ms = r.i32()?;
+            let topics = r.array(3, |r| {
+                let name = r.string()?;
+                let partitions = r.array(6, |r| {
+                    let index = r.i32()?;
+                    // A compact nullable array: 0 is null.
+                    let n = r.uvarint()? as usize;
+                    let replicas = if n == 0 {
+                        None
+                    } else {
+                        if (n - 1) * 4 > r.remaining() {
+                            return Err(ProtocolError::CountTooLarge {
+                                count: n - 1,
+                                remaining: r.remaining(),
+                            });
+                        }
+                        Some((1..n).map(|_| r.i32()).collect::<Result<Vec<i32>>>()?)
+                    };
+                    r.tagged_fields()?;
+                    Ok((index, replicas))
+                })?;
+                r.tagged_fields()?;
+                Ok((name, partitions))
+            })?;
+            Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest { timeout_ms, topics })
         }
         ApiKey::ListPartitionReassignments => {
             r.i32()?; // timeout_ms
@@ -802,9 +842,7 @@ fn fetch(r: &mut Reader, v: i16) -> Result<FetchRequest> {
             let partition = r.i32()?;
             let current_leader_epoch = if v >= 9 { r.i32()? } else { -1 };
             let fetch_offset = r.i64()?;
-            if v >= 12 {
-                r.i32()?; // last_fetched_epoch
-            }
+            let last_fetched_epoch = if v >= 12 { r.i32()? } else { -1 };
             let log_start_offset = if v >= 5 { r.i64()? } else { -1 };
             let partition_max_bytes = r.i32()?;
             r.tagged_fields()?;
@@ -812,6 +850,7 @@ fn fetch(r: &mut Reader, v: i16) -> Result<FetchRequest> {
                 partition,
                 current_leader_epoch,
                 fetch_offset,
+                last_fetched_epoch,
                 log_start_offset,
                 partition_max_bytes,
             })

@@ -107,6 +107,8 @@ pub struct FetchResponse<F> {
     pub error_code: i16,
     pub session_id: i32,
     pub topics: Vec<FetchTopicResponse<F>>,
+    /// v16+ (KIP-951): (node id, host, port) of the leaders named in `current_leader`s.
+    pub node_endpoints: Vec<(i32, String, i32)>,
 }
 
 pub struct FetchTopicResponse<F> {
@@ -126,6 +128,12 @@ pub struct FetchPartitionResponse<F> {
     pub aborted_transactions: Vec<(i64, i64)>,
     /// Record batches, sent as they are stored.
     pub records: Vec<Chunk<F>>,
+    /// v12+, to a follower (KIP-595's Fetch-based truncation): the largest epoch at or
+    /// below the one it last fetched and where it ends here, when its log diverged.
+    pub diverging_epoch: Option<(i32, i64)>,
+    /// v12+ (KIP-951): (leader id, leader epoch) after NOT_LEADER_OR_FOLLOWER or
+    /// FENCED_LEADER_EPOCH, so that the client need not ask Metadata.
+    pub current_leader: Option<(i32, i32)>,
 }
 
 struct Writer<F> {
@@ -183,6 +191,31 @@ fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
     buf.put_u8(v as u8);
 }
 
+/// A flexible Fetch partition's tagged fields: DivergingEpoch (tag 0) and CurrentLeader
+/// (tag 1), each written only when set, in tag order.
+fn partition_tags(
+    buf: &mut BytesMut,
+    diverging_epoch: Option<(i32, i64)>,
+    current_leader: Option<(i32, i32)>,
+) {
+    let n = diverging_epoch.is_some() as u32 + current_leader.is_some() as u32;
+    put_uvarint(buf, n);
+    if let Some((epoch, end_offset)) = diverging_epoch {
+        put_uvarint(buf, 0);
+        put_uvarint(buf, 4 + 8 + 1);
+        buf.put_i32(epoch);
+        buf.put_i64(end_offset);
+        buf.put_u8(0);
+    }
+    if let Some((leader_id, leader_epoch)) = current_leader {
+        put_uvarint(buf, 1);
+        put_uvarint(buf, 4 + 4 + 1);
+        buf.put_i32(leader_id);
+        buf.put_i32(leader_epoch);
+        buf.put_u8(0);
+    }
+}
+
 /// Frames a Fetch response (v4 to v16) around record data that may live in files.
 pub fn encode_fetch<F: FileSlice>(
     version: i16,
@@ -229,11 +262,31 @@ pub fn encode_fetch<F: FileSlice>(
                 w.buf.put_i32(-1); // preferred_read_replica
             }
             w.records(p.records);
-            w.tags();
+            if flexible {
+                partition_tags(&mut w.buf, p.diverging_epoch, p.current_leader);
+            }
         }
         w.tags();
     }
-    w.tags();
+    if version >= 16 && !resp.node_endpoints.is_empty() {
+        // Tag 0: NodeEndpoints, a compact array of (node id, host, port, rack, tags).
+        let mut field = BytesMut::new();
+        put_uvarint(&mut field, resp.node_endpoints.len() as u32 + 1);
+        for (node_id, host, port) in &resp.node_endpoints {
+            field.put_i32(*node_id);
+            put_uvarint(&mut field, host.len() as u32 + 1);
+            field.put_slice(host.as_bytes());
+            field.put_i32(*port);
+            field.put_u8(0); // rack: null
+            field.put_u8(0); // tags
+        }
+        put_uvarint(&mut w.buf, 1);
+        put_uvarint(&mut w.buf, 0);
+        put_uvarint(&mut w.buf, field.len() as u32);
+        w.buf.put_slice(&field);
+    } else {
+        w.tags();
+    }
     let tail = w.buf.split().freeze();
     w.chunks.push(Chunk::Bytes(tail));
     // Patch the size into the first chunk.
@@ -244,4 +297,102 @@ pub fn encode_fetch<F: FileSlice>(
         *first = b.freeze();
     }
     ResponseFrame { chunks: w.chunks }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{FetchResponse as KFetchResponse, ResponseHeader};
+    use kafka_protocol::protocol::Decodable;
+
+    struct NoFile;
+    impl FileSlice for NoFile {
+        fn len(&self) -> u64 {
+            0
+        }
+    }
+
+    fn partition(
+        index: i32,
+        diverging: Option<(i32, i64)>,
+        leader: Option<(i32, i32)>,
+    ) -> FetchPartitionResponse<NoFile> {
+        FetchPartitionResponse {
+            partition_index: index,
+            error_code: if leader.is_some() { 6 } else { 0 },
+            high_watermark: 10,
+            last_stable_offset: 10,
+            log_start_offset: 0,
+            aborted_transactions: Vec::new(),
+            records: vec![Chunk::Bytes(Bytes::from_static(&[]))],
+            diverging_epoch: diverging,
+            current_leader: leader,
+        }
+    }
+
+    #[test]
+    fn fetch_tagged_fields_decode_as_kafkas() {
+        for version in [12i16, 15, 16] {
+            let resp = FetchResponse {
+                throttle_time_ms: 0,
+                error_code: 0,
+                session_id: 0,
+                topics: vec![FetchTopicResponse {
+                    name: "t".into(),
+                    topic_id: [7; 16],
+                    partitions: vec![
+                        partition(0, Some((3, 42)), None),
+                        partition(1, None, Some((2, 5))),
+                        partition(2, Some((1, 7)), Some((3, 9))),
+                        partition(3, None, None),
+                    ],
+                }],
+                node_endpoints: vec![(2, "h2".into(), 9092), (3, "h3".into(), 9093)],
+            };
+            let frame = encode_fetch(version, 77, resp);
+            let mut bytes = BytesMut::new();
+            for c in frame.chunks {
+                match c {
+                    Chunk::Bytes(b) => bytes.put_slice(&b),
+                    Chunk::File(_) => unreachable!(),
+                }
+            }
+            let mut body = bytes.freeze().slice(4..);
+            let h = ResponseHeader::decode(
+                &mut body,
+                kafka_protocol::messages::ApiKey::Fetch.response_header_version(version),
+            )
+            .unwrap();
+            assert_eq!(h.correlation_id, 77);
+            let r = KFetchResponse::decode(&mut body, version).unwrap();
+            assert!(body.is_empty(), "v{version}: bytes left over");
+            let ps = &r.responses[0].partitions;
+            assert_eq!(
+                (ps[0].diverging_epoch.epoch, ps[0].diverging_epoch.end_offset),
+                (3, 42)
+            );
+            assert_eq!(ps[0].current_leader.leader_id.0, -1);
+            assert_eq!(
+                (
+                    ps[1].current_leader.leader_id.0,
+                    ps[1].current_leader.leader_epoch
+                ),
+                (2, 5)
+            );
+            assert_eq!(ps[1].diverging_epoch.epoch, -1);
+            assert_eq!(
+                (ps[2].diverging_epoch.epoch, ps[2].current_leader.leader_id.0),
+                (1, 3)
+            );
+            assert_eq!(ps[3].diverging_epoch.epoch, -1);
+            if version >= 16 {
+                let ids: Vec<i32> = r.node_endpoints.iter().map(|e| e.node_id.0).collect();
+                assert_eq!(ids, vec![2, 3]);
+                assert_eq!(
+                    (r.node_endpoints[1].host.as_str(), r.node_endpoints[1].port),
+                    ("h3", 9093)
+                );
+            }
+        }
+    }
 }

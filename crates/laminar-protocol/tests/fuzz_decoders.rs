@@ -339,6 +339,20 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.topic_partitions = Some(vec![tp]);
             frame(ApiKey::ElectLeaders, v, &r)
         }
+        45 => {
+            let mut moved = alter_partition_reassignments_request::ReassignablePartition::default();
+            moved.partition_index = 0;
+            moved.replicas = Some(vec![BrokerId(2), BrokerId(3)]);
+            let mut cancelled = alter_partition_reassignments_request::ReassignablePartition::default();
+            cancelled.partition_index = 1;
+            cancelled.replicas = None;
+            let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
+            t.name = TopicName(sb("t"));
+            t.partitions = vec![moved, cancelled];
+            let mut r = AlterPartitionReassignmentsRequest::default();
+            r.topics = vec![t];
+            frame(ApiKey::AlterPartitionReassignments, v, &r)
+        }
         46 => {
             let mut t = list_partition_reassignments_request::ListPartitionReassignmentsTopics::default();
             t.name = TopicName(sb("t"));
@@ -583,4 +597,18 @@ fn transactional_requests_decode_to_their_fields() {
             }
         }
     }
+}
+
+/// AlterPartitionReassignments decodes a move and a cancellation (a null replica list).
+#[test]
+fn a_reassignment_request_decodes_its_moves_and_cancellations() {
+    use laminar_protocol::requests::Request;
+    let (_, request) = decode(Bytes::from(seed(45, 0))).unwrap();
+    let Request::AlterPartitionReassignments(r) = request else {
+        panic!("decoded as {request:?}");
+    };
+    assert_eq!(
+        r.topics,
+        vec![("t".to_string(), vec![(0, Some(vec![2, 3])), (1, None)])]
+    );
 }

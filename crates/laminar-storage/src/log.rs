@@ -660,6 +660,17 @@ impl Log {
         Ok(())
     }
 
+    /// Drops the epochs that begin at or past the log end: on a follower, an epoch it began
+    /// as leader and never appended in, which its leader does not know (Kafka's `truncateTo`
+    /// does the same when it has no records to cut). Returns whether any went.
+    pub fn forget_empty_epochs(&self) -> Result<bool> {
+        let _app = self.appender.lock().unwrap();
+        let log_end = self.log_end();
+        let before = self.epochs.lock().unwrap().entries().len();
+        self.change_epochs(|e| e.truncate_from_end(log_end, self.storage.as_ref(), &self.dir))?;
+        Ok(self.epochs.lock().unwrap().entries().len() != before)
+    }
+
     /// Changes the leader epoch cache: `change` works on a copy (and writes the checkpoint
     /// file, with its fsyncs, if it changes anything) outside the lock that readers take,
     /// so that a socket thread asking for an epoch never waits for that write. Callers hold
@@ -1469,6 +1480,9 @@ impl Log {
     /// log diverged under an old leader.) Returns the log end after the cut.
     pub(crate) fn cut_closed(&self, to: Offset) -> Result<Offset> {
         assert!(self.closed.load(Ordering::Acquire), "only a closed log is cut");
+        // A cleaner pass or retention may still hold the segment list: the cut waits for it,
+        // so that no swap lands on files it has cut or removed.
+        let _layout = self.layout.lock().unwrap();
         let segments = self.view.read().unwrap().segments.clone();
         let mut end = to;
         for seg in segments.iter().rev() {
@@ -1510,6 +1524,23 @@ impl Log {
             .sync_dir(&self.dir)
             .ctx("fsync directory", &self.dir)?;
         Ok(end)
+    }
+
+    /// Removes every file of a closed log and records `start` as its start, so that it opens
+    /// again empty at `start` (Kafka's `truncateFullyAndStartAt`): a follower whose leader no
+    /// longer has the records it would fetch next.
+    pub(crate) fn empty_closed(&self, start: Offset) -> Result<()> {
+        assert!(
+            self.closed.load(Ordering::Acquire),
+            "only a closed log is emptied"
+        );
+        let _layout = self.layout.lock().unwrap();
+        for name in self.storage.list_dir(&self.dir).ctx("list", &self.dir)? {
+            let path = self.dir.join(&name);
+            self.storage.remove_file(&path).ctx("remove", &path)?;
+        }
+        log_start::write(self.storage.as_ref(), &self.dir, start)?;
+        self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir)
     }
 
     pub(crate) fn open_config(&self) -> LogConfig {
@@ -1587,7 +1618,10 @@ fn recover(
         ..Default::default()
     };
     if bases.is_empty() {
-        let seg = Segment::new(storage, dir, Offset(0), true, now_ms())?;
+        // A new log starts at 0; one emptied to start again elsewhere (a follower behind its
+        // leader's log start) at the start it recorded.
+        let base = log_start::read(storage, dir).unwrap_or(Offset(0));
+        let seg = Segment::new(storage, dir, base, true, now_ms())?;
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
         return Ok((vec![Arc::new(seg)], report, OpenTxns::default()));
     }

@@ -232,6 +232,33 @@ impl Store {
         }
         log.close()?;
         let end = log.cut_closed(to)?;
+        let reopened = self.reopen(id, &log)?;
+        assert_eq!(
+            reopened.log_end(),
+            end,
+            "{id}: the reopened log ends where it was cut"
+        );
+        Ok(reopened)
+    }
+
+    /// Empties a log and starts it again at `start` (see `Log::empty_closed`): a follower
+    /// whose fetch offset is below its leader's log start.
+    pub fn reset_log(&self, id: &LogId, start: Offset) -> Result<Arc<Log>> {
+        let log = self
+            .log(id)
+            .ok_or_else(|| StorageError::UnknownLog(id.to_string()))?;
+        log.close()?;
+        log.empty_closed(start)?;
+        let reopened = self.reopen(id, &log)?;
+        assert!(
+            reopened.log_start() == start && reopened.log_end() == start,
+            "{id}: the emptied log starts and ends at {start:?}"
+        );
+        Ok(reopened)
+    }
+
+    /// Opens a closed log's directory again, in its place here.
+    fn reopen(&self, id: &LogId, log: &Log) -> Result<Arc<Log>> {
         let reopened = Log::open(
             &id.to_string(),
             log.dir(),
@@ -240,11 +267,6 @@ impl Store {
             self.metrics.clone(),
             false,
         )?;
-        assert_eq!(
-            reopened.log_end(),
-            end,
-            "{id}: the reopened log ends where it was cut"
-        );
         self.flusher.lock().unwrap().register(&reopened);
         self.cleaner.lock().unwrap().register(&reopened);
         self.logs.write().unwrap().insert(id.clone(), reopened.clone());

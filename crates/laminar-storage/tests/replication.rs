@@ -24,6 +24,25 @@ fn txn_batch(pid: i64) -> Vec<u8> {
     b.build().unwrap()
 }
 
+/// A store in a temporary directory with one log, `t-0`, of small segments.
+fn store_with_one_log() -> (
+    tempfile::TempDir,
+    StoreConfig,
+    LogId,
+    Store,
+    Arc<laminar_storage::Log>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        default_log: small_config(),
+        ..StoreConfig::default()
+    };
+    let id = LogId::new("t", 0);
+    let store = Store::open(dir.path(), RealStorage::new(), config.clone()).unwrap();
+    let log = store.create_log(&id, small_config()).unwrap();
+    (dir, config, id, store, log)
+}
+
 #[test]
 fn a_follower_keeps_its_leaders_offsets_and_epochs() {
     let storage: Arc<dyn Storage> = RealStorage::new();
@@ -80,14 +99,7 @@ fn a_follower_keeps_its_leaders_offsets_and_epochs() {
 
 #[test]
 fn a_log_cut_back_loses_exactly_what_follows_and_stays_cut_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = StoreConfig {
-        default_log: small_config(),
-        ..StoreConfig::default()
-    };
-    let id = LogId::new("t", 0);
-    let store = Store::open(dir.path(), RealStorage::new(), config.clone()).unwrap();
-    let log = store.create_log(&id, small_config()).unwrap();
+    let (dir, config, id, store, log) = store_with_one_log();
     for i in 0..40u64 {
         let epoch = if i < 25 { 1 } else { 2 };
         log.append_as(&mut batch(2, 1200, 1000, i), AppendMode::Leader { epoch })
@@ -137,4 +149,52 @@ fn a_log_cut_back_loses_exactly_what_follows_and_stays_cut_after_a_restart() {
         .map(|(_, b)| b)
         .collect();
     assert_eq!(got, kept);
+}
+
+#[test]
+fn a_log_emptied_to_start_again_at_its_leaders_start_takes_the_leaders_next_batch() {
+    let (dir, config, id, store, log) = store_with_one_log();
+    for i in 0..10u64 {
+        log.append_as(&mut batch(2, 1200, 1000, i), AppendMode::Leader { epoch: 1 })
+            .unwrap();
+    }
+    log.flush().unwrap();
+    // The leader has deleted everything below 500 meanwhile: this follower starts there.
+    let emptied = store.reset_log(&id, Offset(500)).unwrap();
+    assert_eq!(
+        (emptied.log_start(), emptied.log_end()),
+        (Offset(500), Offset(500))
+    );
+    assert!(read_all(&emptied).is_empty());
+    assert!(Arc::ptr_eq(&store.log(&id).unwrap(), &emptied));
+    let mut next = batch(2, 10, 1000, 99);
+    next[..8].copy_from_slice(&500i64.to_be_bytes());
+    next[12..16].copy_from_slice(&4i32.to_be_bytes());
+    let info = emptied.append_as(&mut next, AppendMode::Replica).unwrap();
+    assert_eq!(info.base_offset, Offset(500));
+    emptied.flush().unwrap();
+    store.close().unwrap();
+    drop(store);
+    // And so it stays across a restart.
+    let store = Store::open(dir.path(), RealStorage::new(), config).unwrap();
+    let log = store.log(&id).unwrap();
+    assert_eq!((log.log_start(), log.log_end()), (Offset(500), Offset(502)));
+    assert_eq!(log.end_offset_for_epoch(4), (4, 502));
+    assert_eq!(read_all(&log).len(), 1);
+}
+
+#[test]
+fn an_epoch_begun_without_records_is_forgotten_and_one_with_records_is_kept() {
+    let (_dir, _config, _id, _store, log) = store_with_one_log();
+    for i in 0..3u64 {
+        log.append_as(&mut batch(2, 100, 1000, i), AppendMode::Leader { epoch: 1 })
+            .unwrap();
+    }
+    // Led at epoch 2 without appending (then it became a follower).
+    log.begin_epoch(2).unwrap();
+    assert_eq!(log.latest_epoch(), Some(2));
+    assert!(log.forget_empty_epochs().unwrap());
+    assert_eq!(log.epochs(), vec![(1, Offset(0))]);
+    assert!(!log.forget_empty_epochs().unwrap(), "nothing more to forget");
+    assert_eq!(log.end_offset_for_epoch(1), (1, 6));
 }

@@ -751,3 +751,328 @@ fn the_java_clients_idempotent_acks_all_loses_and_duplicates_nothing_while_leade
         &duplicated[..duplicated.len().min(10)]
     );
 }
+
+/// Partition `p`'s replicas as `laminar topics describe` shows them.
+fn replicas_of(bootstrap: &str, topic: &str, p: i32) -> Vec<i32> {
+    let out = laminar(&["topics", "describe", topic, "--bootstrap", bootstrap]);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("partition {p} ")))
+        .unwrap_or_else(|| panic!("{topic}-{p} in {out}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "replicas").unwrap() + 1;
+    words[at].split(',').filter_map(|x| x.parse().ok()).collect()
+}
+
+/// A directory `name` under `dir`, at any depth.
+fn find_dir(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find_map(|e| {
+            let path = e.path();
+            if !path.is_dir() {
+                None
+            } else if e.file_name() == name {
+                Some(path)
+            } else {
+                find_dir(&path, name)
+            }
+        })
+}
+
+/// Kafka's `kafka-reassign-partitions` (the Java tool), its stdout.
+fn reassign_tool(bootstrap: &str, args: &[&str]) -> String {
+    common::Program::spawn(
+        std::process::Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(format!("{}/*", common::kafka_lib().display()))
+            .arg("org.apache.kafka.tools.reassign.ReassignPartitionsCommand")
+            .args(["--bootstrap-server", bootstrap])
+            .args(args),
+    )
+    .finish(Duration::from_secs(120))
+}
+
+#[test]
+fn kafkas_reassign_tool_moves_a_partition_and_its_leadership_to_a_new_broker() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    c.add_broker();
+    c.wait_for_brokers(0, &[1, 2, 3, 4]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("moving", 1, TopicReplication::Fixed(3));
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    let before = replicas_of(c.addr(0), "moving", 0);
+    let leader = wait_in_sync(&c, 0, "moving", 0, &{
+        let mut r = before.clone();
+        r.sort();
+        r
+    });
+    let written = values("moving", 500);
+    produce_acks(&c.bootstrap(), "moving", "all", &written);
+
+    // The new broker first, the leader removed: the move must copy the log to a broker that
+    // had none of it, then hand the leadership over to it.
+    let newcomer = (1..=4).find(|b| !before.contains(b)).unwrap();
+    let mut target = vec![newcomer];
+    target.extend(before.iter().copied().filter(|r| *r != leader));
+    let plan = c.nodes[0].dir.parent().unwrap().join("reassign.json");
+    std::fs::write(
+        &plan,
+        format!(r#"{{"version":1,"partitions":[{{"topic":"moving","partition":0,"replicas":{target:?}}}]}}"#),
+    )
+    .unwrap();
+    let plan = plan.to_str().unwrap();
+    let executed = reassign_tool(&c.bootstrap(), &["--reassignment-json-file", plan, "--execute"]);
+    assert!(
+        executed.contains("Successfully started partition reassignment"),
+        "{executed}"
+    );
+    // --verify asks ListPartitionReassignments and compares the replicas (it leaves the
+    // throttles alone: none were set).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let verified = reassign_tool(
+            &c.bootstrap(),
+            &[
+                "--reassignment-json-file",
+                plan,
+                "--verify",
+                "--preserve-throttles",
+            ],
+        );
+        if verified.contains("Reassignment of partition moving-0 is completed") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the move completes: {verified}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(replicas_of(c.addr(1), "moving", 0), target);
+    let mut in_sync = target.clone();
+    in_sync.sort();
+    assert_eq!(
+        wait_in_sync(&c, 1, "moving", 0, &in_sync),
+        newcomer,
+        "the first target replica leads once the old leader is removed"
+    );
+    let listed = reassign_tool(&c.bootstrap(), &["--list"]);
+    assert!(listed.contains("No partition reassignments found"), "{listed}");
+    // Everything acknowledged before is read from the newcomer, the leader now.
+    let mut expected = written.clone();
+    expected.sort();
+    assert_eq!(
+        sorted_values(read_to_end(
+            c.addr(newcomer as usize - 1),
+            "moving",
+            1,
+            "read_uncommitted"
+        )),
+        expected
+    );
+    // The removed broker deletes its copy.
+    let removed = &c.nodes[leader as usize - 1].dir;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while find_dir(removed, "moving-0").is_some() {
+        assert!(Instant::now() < deadline, "broker {leader} removes moving-0");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // And the partition keeps taking writes at acks=all on its new replicas.
+    produce_acks(&c.bootstrap(), "moving", "all", &values("after", 50));
+}
+
+#[test]
+fn a_follower_behind_its_leaders_log_start_starts_again_there_and_rejoins() {
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("trimmed", 1, TopicReplication::Fixed(3));
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    let leader = wait_in_sync(&c, 0, "trimmed", 0, &[1, 2, 3]);
+    produce_acks(&c.bootstrap(), "trimmed", "all", &values("first", 100));
+    // A follower goes down; the others take 100 more, and Kafka's kafka-delete-records
+    // moves the log start past everything the follower has.
+    let down = (1..=3).find(|b| *b != leader).unwrap();
+    let live: Vec<i32> = (1..=3).filter(|b| *b != down).collect();
+    c.kill9(down as usize - 1);
+    wait_in_sync(&c, leader as usize - 1, "trimmed", 0, &live);
+    produce_acks(&c.bootstrap(), "trimmed", "all", &values("second", 100));
+    let plan = c.nodes[0].dir.parent().unwrap().join("delete.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"partitions":[{"topic":"trimmed","partition":0,"offset":150}]}"#,
+    )
+    .unwrap();
+    let deleted = common::Program::spawn(
+        std::process::Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(format!("{}/*", common::kafka_lib().display()))
+            .arg("org.apache.kafka.tools.DeleteRecordsCommand")
+            .args(["--bootstrap-server", &c.bootstrap()])
+            .args(["--offset-json-file", plan.to_str().unwrap()]),
+    )
+    .finish(Duration::from_secs(120));
+    assert!(deleted.contains("low_watermark: 150"), "{deleted}");
+    // It comes back: its fetch from offset 100 is below the leader's start. It empties its
+    // log to start at 150, catches up from there and rejoins the ISR.
+    c.launch(down as usize - 1);
+    wait_in_sync(&c, 0, "trimmed", 0, &[1, 2, 3]);
+    let dir = find_dir(&c.nodes[down as usize - 1].dir, "trimmed-0").expect("its log");
+    let mut logs: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    logs.sort();
+    let first = logs.first().cloned();
+    assert_eq!(first.as_deref(), Some("00000000000000000150.log"));
+    let expected: Vec<String> = {
+        let mut v: Vec<String> = values("second", 100).split_off(50);
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sorted_values(read_to_end(&c.bootstrap(), "trimmed", 1, "read_uncommitted")),
+        expected
+    );
+}
+
+#[test]
+fn partitions_topic_configs_and_quotas_change_through_the_controller() {
+    use rdkafka::admin::{AlterConfig, NewPartitions, ResourceSpecifier};
+    let c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(c.addr(0));
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("grow", 2, TopicReplication::Fixed(2));
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    let r = block(a.create_partitions([&NewPartitions::new("grow", 5)], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    // Fewer than it has is refused, as Kafka refuses it.
+    let r = block(a.create_partitions([&NewPartitions::new("grow", 3)], &opts)).unwrap();
+    assert_eq!(
+        r[0].as_ref().unwrap_err().1,
+        rdkafka::types::RDKafkaErrorCode::InvalidPartitions
+    );
+    // Every broker learns the new partitions, each with a leader and two replicas.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for i in 0..3 {
+        loop {
+            let (led, _) = leaders(c.addr(i), "grow");
+            if led.len() == 5 && led.iter().all(|l| *l > 0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} sees 5 led partitions: {led:?}",
+                i + 1
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    for p in 2..5 {
+        assert_eq!(replicas_of(c.addr(1), "grow", p).len(), 2);
+    }
+    let written = values("grow", 100);
+    produce_values(&c.bootstrap(), "grow", 5, written.clone());
+    let mut expected = written;
+    expected.sort();
+    assert_eq!(
+        sorted_values(read_to_end(c.addr(2), "grow", 5, "read_uncommitted")),
+        expected
+    );
+
+    // A config set through one broker (AlterConfigs) is what every broker describes.
+    let change = AlterConfig::new(ResourceSpecifier::Topic("grow")).set("retention.ms", "123456");
+    let r = block(a.alter_configs([&change], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    for i in 0..3 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let described =
+                block(admin(c.addr(i)).describe_configs([&ResourceSpecifier::Topic("grow")], &opts))
+                    .unwrap()
+                    .into_iter()
+                    .next()
+                    .unwrap()
+                    .unwrap();
+            let value = described.get("retention.ms").and_then(|e| e.value.clone());
+            if value.as_deref() == Some("123456") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {}: retention.ms {value:?}",
+                i + 1
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // An invalid value is refused (IncrementalAlterConfigs, as `kafka-configs` sends it) and
+    // changes nothing.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args([
+            "topics",
+            "alter",
+            "grow",
+            "--add-config",
+            "cleanup.policy=sometimes",
+        ])
+        .args(["--bootstrap", c.addr(1)])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let described = block(a.describe_configs([&ResourceSpecifier::Topic("grow")], &opts))
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        described
+            .get("cleanup.policy")
+            .and_then(|e| e.value.clone())
+            .as_deref(),
+        Some("delete")
+    );
+
+    // Client quotas set with Kafka's kafka-configs through one broker hold on every broker.
+    let set = common::Program::spawn(
+        std::process::Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(format!("{}/*", common::kafka_lib().display()))
+            .arg("kafka.admin.ConfigCommand")
+            .args(["--bootstrap-server", c.addr(0)])
+            .args([
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                "reporting",
+                "--alter",
+            ])
+            .args(["--add-config", "consumer_byte_rate=1048576"]),
+    )
+    .finish(Duration::from_secs(120));
+    assert!(
+        set.contains("Completed updating config for client reporting."),
+        "{set}"
+    );
+    for i in 0..3 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let described = laminar(&["quotas", "describe", "--bootstrap", c.addr(i)]);
+            if described.contains("client-id reporting: consumer_byte_rate=1048576") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {}: {described}", i + 1);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

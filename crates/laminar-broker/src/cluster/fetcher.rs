@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId as KBrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, BrokerId as KBrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use laminar_storage::{AppendMode, LogId, Offset};
@@ -36,6 +37,7 @@ use crate::storage_pool::partition_key;
 
 const FETCH_VERSION: i16 = 12;
 const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
+const LIST_OFFSETS_VERSION: i16 = 4;
 /// How long a fetch waits at the leader for new records.
 const FETCH_MAX_WAIT_MS: i32 = 500;
 const FETCH_MAX_BYTES: i32 = 16 << 20;
@@ -181,7 +183,15 @@ pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epo
             Ok(Fetched::Nothing) => failing = false,
             Ok(Fetched::Retry(code)) => {
                 if code == ec::OFFSET_OUT_OF_RANGE {
+                    // Past the leader's end (truncate by epoch again), or below its start:
+                    // retention removed what this replica would fetch next.
                     truncated = false;
+                    if let Some(conn) = connection.as_mut() {
+                        if let Err(e) = start_at_leaders_start(&b, &replica, conn, me).await {
+                            crate::warn!("replica of {topic}-{partition}: {e}");
+                            connection = None;
+                        }
+                    }
                 }
                 tokio::time::sleep(BACKOFF).await;
             }
@@ -205,78 +215,108 @@ enum Fetched {
 }
 
 /// Asks the leader where this log's latest epoch ends and cuts the log there if it runs
-/// past it: what an older leader wrote here and no newer one kept.
+/// past it: what an older leader wrote here and no newer one kept. In rounds (KIP-279): when
+/// this log does not have the epoch the leader answers with, what lies below the cut may
+/// still differ, and the next round asks about the epoch the log now ends with.
 async fn truncate_to_leader(
     b: &Arc<Broker>,
     replica: &Arc<Replica>,
     conn: &mut LeaderConnection,
     me: Following,
 ) -> io::Result<()> {
-    let epoch = me.epoch;
+    let (topic, partition) = (replica.topic.as_str(), replica.partition);
+    // Each round but the last cuts the log shorter: it ends.
+    loop {
+        let log = b
+            .topics
+            .log(topic, partition)
+            .ok_or_else(|| io::Error::other("no log here"))?;
+        // An empty log has nothing to cut (its epoch cache holds only the epoch it started
+        // with, not one of a batch it has).
+        let Some(mine) = log.latest_epoch().filter(|_| log.log_end() > log.log_start()) else {
+            return Ok(());
+        };
+        let mut p = OffsetForLeaderPartition::default();
+        p.partition = partition;
+        p.current_leader_epoch = me.epoch;
+        p.leader_epoch = mine;
+        let mut t = OffsetForLeaderTopic::default();
+        t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+        t.partitions = vec![p];
+        let mut req = OffsetForLeaderEpochRequest::default();
+        req.replica_id = KBrokerId(b.config.node_id);
+        req.topics = vec![t];
+        let resp: OffsetForLeaderEpochResponse = conn
+            .call(
+                ApiKey::OffsetForLeaderEpoch,
+                OFFSET_FOR_LEADER_EPOCH_VERSION,
+                &req,
+            )
+            .await?;
+        let answer = the_answer(
+            resp.topics.first().and_then(|t| t.partitions.first()),
+            |a| a.error_code,
+            "OffsetForLeaderEpoch",
+        )?;
+        if answer.leader_epoch < 0 {
+            // The leader knows no epoch at or below ours: a fetch past its end tells.
+            return Ok(());
+        }
+        if !cut_to_leader(b, replica, me, answer.leader_epoch, answer.end_offset).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Cuts this log where it stops agreeing with the leader's, whose epoch `leader_epoch` (the
+/// largest it has at or below one this log has) ends at `leader_end`: at the smaller of that
+/// and where the same epoch (or the largest of ours below it) ends here, as Kafka's follower
+/// does. Returns whether the logs may still differ below the cut (this log does not have
+/// `leader_epoch`): then the leader must be asked again.
+async fn cut_to_leader(
+    b: &Arc<Broker>,
+    replica: &Arc<Replica>,
+    me: Following,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> io::Result<bool> {
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
     let log = b
         .topics
         .log(topic, partition)
         .ok_or_else(|| io::Error::other("no log here"))?;
-    let Some(mine) = log.latest_epoch() else {
-        return Ok(()); // an empty log: nothing to cut
-    };
-    let mut p = OffsetForLeaderPartition::default();
-    p.partition = partition;
-    p.current_leader_epoch = epoch;
-    p.leader_epoch = mine;
-    let mut t = OffsetForLeaderTopic::default();
-    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partitions = vec![p];
-    let mut req = OffsetForLeaderEpochRequest::default();
-    req.replica_id = KBrokerId(b.config.node_id);
-    req.topics = vec![t];
-    let resp: OffsetForLeaderEpochResponse = conn
-        .call(
-            ApiKey::OffsetForLeaderEpoch,
-            OFFSET_FOR_LEADER_EPOCH_VERSION,
-            &req,
-        )
-        .await?;
-    let answer = resp
-        .topics
-        .first()
-        .and_then(|t| t.partitions.first())
-        .ok_or_else(|| io::Error::other("an empty OffsetForLeaderEpoch answer"))?;
-    if answer.error_code != ec::NONE {
-        return Err(io::Error::other(format!(
-            "OffsetForLeaderEpoch answered error {}",
-            answer.error_code
-        )));
-    }
-    if answer.leader_epoch < 0 {
-        // The leader knows no epoch at or below ours: a fetch past its end tells.
-        return Ok(());
-    }
-    // Where the leader's answer epoch ends there, and where that epoch (or the largest of
-    // ours below it) ends here: the logs agree below the smaller (KIP-101, and Kafka's
-    // follower takes the minimum whether or not it has that very epoch).
-    let (_, my_end) = log.end_offset_for_epoch(answer.leader_epoch);
+    let (my_epoch, my_end) = log.end_offset_for_epoch(leader_epoch);
     let to = if my_end >= 0 {
-        answer.end_offset.min(my_end)
+        leader_end.min(my_end)
     } else {
-        answer.end_offset
+        leader_end
     };
     let log_end = log.log_end().0;
     if to >= log_end {
-        return Ok(());
+        // No record to cut. But an epoch this broker began as leader at its log end and
+        // never appended in is no epoch the leader has: every fetch naming it would be told
+        // it diverged, forever. It goes, as in Kafka's `truncateTo`.
+        if log.epochs().last().is_some_and(|(_, start)| start.0 >= log_end) {
+            change_current_log(b, replica, me, |_, log| log.forget_empty_epochs()).await?;
+        }
+        return Ok(false);
     }
     crate::warn!(
-        "replica of {topic}-{partition}: the leader's epoch {} ends at {}; truncating from {log_end} to {to}",
-        answer.leader_epoch,
-        answer.end_offset
+        "replica of {topic}-{partition}: the leader's epoch {leader_epoch} ends at {leader_end}; truncating from {log_end} to {to}"
     );
     let store = b.store.clone();
     let id = LogId::new(topic, partition as u32);
     let b2 = b.clone();
     let (t2, p2) = (topic.to_string(), partition);
+    // Below this log's start (its whole log diverged): it starts again there, empty, as
+    // Kafka's `truncateTo` does below the log start.
+    let below_start = to < log.log_start().0;
     let cut = change_log(b, replica, me, move || {
-        let log = store.truncate_log(&id, Offset(to))?;
+        let log = if below_start {
+            store.reset_log(&id, Offset(to))?
+        } else {
+            store.truncate_log(&id, Offset(to))?
+        };
         b2.producers.forget_partition(&t2, p2);
         if let Err(e) = b2.producers.rebuild_from_log(&t2, p2, &log) {
             crate::warn!("rebuilding producer state of {t2}-{p2}: {e}");
@@ -284,10 +324,95 @@ async fn truncate_to_leader(
         Ok(log.log_end())
     })
     .await?;
-    if let Some(cut) = cut {
-        crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
+    match cut {
+        Some(cut) => {
+            crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
+            Ok(my_epoch != leader_epoch)
+        }
+        None => Ok(false), // no longer following: the loop ends
     }
+}
+
+/// If the leader's log now starts past this log's end (retention or DeleteRecords removed
+/// what this replica would fetch next), empties this log to start at the leader's start, as
+/// Kafka's followers do (`truncateFullyAndStartAt`).
+async fn start_at_leaders_start(
+    b: &Arc<Broker>,
+    replica: &Arc<Replica>,
+    conn: &mut LeaderConnection,
+    me: Following,
+) -> io::Result<()> {
+    let (topic, partition) = (replica.topic.as_str(), replica.partition);
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.current_leader_epoch = me.epoch;
+    p.timestamp = -2; // the earliest offset: the log start
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = KBrokerId(b.config.node_id);
+    req.topics = vec![t];
+    let resp: ListOffsetsResponse = conn.call(ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &req).await?;
+    let answer = the_answer(
+        resp.topics.first().and_then(|t| t.partitions.first()),
+        |a| a.error_code,
+        "ListOffsets",
+    )?;
+    let leader_start = answer.offset;
+    let log = b
+        .topics
+        .log(topic, partition)
+        .ok_or_else(|| io::Error::other("no log here"))?;
+    if log.log_end().0 >= leader_start {
+        return Ok(());
+    }
+    crate::warn!(
+        "replica of {topic}-{partition}: the leader's log starts at {leader_start}, past this log's end {}; emptying it to start there",
+        log.log_end().0
+    );
+    let store = b.store.clone();
+    let id = LogId::new(topic, partition as u32);
+    let b2 = b.clone();
+    let (t2, p2) = (topic.to_string(), partition);
+    change_log(b, replica, me, move || {
+        store.reset_log(&id, Offset(leader_start))?;
+        b2.producers.forget_partition(&t2, p2);
+        Ok(())
+    })
+    .await?;
     Ok(())
+}
+
+/// `change_log` for a job on the partition's log as the store holds it on the storage
+/// thread (a truncation may have replaced the one the fetcher looked at before).
+async fn change_current_log<T: Send + 'static>(
+    b: &Arc<Broker>,
+    replica: &Arc<Replica>,
+    me: Following,
+    job: impl FnOnce(&Arc<Broker>, Arc<laminar_storage::Log>) -> Result<T, laminar_storage::StorageError>
+        + Send
+        + 'static,
+) -> io::Result<Option<T>> {
+    let b2 = b.clone();
+    let (topic, partition) = (replica.topic.clone(), replica.partition);
+    change_log(b, replica, me, move || {
+        let log = b2
+            .topics
+            .log(&topic, partition)
+            .ok_or_else(|| laminar_storage::StorageError::UnknownLog(format!("{topic}-{partition}")))?;
+        job(&b2, log)
+    })
+    .await
+}
+
+/// The one partition's answer to a one-partition request, unless it is missing or an error.
+fn the_answer<'a, P>(answer: Option<&'a P>, error_code: fn(&P) -> i16, api: &str) -> io::Result<&'a P> {
+    let answer = answer.ok_or_else(|| io::Error::other(format!("an empty {api} answer")))?;
+    match error_code(answer) {
+        ec::NONE => Ok(answer),
+        code => Err(io::Error::other(format!("{api} answered error {code}"))),
+    }
 }
 
 /// Runs `job` (an append or a truncation) on the partition's storage thread, where its
@@ -353,7 +478,13 @@ async fn fetch_once(
     p.partition = partition;
     p.current_leader_epoch = epoch;
     p.fetch_offset = fetch_offset.0;
-    p.last_fetched_epoch = log.latest_epoch().unwrap_or(-1);
+    // An empty log has fetched nothing: no epoch for the leader to check (its cache holds
+    // only the epoch it started with).
+    p.last_fetched_epoch = if fetch_offset > log.log_start() {
+        log.latest_epoch().unwrap_or(-1)
+    } else {
+        -1
+    };
     p.log_start_offset = log.log_start().0;
     p.partition_max_bytes = PARTITION_MAX_BYTES;
     let mut t = FetchTopic::default();
@@ -380,18 +511,31 @@ async fn fetch_once(
     if data.error_code != ec::NONE {
         return Ok(Fetched::Retry(data.error_code));
     }
+    if data.diverging_epoch.epoch >= 0 {
+        // The leader found this log diverged from its own (its last epoch ends earlier
+        // there): cut it, and fetch again from the cut, with the epoch it then ends with.
+        cut_to_leader(
+            b,
+            replica,
+            me,
+            data.diverging_epoch.epoch,
+            data.diverging_epoch.end_offset,
+        )
+        .await?;
+        return Ok(Fetched::Nothing);
+    }
+    if data.log_start_offset > log.log_start().0 && data.log_start_offset <= fetch_offset.0 {
+        // DeleteRecords (or retention) moved the leader's start: this replica follows.
+        let to = Offset(data.log_start_offset);
+        change_current_log(b, replica, me, move |_, log| log.delete_records(to).map(|_| ())).await?;
+    }
     let records = data.records.as_ref().map(whole_batches).unwrap_or_default();
     if records.is_empty() {
         replica.set_follower_high_watermark(data.high_watermark.min(fetch_offset.0));
         return Ok(Fetched::Nothing);
     }
-    let b2 = b.clone();
     let (t2, p2) = (topic.to_string(), partition);
-    let appended = change_log(b, replica, me, move || {
-        let log = b2
-            .topics
-            .log(&t2, p2)
-            .ok_or_else(|| laminar_storage::StorageError::UnknownLog(format!("{t2}-{p2}")))?;
+    let appended = change_current_log(b, replica, me, move |b2, log| {
         let mut buf = records.to_vec();
         let info = log.append_as(&mut buf, AppendMode::Replica)?;
         b2.producers.observe(&t2, p2, &buf);

@@ -46,6 +46,37 @@ pub struct PartitionInfo {
     pub isr: Vec<BrokerId>,
     /// Bumped by every change to this partition.
     pub partition_epoch: i32,
+    /// A reassignment in progress (Kafka's KIP-455): `replicas` holds the target replicas
+    /// followed by those being removed; `adding` are target replicas not in the original set,
+    /// `removing` original replicas not in the target. Both empty when none is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<BrokerId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<BrokerId>,
+}
+
+impl PartitionInfo {
+    /// Where the partition is headed: its replicas once a reassignment in progress is done.
+    pub fn target(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing.contains(r))
+            .collect()
+    }
+
+    /// Where it came from: its replicas before the reassignment in progress.
+    fn original(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding.contains(r))
+            .collect()
+    }
+
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,16 +88,19 @@ pub struct TopicInfo {
     pub partitions: Vec<PartitionInfo>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterImage {
     pub cluster_id: String,
     pub brokers: BTreeMap<BrokerId, BrokerInfo>,
     pub topics: BTreeMap<String, TopicInfo>,
+    /// Client quotas (AlterClientQuotas), the same on every broker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<crate::quotas::QuotaEntry>,
     /// The index of the last command applied (0: none).
     pub version: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
     /// Names the cluster; applied once, the first one wins.
     Bootstrap {
@@ -98,9 +132,13 @@ pub enum Command {
     DeleteTopic {
         name: String,
     },
+    /// Adds partitions, one replica list each, to a topic that has `partitions_before`
+    /// (refused if it has another count by then: two requests raced).
     CreatePartitions {
         name: String,
         assignments: Vec<Vec<BrokerId>>,
+        #[serde(default)]
+        partitions_before: Option<usize>,
     },
     AlterTopicConfigs {
         name: String,
@@ -115,6 +153,19 @@ pub enum Command {
         leader_epoch: i32,
         partition_epoch: i32,
         isr: Vec<BrokerId>,
+    },
+    /// AlterPartitionReassignments: move the partition to `target` (in preference order), or
+    /// with `None` cancel the move in progress. The new replicas join as followers; the move
+    /// completes when all of the target is in the ISR.
+    ReassignPartition {
+        topic: String,
+        partition: i32,
+        target: Option<Vec<BrokerId>>,
+    },
+    /// AlterClientQuotas: per client-id (`None`: the default entity), quota values set or
+    /// (`None`) removed; checked by the broker that took the request.
+    AlterClientQuotas {
+        changes: Vec<crate::quotas::QuotaChange>,
     },
 }
 
@@ -244,12 +295,22 @@ impl ClusterImage {
                 Some(_) => CommandResult::ok(),
                 None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
             },
-            Command::CreatePartitions { name, assignments } => {
+            Command::CreatePartitions {
+                name,
+                assignments,
+                partitions_before,
+            } => {
                 if let Err(e) = self.check_assignments(assignments) {
                     return e;
                 }
                 let new: Vec<PartitionInfo> = assignments.iter().map(|r| self.new_partition(r)).collect();
                 match self.topics.get_mut(name) {
+                    Some(t) if partitions_before.is_some_and(|n| n != t.partitions.len()) => {
+                        CommandResult::err(
+                            ec::INVALID_PARTITIONS,
+                            format!("topic {name} has {} partitions now", t.partitions.len()),
+                        )
+                    }
                     Some(t) => {
                         t.partitions.extend(new);
                         CommandResult::ok()
@@ -265,6 +326,15 @@ impl ClusterImage {
                 partition_epoch,
                 isr,
             } => self.alter_partition(topic, *partition, *leader, *leader_epoch, *partition_epoch, isr),
+            Command::ReassignPartition {
+                topic,
+                partition,
+                target,
+            } => self.reassign(topic, *partition, target.as_deref()),
+            Command::AlterClientQuotas { changes } => {
+                crate::quotas::apply_changes(&mut self.quotas, changes);
+                CommandResult::ok()
+            }
             Command::AlterTopicConfigs { name, configs } => match self.topics.get_mut(name) {
                 Some(t) => {
                     t.configs = configs.clone();
@@ -285,14 +355,9 @@ impl ClusterImage {
         isr: &[BrokerId],
     ) -> CommandResult {
         let live: Vec<BrokerId> = self.live_brokers();
-        let Some(p) = usize::try_from(partition)
-            .ok()
-            .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
-        else {
-            return CommandResult::err(
-                ec::UNKNOWN_TOPIC_OR_PARTITION,
-                format!("no partition {topic}-{partition}"),
-            );
+        let p = match self.partition_mut(topic, partition) {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         if p.leader != leader || p.leader_epoch != leader_epoch {
             return CommandResult::err(
@@ -321,7 +386,105 @@ impl ClusterImage {
         }
         p.isr = isr.to_vec();
         p.partition_epoch += 1;
+        Self::complete_reassignment(p, &live);
         CommandResult::ok()
+    }
+
+    fn partition_mut(&mut self, topic: &str, partition: i32) -> Result<&mut PartitionInfo, CommandResult> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
+            .ok_or_else(|| {
+                CommandResult::err(
+                    ec::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("no partition {topic}-{partition}"),
+                )
+            })
+    }
+
+    fn reassign(&mut self, topic: &str, partition: i32, target: Option<&[BrokerId]>) -> CommandResult {
+        if let Some(target) = target {
+            if let Err(e) = self.check_assignments(&[target.to_vec()]) {
+                return e;
+            }
+        }
+        let live: Vec<BrokerId> = self.live_brokers();
+        let p = match self.partition_mut(topic, partition) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let original = p.original();
+        match target {
+            None => {
+                if !p.reassigning() {
+                    return CommandResult::err(
+                        ec::NO_REASSIGNMENT_IN_PROGRESS,
+                        format!("{topic}-{partition} is not being reassigned"),
+                    );
+                }
+                // Back to the original replicas, as Kafka does: those of them in sync stay
+                // in the ISR; if none is, the move cannot be undone safely.
+                let isr: Vec<BrokerId> = p.isr.iter().copied().filter(|r| original.contains(r)).collect();
+                if isr.is_empty() {
+                    return CommandResult::err(
+                        ec::INVALID_REPLICA_ASSIGNMENT,
+                        format!("none of {topic}-{partition}'s original replicas {original:?} is in sync"),
+                    );
+                }
+                p.replicas = original;
+                p.isr = isr;
+                p.adding.clear();
+                p.removing.clear();
+                p.partition_epoch += 1;
+                Self::lead_from_replicas(p, &live);
+            }
+            Some(target) => {
+                if target == original.as_slice() && !p.reassigning() {
+                    return CommandResult::ok(); // already there
+                }
+                let mut replicas = target.to_vec();
+                replicas.extend(original.iter().copied().filter(|r| !target.contains(r)));
+                p.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
+                p.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
+                p.replicas = replicas;
+                p.partition_epoch += 1;
+                Self::complete_reassignment(p, &live);
+            }
+        }
+        CommandResult::ok()
+    }
+
+    /// A reassignment whose target is all in sync is done: the replicas become the target,
+    /// the removed ones leave the ISR, and if the leader was removed a target replica in
+    /// sync leads at a new epoch (KIP-455).
+    fn complete_reassignment(p: &mut PartitionInfo, live: &[BrokerId]) {
+        if !p.reassigning() {
+            return;
+        }
+        let target = p.target();
+        if !target.iter().all(|r| p.isr.contains(r)) {
+            return;
+        }
+        p.isr.retain(|r| target.contains(r));
+        p.replicas = target;
+        p.adding.clear();
+        p.removing.clear();
+        p.partition_epoch += 1;
+        Self::lead_from_replicas(p, live);
+    }
+
+    /// A leader no longer among the replicas hands over to the first live ISR member.
+    fn lead_from_replicas(p: &mut PartitionInfo, live: &[BrokerId]) {
+        if p.replicas.contains(&p.leader) {
+            return;
+        }
+        p.leader = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| p.isr.contains(r) && live.contains(r))
+            .unwrap_or(NO_LEADER);
+        p.leader_epoch += 1;
     }
 
     fn check_assignments(&self, assignments: &[Vec<BrokerId>]) -> Result<(), CommandResult> {
@@ -357,6 +520,8 @@ impl ClusterImage {
             leader_epoch: 0,
             isr: replicas.to_vec(),
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 
@@ -575,6 +740,103 @@ mod tests {
         );
         assert_eq!(stale.error_code, ec::STALE_BROKER_EPOCH);
         assert!(image.brokers[&1].fenced);
+    }
+
+    #[test]
+    fn a_reassignment_completes_when_its_target_is_in_sync_and_moves_a_removed_leader() {
+        let mut image = image_with(&[1, 2, 3, 4]);
+        create(&mut image, vec![vec![1, 2, 3]]);
+        let apply = |image: &mut ClusterImage, c: Command| {
+            let v = image.version + 1;
+            image.apply(v, &c)
+        };
+        let reassign = |target: Option<Vec<BrokerId>>| Command::ReassignPartition {
+            topic: "t".into(),
+            partition: 0,
+            target,
+        };
+        assert_eq!(
+            apply(&mut image, reassign(Some(vec![2, 3, 4]))),
+            CommandResult::ok()
+        );
+        let p = image.partition("t", 0).unwrap().clone();
+        assert_eq!(p.replicas, vec![2, 3, 4, 1], "the target first, then the removed");
+        assert_eq!((p.adding.clone(), p.removing.clone()), (vec![4], vec![1]));
+        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (1, 0, vec![1, 2, 3]));
+        // Broker 4 catches up: the leader adds it to the ISR, and the move is done.
+        let alter = Command::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: p.partition_epoch,
+            isr: vec![1, 2, 3, 4],
+        };
+        assert_eq!(apply(&mut image, alter), CommandResult::ok());
+        let p = image.partition("t", 0).unwrap().clone();
+        assert_eq!(p.replicas, vec![2, 3, 4]);
+        assert!(!p.reassigning());
+        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3, 4]));
+        assert_eq!(
+            apply(&mut image, reassign(None)).error_code,
+            ec::NO_REASSIGNMENT_IN_PROGRESS
+        );
+        assert_eq!(
+            apply(&mut image, reassign(Some(vec![2, 2]))).error_code,
+            ec::INVALID_REPLICA_ASSIGNMENT
+        );
+    }
+
+    #[test]
+    fn partitions_are_added_only_to_the_count_they_were_asked_from() {
+        let mut image = image_with(&[1, 2]);
+        create(&mut image, vec![vec![1, 2]]);
+        let add = |before| Command::CreatePartitions {
+            name: "t".into(),
+            assignments: vec![vec![2, 1]],
+            partitions_before: Some(before),
+        };
+        let v = image.version + 1;
+        assert_eq!(image.apply(v, &add(1)), CommandResult::ok());
+        // A second request made from the same count lost the race.
+        let v = image.version + 1;
+        assert_eq!(image.apply(v, &add(1)).error_code, ec::INVALID_PARTITIONS);
+        let t = &image.topics["t"];
+        assert_eq!(t.partitions.len(), 2);
+        assert_eq!(
+            (t.partitions[1].leader, t.partitions[1].isr.clone()),
+            (2, vec![2, 1])
+        );
+    }
+
+    #[test]
+    fn a_cancelled_reassignment_goes_back_to_the_original_replicas() {
+        let mut image = image_with(&[1, 2, 3, 4]);
+        create(&mut image, vec![vec![1, 2, 3]]);
+        let mut apply = |c: Command| {
+            let v = image.version + 1;
+            let r = image.apply(v, &c);
+            (r, image.partition("t", 0).unwrap().clone())
+        };
+        let (r, p) = apply(Command::ReassignPartition {
+            topic: "t".into(),
+            partition: 0,
+            target: Some(vec![4, 2, 3]),
+        });
+        assert_eq!(r, CommandResult::ok());
+        assert_eq!((p.replicas.clone(), p.leader), (vec![4, 2, 3, 1], 1));
+        let (r, p) = apply(Command::ReassignPartition {
+            topic: "t".into(),
+            partition: 0,
+            target: None,
+        });
+        assert_eq!(r, CommandResult::ok());
+        // As Kafka's: the original replicas are what is left without those being added.
+        assert_eq!(
+            (p.replicas, p.isr, p.leader, p.leader_epoch),
+            (vec![2, 3, 1], vec![1, 2, 3], 1, 0)
+        );
+        assert!(p.adding.is_empty() && p.removing.is_empty());
     }
 
     #[test]

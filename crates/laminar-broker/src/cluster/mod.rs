@@ -19,6 +19,7 @@ pub mod fetcher;
 pub mod publish;
 pub mod replica;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub const METADATA_DIR: &str = "cluster-metadata";
 const CONTROLLER_DEADLINE: Duration = Duration::from_secs(15);
 /// A stopping broker tells the controller for at most this long.
 const LEAVE_DEADLINE: Duration = Duration::from_secs(3);
+/// A stopping broker waits at most this long for its leaderships to move, and then lingers
+/// at most this long for the other brokers to learn of them.
+const LEAVE_WAIT: Duration = Duration::from_secs(2);
 /// How long one exchange with a controller may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a broker waits for its image to show a change it asked the controller for.
@@ -343,6 +347,93 @@ impl Cluster {
         Ok(self.image().topics.get(&name).cloned())
     }
 
+    /// Adds partitions to a topic through the controller (placed on the live brokers as a
+    /// new topic's are, with the topic's replication factor); once added, waits until this
+    /// broker's image has them.
+    pub async fn add_partitions_here(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        use crate::error_codes as ec;
+        if crate::topics::is_internal(name) {
+            // The group log lives in its partition 0, and a group's partition follows from
+            // the count: it does not change.
+            return Err((
+                ec::INVALID_TOPIC_EXCEPTION,
+                format!("{name} is an internal topic"),
+            ));
+        }
+        let image = self.image();
+        let t = image
+            .topics
+            .get(name)
+            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+        let have = t.partitions.len();
+        if count <= have as i32 || count as u32 > crate::topics::PARTITIONS_MAX {
+            return Err((
+                ec::INVALID_PARTITIONS,
+                format!("topic {name} has {have} partitions; asked for {count}"),
+            ));
+        }
+        let rf = t.partitions.first().map_or(1, |p| p.target().len());
+        let live = image.live_brokers();
+        if rf > live.len() {
+            return Err((
+                ec::INVALID_REPLICATION_FACTOR,
+                format!("replication factor {rf}: {} brokers are available", live.len()),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let start = (uuid::Uuid::new_v4().as_u128() % live.len() as u128) as usize;
+        let assignments = image::assign_replicas(&live, count as usize - have, rf, start);
+        let r = self
+            .write(image::Command::CreatePartitions {
+                name: name.to_string(),
+                assignments,
+                partitions_before: Some(have),
+            })
+            .await
+            .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
+        if r.error_code != ec::NONE {
+            return Err((r.error_code, r.message));
+        }
+        self.wait_for(|i| {
+            i.topics
+                .get(name)
+                .is_some_and(|t| t.partitions.len() >= count as usize)
+        })
+        .await;
+        Ok(())
+    }
+
+    /// Replaces a topic's configs through the controller with `configs` (the caller made
+    /// them from the image's and checked them); waits until this broker's image has them.
+    /// Two brokers changing one topic's configs at once: the later change wins whole.
+    pub async fn alter_topic_configs_here(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), (i16, String)> {
+        use crate::error_codes as ec;
+        let r = self
+            .write(image::Command::AlterTopicConfigs {
+                name: name.to_string(),
+                configs: configs.clone(),
+            })
+            .await
+            .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
+        if r.error_code != ec::NONE {
+            return Err((r.error_code, r.message));
+        }
+        self.wait_for(|i| i.topics.get(name).is_some_and(|t| t.configs == configs))
+            .await;
+        Ok(())
+    }
+
     /// Deletes a topic through the controller, and waits until this broker's image has
     /// lost it.
     pub async fn delete_topic_here(&self, name: &str) -> Result<(), (i16, String)> {
@@ -433,11 +524,43 @@ impl Cluster {
         }
     }
 
-    /// A clean stop: the controller fences this broker at once (moving its leaderships)
-    /// rather than after its session expires; then this node's voter stops.
+    /// A clean stop (Kafka's controlled shutdown): the controller fences this broker at once,
+    /// moving its leaderships, rather than after its session expires. It waits until this
+    /// broker has stopped leading (its image applied: produce requests now get
+    /// NOT_LEADER_OR_FOLLOWER with the new leader), then serves one heartbeat interval more,
+    /// the time the other brokers take to learn that they lead; then this node's voter stops.
+    /// The heartbeats must have stopped first (one would unfence it again); the task that
+    /// applies images must still run.
     pub async fn leave(&self, host: &str, port: u16) {
-        if let Err(e) = self.heartbeat(host, port, true).await {
-            crate::warn!("broker {}: telling the controller it leaves: {e}", self.node_id);
+        match self.heartbeat(host, port, true).await {
+            Err(e) => crate::warn!("broker {}: telling the controller it leaves: {e}", self.node_id),
+            Ok(_) => {
+                let leads = || {
+                    self.replicas
+                        .all()
+                        .iter()
+                        .filter(|r| matches!(r.role(), replica::Role::Leader(_)))
+                        .count()
+                };
+                let deadline = tokio::time::Instant::now() + LEAVE_WAIT;
+                while leads() > 0 && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                match leads() {
+                    0 => {
+                        let linger = self.settings.broker_heartbeat_interval.min(LEAVE_WAIT);
+                        crate::info!(
+                            "broker {}: its leaderships have moved; stopping in {linger:?}",
+                            self.node_id
+                        );
+                        tokio::time::sleep(linger).await;
+                    }
+                    n => crate::warn!(
+                        "broker {}: still leading {n} partitions after {LEAVE_WAIT:?}; stopping",
+                        self.node_id
+                    ),
+                }
+            }
         }
         let controller = self.controller.lock().unwrap().take();
         if let Some(c) = controller {

@@ -27,6 +27,8 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
             let now = image.clone();
             b.io.run(move || topics.apply_image(before.as_deref(), &now, node))
                 .await;
+            // Client quotas live in the cluster metadata: the same on every broker.
+            b.quotas.set_entries(image.quotas.clone());
             apply_roles(&b, &image).await;
             // Consumers waiting in long poll: an ISR change may have moved a high watermark.
             b.data_arrived.notify_waiters();

@@ -1,5 +1,7 @@
 //! AlterClientQuotas v0-1: set or remove `consumer_byte_rate` and `producer_byte_rate` of a
-//! client-id or of the default client. Durable (quotas.json) before it is answered.
+//! client-id or of the default client. Durable before it is answered: on one node in
+//! quotas.json, in a cluster in the cluster metadata (through the controller), from which
+//! every broker applies them.
 
 use std::sync::Arc;
 
@@ -10,7 +12,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::cluster::image::Command;
 use crate::error_codes as ec;
+use crate::quotas::{apply_changes, checked_change, QuotaChange, QuotaError};
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -18,9 +22,14 @@ pub async fn handle(
     correlation_id: i32,
     r: AlterClientQuotasRequest,
 ) -> Encoded {
-    let b2 = b.clone();
-    let entries = r.entries.clone();
-    let results = b.io.run(move || b2.quotas.alter(&entries, r.validate_only)).await;
+    let results = match &b.cluster {
+        Some(cluster) => alter_in_cluster(cluster, &r).await,
+        None => {
+            let b2 = b.clone();
+            let entries = r.entries.clone();
+            b.io.run(move || b2.quotas.alter(&entries, r.validate_only)).await
+        }
+    };
     let mut resp = AlterClientQuotasResponse::default();
     for ((entity, _), result) in r.entries.iter().zip(results) {
         let mut e = EntryData::default();
@@ -43,4 +52,46 @@ pub async fn handle(
         resp.entries.push(e);
     }
     responses::encode(ApiKey::AlterClientQuotas, version, correlation_id, &resp)
+}
+
+/// In a cluster: the checked entries go to the controller in one command; each entry is
+/// all-or-nothing, as on one node. Answered once this broker's image has them.
+async fn alter_in_cluster(
+    cluster: &crate::cluster::Cluster,
+    r: &AlterClientQuotasRequest,
+) -> Vec<Result<(), QuotaError>> {
+    let checked: Vec<Result<QuotaChange, QuotaError>> = r
+        .entries
+        .iter()
+        .map(|(entity, ops)| checked_change(entity, ops))
+        .collect();
+    let changes: Vec<QuotaChange> = checked.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
+    let written = if r.validate_only || changes.is_empty() {
+        Ok(())
+    } else {
+        match cluster
+            .write(Command::AlterClientQuotas {
+                changes: changes.clone(),
+            })
+            .await
+        {
+            Ok(done) if done.error_code == ec::NONE => {
+                // Applied again, the changes change nothing once the image has them.
+                cluster
+                    .wait_for(|i| {
+                        let mut again = i.quotas.clone();
+                        apply_changes(&mut again, &changes);
+                        again == i.quotas
+                    })
+                    .await;
+                Ok(())
+            }
+            Ok(refused) => Err((refused.error_code, refused.message)),
+            Err(e) => Err((ec::REQUEST_TIMED_OUT, e.to_string())),
+        }
+    };
+    checked
+        .into_iter()
+        .map(|c| c.and_then(|_| written.clone()))
+        .collect()
 }

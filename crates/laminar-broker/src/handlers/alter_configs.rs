@@ -35,25 +35,30 @@ const OP_SUBTRACT: i8 = 3;
 const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: AlterConfigsRequest) -> Encoded {
-    let topics = b.topics.clone();
     let node_id = b.config.node_id;
     let incremental = r.incremental;
-    // Persisting a topic's configs writes a file: off the socket thread.
-    let results: Vec<(i8, String, i16, Option<String>)> =
-        b.io.run(move || {
-            r.resources
-                .into_iter()
-                .map(|res| {
-                    let outcome = alter(&topics, node_id, &res, incremental, r.validate_only);
-                    let (code, message) = match outcome {
-                        Ok(()) => (ec::NONE, None),
-                        Err((code, message)) => (code, Some(message)),
-                    };
-                    (res.resource_type, res.resource_name, code, message)
-                })
-                .collect()
-        })
-        .await;
+    let validate_only = r.validate_only;
+    let mut results: Vec<(i8, String, i16, Option<String>)> = Vec::new();
+    for res in r.resources {
+        let outcome = match &b.cluster {
+            // In a cluster a topic's configs change through the controller.
+            Some(cluster) if res.resource_type == RESOURCE_TOPIC => {
+                alter_in_cluster(b, cluster, &res, incremental, validate_only).await
+            }
+            // Persisting a topic's configs writes a file: off the socket thread.
+            _ => {
+                let topics = b.topics.clone();
+                let res = res.clone();
+                b.io.run(move || alter(&topics, node_id, &res, incremental, validate_only))
+                    .await
+            }
+        };
+        let (code, message) = match outcome {
+            Ok(()) => (ec::NONE, None),
+            Err((code, message)) => (code, Some(message)),
+        };
+        results.push((res.resource_type, res.resource_name, code, message));
+    }
     if incremental {
         let mut resp = IncrementalAlterConfigsResponse::default();
         resp.responses = results
@@ -85,6 +90,51 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Alter
     }
 }
 
+/// A topic's configs in a cluster: made from those the cluster metadata holds, checked as
+/// CreateTopics checks them, and replaced through the controller.
+async fn alter_in_cluster(
+    b: &Broker,
+    cluster: &crate::cluster::Cluster,
+    res: &AlterConfigsResource,
+    incremental: bool,
+    validate_only: bool,
+) -> Result<(), (i16, String)> {
+    let name = &res.resource_name;
+    let mut configs = cluster
+        .image()
+        .topics
+        .get(name)
+        .map(|t| t.configs.clone())
+        .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+    changed(&mut configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;
+    b.topics
+        .log_config(&configs)
+        .map_err(|e| (ec::INVALID_CONFIG, e))?;
+    if validate_only {
+        return Ok(());
+    }
+    cluster.alter_topic_configs_here(name, configs).await
+}
+
+/// What the request makes of a topic's configs: IncrementalAlterConfigs' operations, or
+/// AlterConfigs' whole new set (what it does not name returns to its default).
+fn changed(
+    configs: &mut BTreeMap<String, String>,
+    res: &AlterConfigsResource,
+    incremental: bool,
+) -> Result<(), String> {
+    if incremental {
+        res.configs.iter().try_for_each(|c| apply(configs, c))
+    } else {
+        *configs = res
+            .configs
+            .iter()
+            .filter_map(|c| Some((c.name.clone(), c.value.clone()?)))
+            .collect();
+        Ok(())
+    }
+}
+
 fn alter(
     topics: &Topics,
     node_id: i32,
@@ -92,19 +142,7 @@ fn alter(
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
-    let change = |configs: &mut BTreeMap<String, String>| {
-        if incremental {
-            res.configs.iter().try_for_each(|c| apply(configs, c))
-        } else {
-            // AlterConfigs replaces the whole set: what is not named returns to its default.
-            *configs = res
-                .configs
-                .iter()
-                .filter_map(|c| Some((c.name.clone(), c.value.clone()?)))
-                .collect();
-            Ok(())
-        }
-    };
+    let change = |configs: &mut BTreeMap<String, String>| changed(configs, res, incremental);
     match res.resource_type {
         RESOURCE_TOPIC => topics.alter_configs(&res.resource_name, change, validate_only),
         RESOURCE_BROKER => {

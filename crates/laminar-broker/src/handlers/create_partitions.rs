@@ -1,4 +1,5 @@
-//! CreatePartitions v0-3.
+//! CreatePartitions v0-3: on one node the broker adds the logs; in a cluster the controller
+//! places the new partitions and every broker creates the logs placed on it.
 
 use std::sync::Arc;
 
@@ -16,6 +17,20 @@ pub async fn handle(
     correlation_id: i32,
     r: CreatePartitionsRequest,
 ) -> Encoded {
+    if let Some(cluster) = &b.cluster {
+        // Through the controller, which places the new partitions.
+        let mut resp = CreatePartitionsResponse::default();
+        for (name, count) in r.topics {
+            let mut out = CreatePartitionsTopicResult::default();
+            out.name = topic_name(&name);
+            if let Err((code, message)) = cluster.add_partitions_here(&name, count, r.validate_only).await {
+                out.error_code = code;
+                out.error_message = Some(sb(&message));
+            }
+            resp.results.push(out);
+        }
+        return responses::encode(ApiKey::CreatePartitions, version, correlation_id, &resp);
+    }
     let topics = b.topics.clone();
     let results =
         b.io.run(move || {

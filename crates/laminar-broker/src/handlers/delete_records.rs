@@ -66,10 +66,12 @@ fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Res
         .topics
         .log(topic, partition)
         .ok_or(ec::UNKNOWN_TOPIC_OR_PARTITION)?;
-    // One node: the high watermark is the log end (see fetch).
+    // Never above the high watermark (the log end on one node): what consumers may read.
+    // Followers learn the new start from their fetches, as Kafka's do.
+    let high_watermark = b.high_watermark(topic, partition, &log);
     let before = match offset {
-        HIGH_WATERMARK => log.log_end(),
-        o if o < 0 => return Err(ec::OFFSET_OUT_OF_RANGE),
+        HIGH_WATERMARK => high_watermark,
+        o if o < 0 || o > high_watermark.0 => return Err(ec::OFFSET_OUT_OF_RANGE),
         o => Offset(o),
     };
     log.delete_records(before).map_err(|e| match e {

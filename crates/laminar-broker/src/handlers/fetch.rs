@@ -75,8 +75,33 @@ struct Wanted {
     name: String,
     topic_id: [u8; 16],
     known: bool,
-    /// (partition, fetch offset, partition max bytes, current leader epoch).
-    partitions: Vec<(i32, i64, i32, i32)>,
+    partitions: Vec<WantedPartition>,
+}
+
+#[derive(Clone, Copy)]
+struct WantedPartition {
+    partition: i32,
+    fetch_offset: i64,
+    max_bytes: i32,
+    current_epoch: i32,
+    /// A follower's: the epoch its log ends with (-1: not given).
+    last_fetched_epoch: i32,
+}
+
+/// KIP-595's check of a follower's fetch: if this leader's log has no `last_fetched_epoch`,
+/// or that epoch ends here before the fetch offset, the follower's log diverged from this
+/// one: (the largest epoch at or below it, where it ends here), for it to truncate to.
+fn diverging(log: &laminar_storage::Log, w: &WantedPartition) -> Option<(i32, i64)> {
+    if w.last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end) = log.end_offset_for_epoch(w.last_fetched_epoch);
+    // No epoch at or below it here (the log start moved past them): the fetch offset's
+    // range check decides.
+    if epoch < 0 {
+        return None;
+    }
+    (epoch < w.last_fetched_epoch || end < w.fetch_offset).then_some((epoch, end))
 }
 
 /// Reads every requested partition once, except those whose read is stuck (answered with
@@ -100,7 +125,9 @@ fn read_once(
             topic_id: w.topic_id,
             partitions: Vec::new(),
         };
-        for &(partition, fetch_offset, partition_max_bytes, current_epoch) in &w.partitions {
+        for wp in &w.partitions {
+            let (partition, fetch_offset, partition_max_bytes, current_epoch) =
+                (wp.partition, wp.fetch_offset, wp.max_bytes, wp.current_epoch);
             index += 1;
             let mut p = FetchPartitionResponse {
                 partition_index: partition,
@@ -110,6 +137,8 @@ fn read_once(
                 log_start_offset: -1,
                 aborted_transactions: Vec::new(),
                 records: Vec::new(),
+                diverging_epoch: None,
+                current_leader: None,
             };
             let log = if w.known {
                 b.topics.log(&w.name, partition)
@@ -149,6 +178,16 @@ fn read_once(
             // Consumers read below the high watermark (what the in-sync replicas hold);
             // followers read to the log end.
             let hw = b.high_watermark(&w.name, partition, &log);
+            if follower {
+                if let Some(diverged) = diverging(&log, wp) {
+                    p.diverging_epoch = Some(diverged);
+                    p.high_watermark = hw.0;
+                    p.last_stable_offset = log.last_stable_offset().min(hw).0;
+                    p.log_start_offset = log.log_start().0;
+                    topic.partitions.push(p);
+                    continue;
+                }
+            }
             if b.stuck_reads.contains(&w.name, partition) {
                 p.high_watermark = hw.0;
                 p.last_stable_offset = log.last_stable_offset().min(hw).0;
@@ -269,7 +308,7 @@ async fn read_unstuck(
         };
         let Some((topic, partition)) = wanted
             .iter()
-            .flat_map(|w| w.partitions.iter().map(move |p| (&w.name, p.0)))
+            .flat_map(|w| w.partitions.iter().map(move |p| (&w.name, p.partition)))
             .nth(stuck - 1)
         else {
             unreachable!("the index counts the requested partitions")
@@ -319,13 +358,12 @@ pub async fn handle(
                     partitions: t
                         .partitions
                         .iter()
-                        .map(|p| {
-                            (
-                                p.partition,
-                                p.fetch_offset,
-                                p.partition_max_bytes,
-                                p.current_leader_epoch,
-                            )
+                        .map(|p| WantedPartition {
+                            partition: p.partition,
+                            fetch_offset: p.fetch_offset,
+                            max_bytes: p.partition_max_bytes,
+                            current_epoch: p.current_leader_epoch,
+                            last_fetched_epoch: p.last_fetched_epoch,
                         })
                         .collect(),
                 }
@@ -372,7 +410,11 @@ pub async fn handle(
                 error_code: ec::NONE,
                 session_id: 0,
                 topics,
+                node_endpoints: Vec::new(),
             };
+            if version >= 12 {
+                point_at_leaders(b, version, &mut resp);
+            }
             if !throttle.is_zero() {
                 // As Kafka does: over its quota, the client gets an empty response at once
                 // with the throttle time, and its connection is muted for that long. The
@@ -389,6 +431,40 @@ pub async fn handle(
     }
 }
 
+/// KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its
+/// leader and epoch as the cluster metadata has them, and (v16+) the response the leaders'
+/// endpoints, so that the client goes there without asking Metadata first.
+fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
+    let Some(cluster) = &b.cluster else {
+        return;
+    };
+    let image = cluster.image();
+    let mut leaders = Vec::new();
+    for t in &mut resp.topics {
+        for p in &mut t.partitions {
+            if p.error_code != ec::NOT_LEADER_OR_FOLLOWER && p.error_code != ec::FENCED_LEADER_EPOCH {
+                continue;
+            }
+            if let Some(info) = image.partition(&t.name, p.partition_index) {
+                if info.leader >= 0 {
+                    p.current_leader = Some((info.leader, info.leader_epoch));
+                    leaders.push(info.leader);
+                }
+            }
+        }
+    }
+    if version < 16 {
+        return;
+    }
+    leaders.sort_unstable();
+    leaders.dedup();
+    resp.node_endpoints = leaders
+        .into_iter()
+        .filter_map(|id| image.brokers.get(&id))
+        .map(|x| (x.id, x.host.clone(), x.port as i32))
+        .collect();
+}
+
 /// A follower's fetch: its progress on each partition this broker leads, the high watermark
 /// moved, and an ISR expansion asked for if it has caught up.
 fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
@@ -396,7 +472,8 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
         return;
     };
     for w in wanted.iter().filter(|w| w.known) {
-        for &(partition, fetch_offset, _, current_epoch) in &w.partitions {
+        for wp in &w.partitions {
+            let (partition, fetch_offset, current_epoch) = (wp.partition, wp.fetch_offset, wp.current_epoch);
             let (Some(replica), Some(log)) = (
                 cluster.replicas.get(&w.name, partition),
                 b.topics.log(&w.name, partition),
@@ -406,6 +483,11 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
             // Only a follower of this very leadership acknowledges anything (its fetch is
             // answered FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH otherwise).
             if replica.leader_epoch() != Some(current_epoch) {
+                continue;
+            }
+            // Nor does one whose log diverged from this one: its fetch offset is not this
+            // log's (it is told to truncate).
+            if diverging(&log, wp).is_some() {
                 continue;
             }
             if let Some(change) = replica.on_follower_fetch(follower, fetch_offset, log.log_end().0) {

@@ -5,6 +5,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;

@@ -1,0 +1,81 @@
+//! AlterPartitionReassignments v0 (`kafka-reassign-partitions --execute`, Admin's
+//! `alterPartitionReassignments`): in a cluster, each partition's move goes to the controller
+//! (KIP-455): the new replicas join as followers and catch up, and once all of the target is
+//! in sync the old ones are removed (a removed leader hands over at a new epoch). A `null`
+//! replica list cancels a move in progress. The answer comes once the controller has
+//! accepted the move, not when it is done: ListPartitionReassignments shows the progress.
+//! On one node no partition can move: only a move to that node itself is accepted.
+
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::AlterPartitionReassignmentsResponse;
+use laminar_protocol::requests::AlterPartitionReassignmentsRequest;
+use laminar_protocol::{responses, ApiKey};
+
+use super::{sb, topic_name, Encoded};
+use crate::broker::Broker;
+use crate::cluster::image::Command;
+use crate::error_codes as ec;
+
+pub async fn handle(
+    b: &Broker,
+    version: i16,
+    correlation_id: i32,
+    r: AlterPartitionReassignmentsRequest,
+) -> Encoded {
+    let mut resp = AlterPartitionReassignmentsResponse::default();
+    for (topic, partitions) in r.topics {
+        let mut out = ReassignableTopicResponse::default();
+        out.name = topic_name(&topic);
+        for (partition, target) in partitions {
+            let (code, message) = reassign(b, &topic, partition, target).await;
+            let mut p = ReassignablePartitionResponse::default();
+            p.partition_index = partition;
+            p.error_code = code;
+            p.error_message = (code != ec::NONE).then(|| sb(&message));
+            out.partitions.push(p);
+        }
+        resp.responses.push(out);
+    }
+    responses::encode(
+        ApiKey::AlterPartitionReassignments,
+        version,
+        correlation_id,
+        &resp,
+    )
+}
+
+async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i32>>) -> (i16, String) {
+    let Some(cluster) = &b.cluster else {
+        if b.topics.log(topic, partition).is_none() {
+            return (
+                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("no partition {topic}-{partition}"),
+            );
+        }
+        return match target {
+            None => (
+                ec::NO_REASSIGNMENT_IN_PROGRESS,
+                "nothing moves on one node".into(),
+            ),
+            Some(t) if t == [b.config.node_id] => (ec::NONE, String::new()),
+            Some(t) => (
+                ec::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "replicas {t:?}: this broker is a single node, {}",
+                    b.config.node_id
+                ),
+            ),
+        };
+    };
+    let command = Command::ReassignPartition {
+        topic: topic.to_string(),
+        partition,
+        target,
+    };
+    match cluster.write(command).await {
+        Ok(r) => (r.error_code, r.message),
+        Err(e) => (ec::REQUEST_TIMED_OUT, e.to_string()),
+    }
+}
