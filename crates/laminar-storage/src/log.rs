@@ -1535,7 +1535,21 @@ impl Log {
             "only a closed log is emptied"
         );
         let _layout = self.layout.lock().unwrap();
-        for name in self.storage.list_dir(&self.dir).ctx("list", &self.dir)? {
+        // Data segments first, the newest first, the epoch cache last: a crash part way
+        // leaves a log with its epochs for what remains (whose truncation then still
+        // works), or no segment at all.
+        let mut names = self.storage.list_dir(&self.dir).ctx("list", &self.dir)?;
+        let rank = |n: &String| {
+            if n.ends_with(".log") {
+                0
+            } else if n == crate::epochs::EPOCHS_FILE {
+                2
+            } else {
+                1
+            }
+        };
+        names.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.cmp(a)));
+        for name in names {
             let path = self.dir.join(&name);
             self.storage.remove_file(&path).ctx("remove", &path)?;
         }

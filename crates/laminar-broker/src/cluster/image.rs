@@ -140,9 +140,13 @@ pub enum Command {
         #[serde(default)]
         partitions_before: Option<usize>,
     },
+    /// Replaces a topic's configs, if they are still `previous` (the ones the change was
+    /// made from: two changes that raced do not lose one).
     AlterTopicConfigs {
         name: String,
         configs: BTreeMap<String, String>,
+        #[serde(default)]
+        previous: Option<BTreeMap<String, String>>,
     },
     /// A leader changes its partition's ISR (Kafka's AlterPartition): applied only if the
     /// leader, its epoch and the partition epoch are still those it saw.
@@ -335,7 +339,15 @@ impl ClusterImage {
                 crate::quotas::apply_changes(&mut self.quotas, changes);
                 CommandResult::ok()
             }
-            Command::AlterTopicConfigs { name, configs } => match self.topics.get_mut(name) {
+            Command::AlterTopicConfigs {
+                name,
+                configs,
+                previous,
+            } => match self.topics.get_mut(name) {
+                Some(t) if previous.as_ref().is_some_and(|p| *p != t.configs) => CommandResult::err(
+                    ec::INVALID_UPDATE_VERSION,
+                    format!("the configs of {name} changed meanwhile"),
+                ),
                 Some(t) => {
                     t.configs = configs.clone();
                     CommandResult::ok()
@@ -413,44 +425,45 @@ impl ClusterImage {
             Ok(p) => p,
             Err(e) => return e,
         };
-        let original = p.original();
-        match target {
-            None => {
-                if !p.reassigning() {
-                    return CommandResult::err(
-                        ec::NO_REASSIGNMENT_IN_PROGRESS,
-                        format!("{topic}-{partition} is not being reassigned"),
-                    );
-                }
-                // Back to the original replicas, as Kafka does: those of them in sync stay
-                // in the ISR; if none is, the move cannot be undone safely.
-                let isr: Vec<BrokerId> = p.isr.iter().copied().filter(|r| original.contains(r)).collect();
-                if isr.is_empty() {
-                    return CommandResult::err(
-                        ec::INVALID_REPLICA_ASSIGNMENT,
-                        format!("none of {topic}-{partition}'s original replicas {original:?} is in sync"),
-                    );
-                }
-                p.replicas = original;
-                p.isr = isr;
-                p.adding.clear();
-                p.removing.clear();
-                p.partition_epoch += 1;
-                Self::lead_from_replicas(p, &live);
-            }
-            Some(target) => {
-                if target == original.as_slice() && !p.reassigning() {
-                    return CommandResult::ok(); // already there
-                }
-                let mut replicas = target.to_vec();
-                replicas.extend(original.iter().copied().filter(|r| !target.contains(r)));
-                p.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
-                p.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
-                p.replicas = replicas;
-                p.partition_epoch += 1;
-                Self::complete_reassignment(p, &live);
-            }
+        if target.is_none() && !p.reassigning() {
+            return CommandResult::err(
+                ec::NO_REASSIGNMENT_IN_PROGRESS,
+                format!("{topic}-{partition} is not being reassigned"),
+            );
         }
+        // A move in progress is undone first, as Kafka's controller does, whether it is
+        // cancelled or replaced by another: back to the original replicas, those of them in
+        // sync staying in the ISR, a leader no longer among them replaced.
+        if p.reassigning() {
+            let original = p.original();
+            let isr: Vec<BrokerId> = p.isr.iter().copied().filter(|r| original.contains(r)).collect();
+            if isr.is_empty() {
+                return CommandResult::err(
+                    ec::INVALID_REPLICA_ASSIGNMENT,
+                    format!("none of {topic}-{partition}'s original replicas {original:?} is in sync"),
+                );
+            }
+            p.replicas = original;
+            p.isr = isr;
+            p.adding.clear();
+            p.removing.clear();
+            p.partition_epoch += 1;
+            Self::lead_from_replicas(p, &live);
+        }
+        let Some(target) = target else {
+            return CommandResult::ok();
+        };
+        let original = p.replicas.clone();
+        if target == original.as_slice() {
+            return CommandResult::ok(); // already there
+        }
+        let mut replicas = target.to_vec();
+        replicas.extend(original.iter().copied().filter(|r| !target.contains(r)));
+        p.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
+        p.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
+        p.replicas = replicas;
+        p.partition_epoch += 1;
+        Self::complete_reassignment(p, &live);
         CommandResult::ok()
     }
 
@@ -563,7 +576,7 @@ impl ClusterImage {
     fn unfence(&mut self, id: BrokerId) {
         for t in self.topics.values_mut() {
             for p in &mut t.partitions {
-                if p.leader == NO_LEADER && p.isr.contains(&id) {
+                if p.leader == NO_LEADER && p.isr.contains(&id) && p.replicas.contains(&id) {
                     p.leader = id;
                     p.leader_epoch += 1;
                     p.partition_epoch += 1;
@@ -807,6 +820,48 @@ mod tests {
             (t.partitions[1].leader, t.partitions[1].isr.clone()),
             (2, vec![2, 1])
         );
+    }
+
+    #[test]
+    fn a_reassignment_replacing_one_in_progress_undoes_it_first() {
+        let mut image = image_with(&[1, 2, 3, 4, 5, 6]);
+        create(&mut image, vec![vec![1, 2, 3]]);
+        let apply = |image: &mut ClusterImage, c: Command| {
+            let v = image.version + 1;
+            image.apply(v, &c)
+        };
+        let reassign = |target: Vec<BrokerId>| Command::ReassignPartition {
+            topic: "t".into(),
+            partition: 0,
+            target: Some(target),
+        };
+        apply(&mut image, reassign(vec![4, 5, 6]));
+        let epoch = image.partition("t", 0).unwrap().partition_epoch;
+        let alter = Command::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: epoch,
+            isr: vec![1, 2, 3, 4],
+        };
+        assert_eq!(apply(&mut image, alter), CommandResult::ok());
+        // The leader dies: broker 4, in sync, takes over.
+        apply(
+            &mut image,
+            Command::FenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        assert_eq!(image.partition("t", 0).unwrap().leader, 4);
+        // Back to the original replicas by a new move: 4 is no replica any more, so it
+        // neither leads nor stays in the ISR.
+        assert_eq!(apply(&mut image, reassign(vec![1, 2, 3])), CommandResult::ok());
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.replicas.clone(), p.isr.clone()), (vec![1, 2, 3], vec![2, 3]));
+        assert_eq!((p.leader, p.leader_epoch), (2, 2));
+        assert!(!p.reassigning());
     }
 
     #[test]

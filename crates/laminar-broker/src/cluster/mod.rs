@@ -410,28 +410,55 @@ impl Cluster {
         Ok(())
     }
 
-    /// Replaces a topic's configs through the controller with `configs` (the caller made
-    /// them from the image's and checked them); waits until this broker's image has them.
-    /// Two brokers changing one topic's configs at once: the later change wins whole.
+    /// Changes a topic's configs through the controller: `change` makes the new set from
+    /// the one in this broker's image (and checks it), and the controller takes it only if
+    /// the topic's configs are still that one; if another change came first, it is made
+    /// again from the newer image (a few times). Waits until this broker's image has it.
     pub async fn alter_topic_configs_here(
         &self,
         name: &str,
-        configs: BTreeMap<String, String>,
+        change: impl Fn(&mut BTreeMap<String, String>) -> Result<(), (i16, String)>,
+        validate_only: bool,
     ) -> Result<(), (i16, String)> {
         use crate::error_codes as ec;
-        let r = self
-            .write(image::Command::AlterTopicConfigs {
-                name: name.to_string(),
-                configs: configs.clone(),
-            })
-            .await
-            .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
-        if r.error_code != ec::NONE {
-            return Err((r.error_code, r.message));
+        const ATTEMPTS: usize = 5;
+        for _ in 0..ATTEMPTS {
+            let image = self.image();
+            let previous = image
+                .topics
+                .get(name)
+                .map(|t| t.configs.clone())
+                .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+            let mut configs = previous.clone();
+            change(&mut configs)?;
+            if validate_only {
+                return Ok(());
+            }
+            let r = self
+                .write(image::Command::AlterTopicConfigs {
+                    name: name.to_string(),
+                    configs: configs.clone(),
+                    previous: Some(previous),
+                })
+                .await
+                .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
+            match r.error_code {
+                ec::NONE => {
+                    self.wait_for(|i| i.topics.get(name).is_some_and(|t| t.configs == configs))
+                        .await;
+                    return Ok(());
+                }
+                // Another change came first: this broker's image learns it, then again.
+                ec::INVALID_UPDATE_VERSION => {
+                    self.wait_for(|i| i.version > image.version).await;
+                }
+                _ => return Err((r.error_code, r.message)),
+            }
         }
-        self.wait_for(|i| i.topics.get(name).is_some_and(|t| t.configs == configs))
-            .await;
-        Ok(())
+        Err((
+            ec::REQUEST_TIMED_OUT,
+            format!("the configs of {name} kept changing under {ATTEMPTS} attempts"),
+        ))
     }
 
     /// Deletes a topic through the controller, and waits until this broker's image has

@@ -99,21 +99,16 @@ async fn alter_in_cluster(
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
-    let name = &res.resource_name;
-    let mut configs = cluster
-        .image()
-        .topics
-        .get(name)
-        .map(|t| t.configs.clone())
-        .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
-    changed(&mut configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;
-    b.topics
-        .log_config(&configs)
-        .map_err(|e| (ec::INVALID_CONFIG, e))?;
-    if validate_only {
-        return Ok(());
-    }
-    cluster.alter_topic_configs_here(name, configs).await
+    let change = |configs: &mut BTreeMap<String, String>| {
+        changed(configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        b.topics
+            .log_config(configs)
+            .map(|_| ())
+            .map_err(|e| (ec::INVALID_CONFIG, e))
+    };
+    cluster
+        .alter_topic_configs_here(&res.resource_name, change, validate_only)
+        .await
 }
 
 /// What the request makes of a topic's configs: IncrementalAlterConfigs' operations, or

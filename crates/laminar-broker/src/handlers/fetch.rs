@@ -401,7 +401,8 @@ pub async fn handle(
         let any_error = topics
             .iter()
             .flat_map(|t| &t.partitions)
-            .any(|p| p.error_code != ec::NONE);
+            // A follower told its log diverged is answered at once, as an error would be.
+            .any(|p| p.error_code != ec::NONE || p.diverging_epoch.is_some());
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
             let throttle = b.quotas.record(client_id, QuotaKind::Fetch, total);
