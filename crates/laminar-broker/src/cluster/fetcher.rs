@@ -227,10 +227,7 @@ async fn truncate_to_leader(
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
     // Each round but the last cuts the log shorter: it ends.
     loop {
-        let log = b
-            .topics
-            .log(topic, partition)
-            .ok_or_else(|| io::Error::other("no log here"))?;
+        let log = replica_log(b, replica)?;
         // An empty log has nothing to cut (its epoch cache holds only the epoch it started
         // with, not one of a batch it has).
         let Some(mine) = log.latest_epoch().filter(|_| log.log_end() > log.log_start()) else {
@@ -281,10 +278,7 @@ async fn cut_to_leader(
     leader_end: i64,
 ) -> io::Result<bool> {
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
-    let log = b
-        .topics
-        .log(topic, partition)
-        .ok_or_else(|| io::Error::other("no log here"))?;
+    let log = replica_log(b, replica)?;
     let (my_epoch, my_end) = log.end_offset_for_epoch(leader_epoch);
     let to = if my_end >= 0 {
         leader_end.min(my_end)
@@ -360,10 +354,7 @@ async fn start_at_leaders_start(
         "ListOffsets",
     )?;
     let leader_start = answer.offset;
-    let log = b
-        .topics
-        .log(topic, partition)
-        .ok_or_else(|| io::Error::other("no log here"))?;
+    let log = replica_log(b, replica)?;
     if log.log_end().0 >= leader_start {
         return Ok(());
     }
@@ -404,6 +395,13 @@ async fn change_current_log<T: Send + 'static>(
         job(&b2, log)
     })
     .await
+}
+
+/// The log this replica appends to, as the store holds it now.
+fn replica_log(b: &Broker, replica: &Replica) -> io::Result<Arc<laminar_storage::Log>> {
+    b.topics
+        .log(&replica.topic, replica.partition)
+        .ok_or_else(|| io::Error::other("no log here"))
 }
 
 /// The one partition's answer to a one-partition request, unless it is missing or an error.
@@ -462,10 +460,7 @@ async fn fetch_once(
 ) -> io::Result<Fetched> {
     let epoch = me.epoch;
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
-    let log = b
-        .topics
-        .log(topic, partition)
-        .ok_or_else(|| io::Error::other("no log here"))?;
+    let log = replica_log(b, replica)?;
     let fetch_offset = log.log_end();
     // The fetch offset acknowledges everything below it: it must all be on disk (a previous
     // fetcher's last append may not be yet).
