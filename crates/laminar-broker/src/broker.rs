@@ -82,8 +82,6 @@ pub struct Broker {
     pub groups: Coordinator,
     pub group_store: GroupStore,
     pub txns: crate::txn::TxnCoordinator,
-    /// `__transaction_state-0`: the transaction coordinator's log.
-    pub txn_log: Arc<laminar_storage::Log>,
     /// Woken after every append, for fetches waiting in long poll.
     pub data_arrived: Notify,
     pub advertised_host: String,
@@ -98,6 +96,9 @@ pub struct Broker {
     /// In a cluster: the leader epoch of `__consumer_offsets-0` whose group state is loaded
     /// here (-1: none; this broker does not coordinate groups).
     pub groups_loaded_epoch: std::sync::atomic::AtomicI64,
+    /// In a cluster: the leader epoch of `__transaction_state-0` whose transactions are
+    /// loaded here (-1: none; this broker is not the transaction coordinator).
+    pub txns_loaded_epoch: std::sync::atomic::AtomicI64,
 }
 
 impl Service for Broker {
@@ -166,6 +167,30 @@ impl Broker {
         }
     }
 
+    /// The transaction coordinator's epoch if this broker is it: in a cluster, the leader
+    /// epoch of `__transaction_state-0`, led here with the transactions loaded from it; 0 on
+    /// a single node. The error code a transaction request gets if not.
+    pub fn txn_coordinator_epoch(&self) -> Result<i32, i16> {
+        if self.cluster.is_none() {
+            return Ok(0);
+        }
+        match self.leadership(crate::txn::log::TRANSACTION_TOPIC, 0) {
+            Ok(epoch)
+                if self.txns_loaded_epoch.load(std::sync::atomic::Ordering::Acquire) == epoch as i64 =>
+            {
+                Ok(epoch)
+            }
+            Ok(_) => Err(crate::error_codes::COORDINATOR_LOAD_IN_PROGRESS),
+            Err(_) => Err(crate::error_codes::NOT_COORDINATOR),
+        }
+    }
+
+    /// The transaction coordinator's log, `__transaction_state-0` (as a follower truncates
+    /// it, it is reopened: looked up each time).
+    pub fn txn_log(&self) -> Option<Arc<laminar_storage::Log>> {
+        self.topics.log(crate::txn::log::TRANSACTION_TOPIC, 0)
+    }
+
     /// What consumers may read of a partition led here: below its high watermark. On a
     /// single node, the whole log.
     pub fn high_watermark(
@@ -210,6 +235,26 @@ impl Broker {
         self.append_group_log(GroupWrite::Records(records)).await
     }
 
+    /// Appends offsets committed in a transaction to the group log, in the producer's
+    /// transactional batch, and waits until they are durable (and replicated); they are
+    /// applied when the transaction's commit marker is written. Returns a Kafka error code.
+    pub async fn persist_txn_offsets(
+        self: &Arc<Self>,
+        producer_id: i64,
+        producer_epoch: i16,
+        records: Vec<GroupRecord>,
+    ) -> i16 {
+        if records.is_empty() {
+            return crate::error_codes::NONE;
+        }
+        self.append_group_log(GroupWrite::Transactional {
+            producer_id,
+            producer_epoch,
+            records,
+        })
+        .await
+    }
+
     /// Makes the coordinator's own changes durable: group metadata that changed, expired
     /// offsets and groups that are gone (see `Coordinator::take_changes`).
     pub async fn persist_group_changes(self: &Arc<Self>) -> i16 {
@@ -239,15 +284,26 @@ impl Broker {
             .run(partition_key(crate::groups::store::OFFSETS_TOPIC, 0), move || {
                 // Pending first, then memory: a record applied in between is in one of them.
                 let pending = b.group_store.pending_view();
-                let (records, apply) = match write {
-                    GroupWrite::Records(records) => (records, true),
+                let (records, apply, producer) = match write {
+                    GroupWrite::Records(records) => (records, Apply::Now, None),
                     // Already applied to memory by `take_changes`.
-                    GroupWrite::Changes(retention) => (b.groups.take_changes(retention, &pending), false),
+                    GroupWrite::Changes(retention) => {
+                        (b.groups.take_changes(retention, &pending), Apply::No, None)
+                    }
+                    GroupWrite::Transactional {
+                        producer_id,
+                        producer_epoch,
+                        records,
+                    } => (
+                        records,
+                        Apply::AtMarker(producer_id),
+                        Some((producer_id, producer_epoch)),
+                    ),
                 };
                 if records.is_empty() {
                     return Ok(None);
                 }
-                let mut batch = GroupStore::encode(&records, &b.groups, &pending)
+                let mut batch = GroupStore::encode(&records, &b.groups, &pending, producer)
                     .map_err(|e| GroupLogError::Encode(e.to_string()))?;
                 // On the storage thread, where a fetcher would append: still the leader?
                 if b.group_coordinator_ready().is_err() {
@@ -255,14 +311,19 @@ impl Broker {
                 }
                 let log = b.group_store.log();
                 let info = log.append_as(&mut batch, laminar_storage::AppendMode::Leader { epoch })?;
-                if apply {
-                    // In log order: before any later batch exists.
-                    b.group_store
-                        .pending
-                        .lock()
-                        .unwrap()
-                        .insert(info.last_offset, records);
-                }
+                let apply = match apply {
+                    Apply::Now => {
+                        // In log order: before any later batch exists.
+                        b.group_store
+                            .pending
+                            .lock()
+                            .unwrap()
+                            .insert(info.last_offset, records);
+                        None
+                    }
+                    Apply::No => None,
+                    Apply::AtMarker(producer_id) => Some((producer_id, records)),
+                };
                 Ok::<_, GroupLogError>(Some((info, apply)))
             })
             .await;
@@ -296,9 +357,12 @@ impl Broker {
             Err(panicked) => Err(panicked.to_string()),
         };
         match durable {
-            Ok((last, apply)) => {
-                if apply {
-                    self.group_store.apply_durable(&self.groups, last);
+            Ok((last, txn)) => {
+                match txn {
+                    // Durable, before its transaction's marker can be written (EndTxn
+                    // comes after this request is answered).
+                    Some((producer_id, records)) => self.group_store.add_txn_offsets(producer_id, records),
+                    None => self.group_store.apply_durable(&self.groups, last),
                 }
                 crate::error_codes::NONE
             }
@@ -425,6 +489,23 @@ enum GroupWrite {
     Records(Vec<GroupRecord>),
     /// The coordinator's own changes, taken with this offsets retention.
     Changes(Duration),
+    /// Offsets committed in a producer's transaction (TxnOffsetCommit): written in its
+    /// transactional batch, applied when its commit marker is.
+    Transactional {
+        producer_id: i64,
+        producer_epoch: i16,
+        records: Vec<GroupRecord>,
+    },
+}
+
+/// When the records of a group write reach memory.
+enum Apply {
+    /// Once durable, in log order.
+    Now,
+    /// Never: already there.
+    No,
+    /// At the marker of this producer's transaction.
+    AtMarker(i64),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -505,7 +586,7 @@ impl RunningBroker {
             Some(started.map_err(io::Error::other)?)
         };
         let cfg = config.clone();
-        let (store, topics, producers, groups, group_store, quotas, was_empty, txns, txn_log) =
+        let (store, topics, producers, groups, group_store, quotas, was_empty, txns) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
                 let mut storage: Arc<dyn Storage> = RealStorage::new();
                 if let Some(f) = &cfg.faults {
@@ -575,11 +656,16 @@ impl RunningBroker {
                 let txn_log = store
                     .log(&laminar_storage::LogId::new(crate::txn::log::TRANSACTION_TOPIC, 0))
                     .ok_or_else(|| io::Error::other("__transaction_state-0 does not exist"))?;
-                let restored = crate::txn::log::replay(&txn_log).map_err(io::Error::other)?;
-                if !restored.is_empty() {
-                    crate::info!("restored {} transactional ids", restored.len());
-                }
-                let txns = crate::txn::TxnCoordinator::new(restored.into_values());
+                // In a cluster, read when this broker becomes the log's leader.
+                let txns = if cfg.controller_quorum_voters.is_empty() {
+                    let restored = crate::txn::log::replay(&txn_log).map_err(io::Error::other)?;
+                    if !restored.is_empty() {
+                        crate::info!("restored {} transactional ids", restored.len());
+                    }
+                    crate::txn::TxnCoordinator::new(restored.into_values())
+                } else {
+                    crate::txn::TxnCoordinator::new([])
+                };
                 Ok((
                     store,
                     Arc::new(topics),
@@ -589,7 +675,6 @@ impl RunningBroker {
                     quotas,
                     was_empty,
                     txns,
-                    txn_log,
                 ))
             })
             .await
@@ -619,7 +704,6 @@ impl RunningBroker {
             groups,
             group_store,
             txns,
-            txn_log,
             data_arrived: Notify::new(),
             cluster_id: "laminar-cluster".to_string(),
             advertised_host,
@@ -632,6 +716,7 @@ impl RunningBroker {
             stuck_reads: Default::default(),
             cluster,
             groups_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
+            txns_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
         });
         let limits = ServerLimits {
             max_connections: net::open_files::fit_connections(config.max_connections),
@@ -709,7 +794,7 @@ impl RunningBroker {
                 prepared.transactional_id,
                 prepared.status.name()
             );
-            tokio::spawn(crate::txn::complete::complete(broker.clone(), prepared));
+            tokio::spawn(crate::txn::complete::complete(broker.clone(), prepared, 0));
         }
         let b = broker.clone();
         let txn_timer = tokio::spawn(async move {

@@ -62,3 +62,6 @@ pub const INVALID_UPDATE_VERSION: i16 = 95;
 pub const INELIGIBLE_REPLICA: i16 = 107;
 pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+pub const NETWORK_EXCEPTION: i16 = 13;
+/// A marker from a transaction coordinator whose epoch is older than the current one.
+pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;

@@ -3,7 +3,7 @@
 //! same job as the append, so check and append are atomic per partition.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::error_codes as ec;
@@ -45,6 +45,19 @@ pub struct Producers {
     /// allocating the ids that leave its own `node.id` as the remainder.
     stride: i64,
     state: Mutex<HashMap<(i64, String, i32), PartitionProducer>>,
+    /// In a cluster, transactional producers whose partition the coordinator (elsewhere)
+    /// was asked about, before their first batch of a transaction here: (epoch, token, when
+    /// it was set). A marker of the producer removes it, so that a batch verified before a
+    /// marker but appended after it is refused (KIP-890's verification guard).
+    guards: Mutex<HashMap<(i64, String, i32), Guard>>,
+    next_guard: AtomicU64,
+}
+
+/// A verification guard (see `Producers::guards`).
+struct Guard {
+    epoch: i16,
+    token: u64,
+    set_ms: i64,
 }
 
 /// The producer fields of the batches of one produce to one partition.
@@ -77,6 +90,8 @@ impl Producers {
             next_id: AtomicI64::new(start),
             stride: 1,
             state: Mutex::new(HashMap::new()),
+            guards: Mutex::new(HashMap::new()),
+            next_guard: AtomicU64::new(1),
         }
     }
 
@@ -93,6 +108,8 @@ impl Producers {
             next_id: AtomicI64::new(start),
             stride: ID_STRIDE,
             state: Mutex::new(HashMap::new()),
+            guards: Mutex::new(HashMap::new()),
+            next_guard: AtomicU64::new(1),
         }
     }
 
@@ -174,6 +191,30 @@ impl Producers {
         p.last_timestamp_ms = max_timestamp_ms;
     }
 
+    /// Sets the verification guard of a transactional producer on `topic`-`partition`, before
+    /// the coordinator is asked about it. Returns its token.
+    pub fn guard(&self, topic: &str, partition: i32, producer_id: i64, epoch: i16) -> u64 {
+        let token = self.next_guard.fetch_add(1, Ordering::Relaxed);
+        self.guards.lock().unwrap().insert(
+            (producer_id, topic.to_string(), partition),
+            Guard {
+                epoch,
+                token,
+                set_ms: laminar_storage::now_ms(),
+            },
+        );
+        token
+    }
+
+    /// Is the guard set with `token` still there (no marker of the producer since)?
+    pub fn guarded(&self, topic: &str, partition: i32, producer_id: i64, epoch: i16, token: u64) -> bool {
+        self.guards
+            .lock()
+            .unwrap()
+            .get(&(producer_id, topic.to_string(), partition))
+            .is_some_and(|g| (g.epoch, g.token) == (epoch, token))
+    }
+
     /// The producer's epoch on `topic`-`partition`, if it has state there.
     pub fn epoch(&self, topic: &str, partition: i32, producer_id: i64) -> Option<i16> {
         let state = self.state.lock().unwrap();
@@ -186,6 +227,10 @@ impl Producers {
     /// fenced or bumped producer) makes every older epoch's batches refused from now on, and
     /// the new epoch starts its sequences at 0.
     pub fn on_marker(&self, topic: &str, partition: i32, producer_id: i64, epoch: i16, timestamp_ms: i64) {
+        self.guards
+            .lock()
+            .unwrap()
+            .remove(&(producer_id, topic.to_string(), partition));
         let mut state = self.state.lock().unwrap();
         let p = state
             .entry((producer_id, topic.to_string(), partition))
@@ -202,6 +247,10 @@ impl Producers {
     /// above 0 gets UNKNOWN_PRODUCER_ID, and the client starts its sequence again. Returns how
     /// many (producer, partition) states went.
     pub fn expire(&self, now_ms: i64, expiration_ms: u64) -> usize {
+        self.guards
+            .lock()
+            .unwrap()
+            .retain(|_, g| now_ms.saturating_sub(g.set_ms) < expiration_ms as i64);
         let mut state = self.state.lock().unwrap();
         let before = state.len();
         state.retain(|_, p| now_ms.saturating_sub(p.last_timestamp_ms) < expiration_ms as i64);
@@ -277,6 +326,10 @@ impl Producers {
     /// Forgets every producer's state on `topic`-`partition` (its log was truncated: the
     /// state is rebuilt from what remains).
     pub fn forget_partition(&self, topic: &str, partition: i32) {
+        self.guards
+            .lock()
+            .unwrap()
+            .retain(|(_, t, p), _| !(t == topic && *p == partition));
         self.state
             .lock()
             .unwrap()

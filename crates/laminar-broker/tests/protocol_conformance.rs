@@ -647,6 +647,41 @@ fn every_advertised_version_round_trips() {
                         "DeleteRecords v{v}: nothing below 0, past the end, no such partition"
                     );
                 }
+                24 if v >= 4 => {
+                    // A partition leader's question, for a producer the coordinator does not
+                    // know, and for a partition that does not exist.
+                    let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                    t.name = TopicName(sb("conf"));
+                    t.partitions = vec![0];
+                    let mut txn = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                    txn.transactional_id = TransactionalId(sb("conf-txn"));
+                    txn.producer_id = ProducerId(7);
+                    txn.verify_only = true;
+                    txn.topics = vec![t.clone()];
+                    let mut unknown = txn.clone();
+                    unknown.transactional_id = TransactionalId(sb("conf-txn-2"));
+                    unknown.topics[0].partitions = vec![99];
+                    let mut r = AddPartitionsToTxnRequest::default();
+                    r.transactions = vec![txn, unknown];
+                    let resp: AddPartitionsToTxnResponse =
+                        call(&mut s, ApiKey::AddPartitionsToTxn, v, next(), &r);
+                    assert_eq!(resp.error_code, 0, "AddPartitionsToTxn v{v}");
+                    let codes: Vec<(String, i16)> = resp
+                        .results_by_transaction
+                        .iter()
+                        .map(|t| {
+                            (
+                                t.transactional_id.0.to_string(),
+                                t.topic_results[0].results_by_partition[0].partition_error_code,
+                            )
+                        })
+                        .collect();
+                    assert_eq!(
+                        codes,
+                        [("conf-txn".to_string(), 49), ("conf-txn-2".to_string(), 3)],
+                        "AddPartitionsToTxn v{v}: an unknown producer, an unknown partition"
+                    );
+                }
                 24 => {
                     let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
                     t.name = TopicName(sb("conf"));

@@ -256,11 +256,12 @@ pub const API_TABLE: &[ApiSpec] = &[
     },
     // Transactions, with transaction.version 2 (KIP-890: Produce v12, EndTxn v5 and
     // TxnOffsetCommit v5 add partitions implicitly and bump the epoch per transaction) and
-    // without it. v4 and v5 of AddPartitionsToTxn are for brokers.
+    // without it. v4 and v5 of AddPartitionsToTxn are for brokers: a partition leader asks
+    // the coordinator whether a transactional batch's partition is in its transaction.
     ApiSpec {
         key: ApiKey::AddPartitionsToTxn,
         min_version: 0,
-        max_version: 3,
+        max_version: 5,
         first_flexible: 3,
     },
     ApiSpec {

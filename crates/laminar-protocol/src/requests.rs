@@ -114,10 +114,18 @@ pub struct TxnProducer {
     pub producer_epoch: i16,
 }
 
-/// AddPartitionsToTxn v0-3 (a client's; v4+ batch transactions for brokers).
+/// AddPartitionsToTxn: v0-3 a client's, one transaction; v4+ a broker's, several, each
+/// maybe only asking whether its partitions are in the transaction (KIP-890).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddPartitionsToTxnRequest {
+    pub transactions: Vec<TxnPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnPartitions {
     pub producer: TxnProducer,
+    /// v4+: check, add nothing.
+    pub verify_only: bool,
     pub topics: TopicPartitions,
 }
 
@@ -638,14 +646,34 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         }
         ApiKey::IncrementalAlterConfigs => Request::AlterConfigs(alter_configs(&mut r, true)?),
         ApiKey::AddPartitionsToTxn => {
-            let producer = txn_producer(&mut r)?;
-            let topics = r.array(3, |r| {
-                let name = r.string()?;
-                let partitions = r.array(4, |r| r.i32())?;
-                r.tagged_fields()?;
-                Ok((name, partitions))
-            })?;
-            Request::AddPartitionsToTxn(AddPartitionsToTxnRequest { producer, topics })
+            let topics = |r: &mut Reader| {
+                r.array(3, |r| {
+                    let name = r.string()?;
+                    let partitions = r.array(4, |r| r.i32())?;
+                    r.tagged_fields()?;
+                    Ok((name, partitions))
+                })
+            };
+            let transactions = if v >= 4 {
+                r.array(16, |r| {
+                    let producer = txn_producer(r)?;
+                    let verify_only = r.bool()?;
+                    let topics = topics(r)?;
+                    r.tagged_fields()?;
+                    Ok(TxnPartitions {
+                        producer,
+                        verify_only,
+                        topics,
+                    })
+                })?
+            } else {
+                vec![TxnPartitions {
+                    producer: txn_producer(&mut r)?,
+                    verify_only: false,
+                    topics: topics(&mut r)?,
+                }]
+            };
+            Request::AddPartitionsToTxn(AddPartitionsToTxnRequest { transactions })
         }
         ApiKey::AddOffsetsToTxn => Request::AddOffsetsToTxn(AddOffsetsToTxnRequest {
             producer: txn_producer(&mut r)?,

@@ -385,10 +385,20 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             t.name = topic();
             t.partitions = vec![0, 1, 2];
             let mut r = AddPartitionsToTxnRequest::default();
-            r.v3_and_below_transactional_id = TransactionalId(sb("txn"));
-            r.v3_and_below_producer_id = ProducerId(7);
-            r.v3_and_below_producer_epoch = 1;
-            r.v3_and_below_topics = vec![t.clone(), t];
+            if v >= 4 {
+                let mut txn = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                txn.transactional_id = TransactionalId(sb("txn"));
+                txn.producer_id = ProducerId(7);
+                txn.producer_epoch = 1;
+                txn.verify_only = true;
+                txn.topics = vec![t.clone(), t];
+                r.transactions = vec![txn];
+            } else {
+                r.v3_and_below_transactional_id = TransactionalId(sb("txn"));
+                r.v3_and_below_producer_id = ProducerId(7);
+                r.v3_and_below_producer_epoch = 1;
+                r.v3_and_below_topics = vec![t.clone(), t];
+            }
             frame(ApiKey::AddPartitionsToTxn, v, &r)
         }
         25 => {
@@ -574,11 +584,14 @@ fn transactional_requests_decode_to_their_fields() {
             let (_, request) = decode(Bytes::from(seed(spec.key as i16, v))).unwrap();
             match request {
                 Request::AddPartitionsToTxn(r) => {
+                    assert_eq!(r.transactions.len(), 1);
+                    let r = &r.transactions[0];
                     assert_eq!(
                         (r.producer.transactional_id.as_str(), r.producer.producer_id),
                         ("txn", 7)
                     );
                     assert_eq!(r.producer.producer_epoch, 1);
+                    assert_eq!(r.verify_only, v >= 4, "v{v}");
                     assert_eq!(r.topics.len(), 2);
                     assert_eq!(r.topics[1], ("fuzz-topic".to_string(), vec![0, 1, 2]));
                 }

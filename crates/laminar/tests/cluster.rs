@@ -1076,3 +1076,185 @@ fn partitions_topic_configs_and_quotas_change_through_the_controller() {
         }
     }
 }
+
+/// Transactions in a cluster: Kafka's Java client runs a consume-transform-produce loop with
+/// `sendOffsetsToTransaction` while the brokers of the transaction coordinator and of the
+/// group coordinator are killed with SIGKILL in turn; a read_committed consumer of the output
+/// then sees every input record exactly once. The coordinators move with the leaderships of
+/// `__transaction_state-0` and `__consumer_offsets-0`: markers go to the partitions' leaders
+/// with WriteTxnMarkers, the leaders check each transaction's first batch with the
+/// coordinator (AddPartitionsToTxn v4), and the group coordinator applies the offsets with
+/// the transaction's marker in the group log, wherever the transaction coordinator is.
+#[test]
+fn the_java_clients_exactly_once_loop_survives_its_coordinators_being_killed() {
+    const INPUT_RECORDS: usize = 2_000;
+    let mut c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let topics = [
+        NewTopic::new("eos-in", 2, TopicReplication::Fixed(3)),
+        NewTopic::new("eos-out", 2, TopicReplication::Fixed(3)).set("min.insync.replicas", "2"),
+    ];
+    for r in block(a.create_topics(&topics, &opts)).unwrap() {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    for (topic, partitions) in [
+        ("eos-in", 2),
+        ("eos-out", 2),
+        ("__consumer_offsets", 1),
+        ("__transaction_state", 1),
+    ] {
+        for p in 0..partitions {
+            wait_in_sync(&c, 0, topic, p, &[1, 2, 3]);
+        }
+    }
+    produce_values(
+        &c.bootstrap(),
+        "eos-in",
+        2,
+        (0..INPUT_RECORDS).map(|i| i.to_string()),
+    );
+    let program =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TransformExactlyOnce.java");
+    let mut java = common::Program::spawn(
+        std::process::Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(format!("{}/*", common::kafka_lib().display()))
+            .arg(&program)
+            .args([&c.bootstrap(), "eos-in", "eos-out", "eos-group", "eos-txn"])
+            .arg(INPUT_RECORDS.to_string()),
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let mut apart = false;
+    for round in 0..4 {
+        let txn = wait_in_sync(&c, 0, "__transaction_state", 0, &[1, 2, 3]);
+        let group = wait_in_sync(&c, 0, "__consumer_offsets", 0, &[1, 2, 3]);
+        apart |= txn != group;
+        let (log, victim) = if round % 2 == 0 {
+            ("__transaction_state", txn)
+        } else {
+            ("__consumer_offsets", group)
+        };
+        eprintln!(
+            "round {round}: transaction coordinator {txn}, group coordinator {group}; killing {victim}"
+        );
+        assert!(
+            java.running(),
+            "the loop finished before round {round}: the kills must land while it runs"
+        );
+        let i = (victim - 1) as usize;
+        c.kill9(i);
+        let live: Vec<i32> = (1..=3).filter(|id| *id != victim).collect();
+        let via = (live[0] - 1) as usize;
+        let moved = wait_in_sync(&c, via, log, 0, &live);
+        let (t, g) = (
+            placement(c.addr(via), "__transaction_state", 0).map_or(-1, |p| p.0),
+            placement(c.addr(via), "__consumer_offsets", 0).map_or(-1, |p| p.0),
+        );
+        apart |= t != g && t != victim && g != victim;
+        eprintln!(
+            "round {round}: {log} now led by {moved}; transaction coordinator {t}, group coordinator {g}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        c.launch(i);
+        wait_in_sync(&c, via, log, 0, &[1, 2, 3]);
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let printed = java.finish(Duration::from_secs(300));
+    eprintln!("{printed}");
+    assert!(
+        apart,
+        "the two coordinators were on one broker throughout: the test must see them apart"
+    );
+    common::assert_exactly_once_output(&c.bootstrap(), "eos-out", 2, INPUT_RECORDS);
+}
+
+/// librdkafka's transactions in a cluster, without faults: a topic whose three partitions
+/// are led by three brokers, transactions committed and aborted through a coordinator that
+/// leads none of some of them; a read_committed consumer sees exactly the committed records,
+/// and a second instance of the transactional id fences the first everywhere.
+#[test]
+fn librdkafkas_transactions_commit_and_abort_on_partitions_led_elsewhere() {
+    use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+    let c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("txn-spread", 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    assert!(block(a.create_topics([&t], &opts)).unwrap()[0].is_ok());
+    let mut leaders = Vec::new();
+    for p in 0..3 {
+        leaders.push(wait_in_sync(&c, 0, "txn-spread", p, &[1, 2, 3]));
+    }
+    let coordinator = wait_in_sync(&c, 0, "__transaction_state", 0, &[1, 2, 3]);
+    wait_in_sync(&c, 0, "__consumer_offsets", 0, &[1, 2, 3]);
+    assert!(
+        leaders.iter().any(|l| *l != coordinator),
+        "some partition led away from the coordinator ({coordinator}): {leaders:?}"
+    );
+    let producer = |id: &str| -> ThreadedProducer<DefaultProducerContext> {
+        let p: ThreadedProducer<DefaultProducerContext> = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", c.bootstrap())
+            .set("transactional.id", id)
+            .set("linger.ms", "1")
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let p = producer("spread");
+    let mut committed = Vec::new();
+    for t in 0..12 {
+        p.begin_transaction().unwrap();
+        let batch: Vec<String> = (0..9).map(|i| format!("t{t}-{i}")).collect();
+        for (i, v) in batch.iter().enumerate() {
+            p.send(
+                BaseRecord::<(), _>::to("txn-spread")
+                    .payload(v)
+                    .partition(i as i32 % 3),
+            )
+            .unwrap();
+        }
+        p.flush(Duration::from_secs(30)).unwrap();
+        if t % 3 == 2 {
+            p.abort_transaction(Duration::from_secs(30)).unwrap();
+        } else {
+            p.commit_transaction(Duration::from_secs(30)).unwrap();
+            committed.extend(batch);
+        }
+    }
+    // A new instance of the id fences the old one: its next transaction fails.
+    p.begin_transaction().unwrap();
+    p.send(
+        BaseRecord::<(), _>::to("txn-spread")
+            .payload("zombie")
+            .partition(0),
+    )
+    .unwrap();
+    let _ = p.flush(Duration::from_secs(10));
+    let q = producer("spread");
+    assert!(
+        p.commit_transaction(Duration::from_secs(30)).is_err(),
+        "the fenced instance cannot commit"
+    );
+    q.begin_transaction().unwrap();
+    for i in 0..3 {
+        let v = format!("q-{i}");
+        q.send(BaseRecord::<(), _>::to("txn-spread").payload(&v).partition(i))
+            .unwrap();
+        committed.push(v);
+    }
+    q.commit_transaction(Duration::from_secs(30)).unwrap();
+    let mut got = sorted_values(read_to_end(&c.bootstrap(), "txn-spread", 3, "read_committed"));
+    committed.sort();
+    got.sort();
+    assert_eq!(
+        got, committed,
+        "read_committed sees exactly the committed records"
+    );
+    // Every record reached the logs, the aborted ones too.
+    let all = read_to_end(&c.bootstrap(), "txn-spread", 3, "read_uncommitted");
+    assert!(all.len() >= 12 * 9 + 3, "{} records in the logs", all.len());
+}

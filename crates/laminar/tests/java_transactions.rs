@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -47,22 +46,6 @@ fn java_consume_transform_produce_is_exactly_once_across_ten_sigkills() {
     }
     eprintln!("{}", java.finish(Duration::from_secs(300)));
 
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for (_, _, v) in read_to_end(&addr, "eos-out", 2, "read_committed") {
-        *seen.entry(String::from_utf8(v).unwrap()).or_default() += 1;
-    }
-    let duplicated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(duplicated.is_empty(), "records written twice: {duplicated:?}");
-    let missing: Vec<_> = (0..INPUT_RECORDS)
-        .map(|i| format!("out-{i}"))
-        .filter(|v| !seen.contains_key(v))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} records lost: {:?}",
-        missing.len(),
-        &missing[..missing.len().min(10)]
-    );
-    assert_eq!(seen.len(), INPUT_RECORDS);
+    common::assert_exactly_once_output(&addr, "eos-out", 2, INPUT_RECORDS);
     broker.terminate();
 }

@@ -14,7 +14,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
@@ -22,13 +22,12 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 };
 use kafka_protocol::messages::{
     ApiKey, BrokerId as KBrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, TopicName,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use laminar_storage::{AppendMode, LogId, Offset};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::client::BrokerConnection;
 use super::image::BrokerId;
 use super::replica::{Replica, Role};
 use crate::broker::Broker;
@@ -42,92 +41,8 @@ const LIST_OFFSETS_VERSION: i16 = 4;
 const FETCH_MAX_WAIT_MS: i32 = 500;
 const FETCH_MAX_BYTES: i32 = 16 << 20;
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
-/// A response larger than this closes the connection.
-const RESPONSE_BYTES_MAX: usize = 64 << 20;
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// After an error, the wait before trying again.
 const BACKOFF: Duration = Duration::from_millis(100);
-
-/// A Kafka connection to the leader, one request at a time.
-struct LeaderConnection {
-    stream: TcpStream,
-    correlation_id: i32,
-    client_id: StrBytes,
-}
-
-impl LeaderConnection {
-    async fn connect(addr: &str, node: BrokerId) -> io::Result<LeaderConnection> {
-        let stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
-            .await
-            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
-        stream.set_nodelay(true)?;
-        Ok(LeaderConnection {
-            stream,
-            correlation_id: 0,
-            client_id: StrBytes::from_string(format!("laminar-replica-{node}")),
-        })
-    }
-
-    async fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        request: &Req,
-    ) -> io::Result<Resp> {
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = version;
-        header.correlation_id = self.correlation_id;
-        header.client_id = Some(self.client_id.clone());
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        header
-            .encode(&mut buf, key.request_header_version(version))
-            .map_err(io::Error::other)?;
-        request.encode(&mut buf, version).map_err(io::Error::other)?;
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        let exchange = async {
-            self.stream.write_all(&buf).await?;
-            let size = self.stream.read_i32().await?;
-            if size < 0 || size as usize > RESPONSE_BYTES_MAX {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("a response of {size} bytes"),
-                ));
-            }
-            let mut body = Vec::new();
-            (&mut self.stream)
-                .take(size as u64)
-                .read_to_end(&mut body)
-                .await?;
-            if body.len() != size as usize {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            Ok(Bytes::from(body))
-        };
-        let mut body = tokio::time::timeout(CALL_TIMEOUT, exchange)
-            .await
-            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
-        let h = ResponseHeader::decode(&mut body, key.response_header_version(version))
-            .map_err(io::Error::other)?;
-        if h.correlation_id != self.correlation_id {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a response out of order",
-            ));
-        }
-        let resp = Resp::decode(&mut body, version).map_err(io::Error::other)?;
-        if body.has_remaining() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "bytes after a response",
-            ));
-        }
-        Ok(resp)
-    }
-}
 
 /// Whole batches at the start of `records` (a leader may cut the last one at its byte bound).
 fn whole_batches(records: &Bytes) -> Bytes {
@@ -153,7 +68,7 @@ pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epo
         generation,
     };
     let (topic, partition) = (replica.topic.clone(), replica.partition);
-    let mut connection: Option<LeaderConnection> = None;
+    let mut connection: Option<BrokerConnection> = None;
     let mut truncated = false;
     let mut failing = false;
     loop {
@@ -169,7 +84,8 @@ pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epo
                     .get(&leader)
                     .map(|x| format!("{}:{}", x.host, x.port))
                     .ok_or_else(|| io::Error::other(format!("broker {leader} is not registered")))?;
-                connection = Some(LeaderConnection::connect(&endpoint, node).await?);
+                connection =
+                    Some(BrokerConnection::connect(&endpoint, &format!("laminar-replica-{node}")).await?);
             }
             let conn = connection.as_mut().expect("connected");
             if !truncated {
@@ -221,7 +137,7 @@ enum Fetched {
 async fn truncate_to_leader(
     b: &Arc<Broker>,
     replica: &Arc<Replica>,
-    conn: &mut LeaderConnection,
+    conn: &mut BrokerConnection,
     me: Following,
 ) -> io::Result<()> {
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
@@ -333,7 +249,7 @@ async fn cut_to_leader(
 async fn start_at_leaders_start(
     b: &Arc<Broker>,
     replica: &Arc<Replica>,
-    conn: &mut LeaderConnection,
+    conn: &mut BrokerConnection,
     me: Following,
 ) -> io::Result<()> {
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
@@ -455,7 +371,7 @@ impl Following {
 async fn fetch_once(
     b: &Arc<Broker>,
     replica: &Arc<Replica>,
-    conn: &mut LeaderConnection,
+    conn: &mut BrokerConnection,
     me: Following,
 ) -> io::Result<Fetched> {
     let epoch = me.epoch;

@@ -10,6 +10,7 @@
 //! `node.id` is listed there is also a controller voter (Kafka's combined mode). Without it,
 //! the broker is the single node it has always been, and none of this runs.
 
+pub mod client;
 pub mod image;
 pub mod raft;
 pub mod rpc;
@@ -119,6 +120,9 @@ pub struct Cluster {
     last_controller: AtomicI64,
     /// The partitions placed here: leading, following, or idle.
     pub replicas: replica::Replicas,
+    /// Connections to the other brokers, for the transaction coordinator's markers and
+    /// checks.
+    pub clients: client::BrokerClients,
 }
 
 impl Cluster {
@@ -154,6 +158,7 @@ impl Cluster {
             fenced: AtomicBool::new(true),
             last_controller: AtomicI64::new(-1),
             replicas: replica::Replicas::new(node_id),
+            clients: client::BrokerClients::new(node_id),
         }))
     }
 

@@ -100,11 +100,17 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 if is_group_log(&topic, partition) {
                     load_groups(b, epoch).await;
                 }
+                if is_txn_log(&topic, partition) {
+                    load_txns(b, epoch).await;
+                }
             }
             Transition::BecameFollower { leader, epoch } => {
                 crate::info!("following broker {leader} for {topic}-{partition} at epoch {epoch}");
                 if is_group_log(&topic, partition) {
                     unload_groups(b);
+                }
+                if is_txn_log(&topic, partition) {
+                    unload_txns(b);
                 }
                 if let Some(replica) = cluster.replicas.get(&topic, partition) {
                     let generation = replica.generation();
@@ -122,6 +128,9 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 if is_group_log(&topic, partition) {
                     unload_groups(b);
                 }
+                if is_txn_log(&topic, partition) {
+                    unload_txns(b);
+                }
             }
         }
     }
@@ -129,6 +138,47 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
 
 fn is_group_log(topic: &str, partition: i32) -> bool {
     topic == crate::groups::store::OFFSETS_TOPIC && partition == 0
+}
+
+fn is_txn_log(topic: &str, partition: i32) -> bool {
+    topic == crate::txn::log::TRANSACTION_TOPIC && partition == 0
+}
+
+/// This broker leads the transaction log now: it becomes the transaction coordinator once it
+/// has read the transactions from it, and completes those it finds prepared (their markers
+/// are idempotent). Until then transaction requests get COORDINATOR_LOAD_IN_PROGRESS.
+async fn load_txns(b: &Arc<Broker>, epoch: i32) {
+    let Some(log) = b.txn_log() else {
+        crate::warn!("leading the transaction log at epoch {epoch}, but it has no log here");
+        return;
+    };
+    let read = b.io.run(move || crate::txn::log::replay(&log)).await;
+    match read {
+        Ok(restored) => {
+            let n = restored.len();
+            b.txns.reset(restored.into_values());
+            b.txns_loaded_epoch.store(epoch as i64, Ordering::Release);
+            crate::info!("coordinating transactions at epoch {epoch}: {n} transactional ids loaded");
+            for prepared in b.txns.prepared() {
+                crate::info!(
+                    "completing transaction {:?} ({}) decided by the previous coordinator",
+                    prepared.transactional_id,
+                    prepared.status.name()
+                );
+                tokio::spawn(crate::txn::complete::complete(b.clone(), prepared, epoch));
+            }
+        }
+        Err(e) => crate::warn!("loading the transactions at epoch {epoch}: {e}"),
+    }
+}
+
+/// This broker no longer leads the transaction log: it forgets the transactions; their
+/// completions in progress stop (the next coordinator completes them).
+fn unload_txns(b: &Arc<Broker>) {
+    if b.txns_loaded_epoch.swap(-1, Ordering::AcqRel) >= 0 {
+        crate::info!("no longer coordinating transactions");
+    }
+    b.txns.reset([]);
 }
 
 /// This broker leads the group log now: it becomes the group coordinator once it has read

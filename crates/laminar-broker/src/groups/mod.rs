@@ -1102,9 +1102,13 @@ mod tests {
         assert!(changes.is_empty(), "{changes:?}");
         assert_eq!(c.committed("g").len(), 1);
 
-        let batch =
-            store::GroupStore::encode(&[GroupRecord::GroupDeleted { group: "g".into() }], &c, &pending)
-                .unwrap();
+        let batch = store::GroupStore::encode(
+            &[GroupRecord::GroupDeleted { group: "g".into() }],
+            &c,
+            &pending,
+            None,
+        )
+        .unwrap();
         let (_, start, end) = laminar_records::validate_batches(&batch).unwrap()[0];
         let written: Vec<(records::GroupKey, bool)> =
             laminar_records::decode_records(&batch[start..end], 1 << 20)

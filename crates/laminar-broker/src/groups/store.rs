@@ -13,7 +13,9 @@
 
 use std::sync::Arc;
 
-use laminar_records::{decode_records, validate_batches, BatchBuilder, Compression, RecordSpec};
+use laminar_records::{
+    control_type, decode_records, validate_batches, BatchBuilder, Compression, ControlType, RecordSpec,
+};
 use laminar_storage::backend::read_exact_at;
 use laminar_storage::{Log, LogId, Offset, Store};
 use serde::Deserialize;
@@ -83,6 +85,11 @@ pub struct GroupStore {
     /// first: otherwise two commits to one partition could leave the older in memory while
     /// the log (and so the next start) holds the newer.
     pub pending: Pending,
+    /// Offsets committed in transactions (TxnOffsetCommit), durable in the log in the
+    /// producer's transactional batches, by producer id: applied when the transaction's
+    /// commit marker is written here, dropped on its abort marker (Kafka's model: the
+    /// transaction coordinator may be another broker, and only sends the marker).
+    txn_offsets: std::sync::Mutex<std::collections::HashMap<i64, Vec<GroupRecord>>>,
 }
 
 impl GroupStore {
@@ -96,6 +103,7 @@ impl GroupStore {
         Ok(GroupStore {
             log: std::sync::RwLock::new(log),
             pending: Pending::default(),
+            txn_offsets: Default::default(),
         })
     }
 
@@ -111,6 +119,7 @@ impl GroupStore {
         let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
         *self.log.write().unwrap() = log;
         self.pending.lock().unwrap().clear();
+        self.txn_offsets.lock().unwrap().clear();
         coordinator.shutdown();
         coordinator.clear();
         self.replay(coordinator)
@@ -147,13 +156,19 @@ impl GroupStore {
     /// Encodes records as one batch in Kafka's schemas. A group's deletion needs every
     /// offset it holds: those in `coordinator`'s memory and those still `pending`. Call it
     /// on the storage thread that appends the batch, so that nothing is appended between.
+    /// With `producer` (id, epoch), the batch is that producer's, in its transaction.
     pub fn encode(
         records: &[GroupRecord],
         coordinator: &Coordinator,
         pending: &PendingView,
+        producer: Option<(i64, i16)>,
     ) -> Result<Vec<u8>, RecordError> {
         let now = laminar_storage::now_ms();
         let mut b = BatchBuilder::new(Compression::None, now);
+        if let Some((producer_id, producer_epoch)) = producer {
+            // No sequence, as Kafka writes them: the coordinator, not the producer, writes it.
+            b = b.transactional().producer(producer_id, producer_epoch, -1);
+        }
         let mut push = |key: GroupKey, value: Option<Vec<u8>>| -> Result<(), RecordError> {
             b.push(RecordSpec {
                 timestamp_ms: now,
@@ -234,23 +249,106 @@ impl GroupStore {
         Ok(b.build().expect("batch builds"))
     }
 
-    /// Reads the whole internal log into the coordinator. Blocking: startup only.
+    /// Reads the whole internal log into the coordinator. Offsets committed in a transaction
+    /// are applied where its commit marker is, dropped at its abort marker, and kept pending
+    /// if it has none yet. Blocking: startup, or taking over as coordinator.
     pub fn replay(&self, coordinator: &Coordinator) -> Result<usize, String> {
         let mut applied = 0;
-        for_each_record(&self.log(), |key, value| {
-            let key = match GroupKey::decode(key) {
-                Ok(k) => k,
-                Err(e) => {
-                    crate::warn!("skipping a group record: {e}");
+        // The records of each producer's open transaction: (key, value).
+        type Open = Vec<(GroupKey, Option<Vec<u8>>)>;
+        let mut in_txn: std::collections::HashMap<i64, Open> = Default::default();
+        for_each_entry(&self.log(), |entry| match entry {
+            Entry::Record { producer, key, value } => {
+                let key = match GroupKey::decode(key) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        crate::warn!("skipping a group record: {e}");
+                        return;
+                    }
+                };
+                if let Some(producer_id) = producer {
+                    in_txn
+                        .entry(producer_id)
+                        .or_default()
+                        .push((key, value.map(|v| v.to_vec())));
                     return;
                 }
-            };
-            match replay_one(coordinator, key, value) {
-                Ok(()) => applied += 1,
-                Err(e) => crate::warn!("skipping a group record: {e}"),
+                match replay_one(coordinator, key, value) {
+                    Ok(()) => applied += 1,
+                    Err(e) => crate::warn!("skipping a group record: {e}"),
+                }
+            }
+            Entry::Marker { producer_id, commit } => {
+                for (key, value) in in_txn.remove(&producer_id).unwrap_or_default() {
+                    if !commit {
+                        continue;
+                    }
+                    match replay_one(coordinator, key, value.as_deref()) {
+                        Ok(()) => applied += 1,
+                        Err(e) => crate::warn!("skipping a group record: {e}"),
+                    }
+                }
             }
         })?;
+        // Transactions not ended yet: their offsets wait for the marker.
+        let mut txn_offsets = self.txn_offsets.lock().unwrap();
+        txn_offsets.clear();
+        for (producer_id, records) in in_txn {
+            let records = records
+                .into_iter()
+                .filter_map(|(key, value)| match (key, value) {
+                    (
+                        GroupKey::Offset {
+                            group,
+                            topic,
+                            partition,
+                        },
+                        Some(v),
+                    ) => OffsetValue::decode(&v).ok().map(|v| GroupRecord::Offset {
+                        group,
+                        topic,
+                        partition,
+                        offset: v.offset,
+                        leader_epoch: v.leader_epoch,
+                        metadata: Some(v.metadata),
+                        commit_ms: v.commit_timestamp_ms,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            txn_offsets.insert(producer_id, records);
+        }
         Ok(applied)
+    }
+
+    /// Offsets of a transaction, durable in the log: they wait for its marker.
+    pub fn add_txn_offsets(&self, producer_id: i64, records: Vec<GroupRecord>) {
+        self.txn_offsets
+            .lock()
+            .unwrap()
+            .entry(producer_id)
+            .or_default()
+            .extend(records);
+    }
+
+    /// The marker of `producer_id`'s transaction is durable in the log: its offsets are
+    /// committed (applied to the coordinator) or dropped.
+    pub fn on_txn_marker(&self, coordinator: &Coordinator, producer_id: i64, commit: bool) {
+        let records = self.txn_offsets.lock().unwrap().remove(&producer_id);
+        if commit {
+            for r in records.unwrap_or_default() {
+                apply(coordinator, r);
+            }
+        }
+    }
+
+    /// Is an offset of `group` on `topic`-`partition` waiting in a transaction? A consumer
+    /// that asks for stable offsets (KIP-447) is told to retry until it ends.
+    pub fn txn_offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.txn_offsets.lock().unwrap().values().flatten().any(|r| {
+            matches!(r, GroupRecord::Offset { group: g, topic: t, partition: p, .. }
+                if g == group && t == topic && *p == partition)
+        })
     }
 
     pub fn flushed(&self, last: Offset) -> laminar_storage::FlushWait {
@@ -271,11 +369,32 @@ impl GroupStore {
     }
 }
 
-/// Calls `f` with the key and value of every record of `log` that has a key, in order.
 /// Calls `f` with the key and value of every keyed record of an internal log (the group log,
 /// the transaction log), oldest first; control batches hold none of theirs. Blocking:
 /// startup only.
 pub(crate) fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), String> {
+    for_each_entry(log, |entry| {
+        if let Entry::Record { key, value, .. } = entry {
+            f(key, value)
+        }
+    })
+}
+
+/// What an internal log holds, as [`for_each_entry`] gives it.
+pub(crate) enum Entry<'a> {
+    /// A keyed record; `producer` is set if its batch is a producer's, in a transaction.
+    Record {
+        producer: Option<i64>,
+        key: &'a [u8],
+        value: Option<&'a [u8]>,
+    },
+    /// A transaction marker.
+    Marker { producer_id: i64, commit: bool },
+}
+
+/// Calls `f` with every keyed record and every transaction marker of `log`, oldest first.
+/// Blocking.
+pub(crate) fn for_each_entry(log: &Log, mut f: impl FnMut(Entry)) -> Result<(), String> {
     let mut offset = log.log_start();
     let mut buf = Vec::new();
     loop {
@@ -285,11 +404,22 @@ pub(crate) fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)
         read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
         for (h, start, end) in validate_batches(&buf).map_err(|e| e.to_string())? {
             if h.is_control() {
+                if let Some(marker) = control_type(&buf[start..end]) {
+                    f(Entry::Marker {
+                        producer_id: h.producer_id,
+                        commit: marker == ControlType::Commit,
+                    });
+                }
                 continue;
             }
+            let producer = h.is_transactional().then_some(h.producer_id);
             for rec in decode_records(&buf[start..end], GROUP_BATCH_BYTES_MAX).map_err(|e| e.to_string())? {
                 if let Some(key) = &rec.key {
-                    f(key, rec.value.as_deref());
+                    f(Entry::Record {
+                        producer,
+                        key,
+                        value: rec.value.as_deref(),
+                    });
                 }
             }
         }
@@ -409,7 +539,7 @@ fn migrate_legacy(store: &Store, log: Arc<Log>) -> Result<Arc<Log>, String> {
         .collect();
     for chunk in records.chunks(MIGRATION_BATCH_RECORDS) {
         let mut batch =
-            GroupStore::encode(chunk, &state, &PendingView::default()).map_err(|e| e.to_string())?;
+            GroupStore::encode(chunk, &state, &PendingView::default(), None).map_err(|e| e.to_string())?;
         log.append(&mut batch).map_err(|e| e.to_string())?;
     }
     log.flush().map_err(|e| e.to_string())?;
@@ -453,5 +583,74 @@ pub fn apply(c: &Coordinator, r: GroupRecord) {
         GroupRecord::GroupDeleted { group } => c.apply_delete_group(&group),
         // Memory is where the snapshot came from.
         GroupRecord::Metadata { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use laminar_records::control_batch;
+    use laminar_storage::backend::RealStorage;
+    use laminar_storage::{LogConfig, StoreConfig};
+
+    fn offset(group: &str, partition: i32, offset: i64) -> GroupRecord {
+        GroupRecord::Offset {
+            group: group.into(),
+            topic: "in".into(),
+            partition,
+            offset,
+            leader_epoch: -1,
+            metadata: Some(String::new()),
+            commit_ms: 1,
+        }
+    }
+
+    /// Offsets committed in transactions: a replay applies them where the commit marker is,
+    /// drops them at an abort marker, and keeps them pending (unstable) without one; the
+    /// pending ones are applied by the marker when it comes.
+    #[test]
+    fn transactional_offsets_follow_their_markers() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), RealStorage::new(), StoreConfig::default()).unwrap();
+        let log = store
+            .create_log(&LogId::new(OFFSETS_TOPIC, 0), LogConfig::default())
+            .unwrap();
+        let c = Coordinator::new(std::time::Duration::ZERO);
+        let none = PendingView::default();
+        let append = |records: &[GroupRecord], producer: Option<(i64, i16)>| {
+            let mut batch = GroupStore::encode(records, &c, &none, producer).unwrap();
+            log.append(&mut batch).unwrap();
+        };
+        append(&[offset("g", 0, 5)], None);
+        // Producer 7 commits, 8 aborts, 9 is still open.
+        append(&[offset("g", 0, 10), offset("g", 1, 3)], Some((7, 0)));
+        append(&[offset("g", 0, 99)], Some((8, 0)));
+        append(&[offset("h", 0, 42)], Some((9, 0)));
+        for (pid, marker) in [(8, ControlType::Abort), (7, ControlType::Commit)] {
+            let mut m = control_batch(marker, pid, 0, 0, 1);
+            log.append(&mut m).unwrap();
+        }
+        let groups = GroupStore::open(&store).unwrap();
+        groups.replay(&c).unwrap();
+        let committed = |group: &str| -> Vec<(i32, i64)> {
+            let mut v: Vec<(i32, i64)> = c
+                .committed(group)
+                .into_iter()
+                .map(|((_, p), o)| (p, o.offset))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            committed("g"),
+            [(0, 10), (1, 3)],
+            "the commit applied, the abort dropped"
+        );
+        assert!(committed("h").is_empty());
+        assert!(groups.txn_offset_pending("h", "in", 0), "open: unstable");
+        assert!(!groups.txn_offset_pending("g", "in", 0));
+        groups.on_txn_marker(&c, 9, true);
+        assert_eq!(committed("h"), [(0, 42)]);
+        assert!(!groups.txn_offset_pending("h", "in", 0));
     }
 }

@@ -1,19 +1,22 @@
-//! AddPartitionsToTxn v0-3: a producer adds partitions to its transaction before it writes
-//! to them. Answered once the coordinator's record of them is durable.
+//! AddPartitionsToTxn v0-5: a producer adds partitions to its transaction before it writes
+//! to them (v0-3), answered once the coordinator's record of them is durable; a partition
+//! leader in a cluster checks (or, for Produce v12, adds) its producers' partitions for them
+//! (v4-5, KIP-890), several transactions at once.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
-use kafka_protocol::messages::AddPartitionsToTxnResponse;
-use laminar_protocol::requests::AddPartitionsToTxnRequest;
+use kafka_protocol::messages::{AddPartitionsToTxnResponse, TransactionalId};
+use laminar_protocol::requests::{AddPartitionsToTxnRequest, TxnPartitions, TxnProducer};
 use laminar_protocol::{responses, ApiKey};
 
-use super::{topic_name, Encoded};
+use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
 use crate::error_codes as ec;
 use crate::txn::complete::add_partitions;
+use crate::txn::offsets_partition;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -21,15 +24,45 @@ pub async fn handle(
     correlation_id: i32,
     r: AddPartitionsToTxnRequest,
 ) -> Encoded {
+    let mut resp = AddPartitionsToTxnResponse::default();
+    if version < 4 {
+        let Some(txn) = r.transactions.first() else {
+            return responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp);
+        };
+        resp.results_by_topic_v3_and_below = handle_one(b, version, txn).await;
+    } else {
+        // A partition leader's, for its producers' transactional batches (KIP-890).
+        resp.error_code = b.txn_coordinator_epoch().err().unwrap_or(ec::NONE);
+        if resp.error_code == ec::NONE {
+            for txn in &r.transactions {
+                let mut result = AddPartitionsToTxnResult::default();
+                result.transactional_id = TransactionalId(sb(&txn.producer.transactional_id));
+                result.topic_results = handle_one(b, version, txn).await;
+                resp.results_by_transaction.push(result);
+            }
+        }
+    }
+    responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp)
+}
+
+/// Adds one transaction's partitions (or, `verify_only`, checks that they are in it).
+async fn handle_one(
+    b: &Arc<Broker>,
+    version: i16,
+    txn: &TxnPartitions,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     // As Kafka answers: if any partition is unknown, it fails and the rest are not attempted.
+    // A client adds no internal partition; a group coordinator adds the group log's (v4+:
+    // TxnOffsetCommit v5, transaction version 2).
     let unknown = |topic: &str, p: i32| {
-        crate::topics::is_internal(topic)
+        (crate::topics::is_internal(topic)
+            && !(version >= 4 && (topic.to_string(), p) == offsets_partition()))
             || !b
                 .topics
                 .get(topic)
                 .is_some_and(|t| p >= 0 && (p as u32) < t.partitions)
     };
-    let any_unknown = r.topics.iter().any(|(t, ps)| ps.iter().any(|p| unknown(t, *p)));
+    let any_unknown = txn.topics.iter().any(|(t, ps)| ps.iter().any(|p| unknown(t, *p)));
     let code_for = |topic: &str, p: i32, code: i16| -> i16 {
         if !any_unknown {
             code
@@ -42,26 +75,27 @@ pub async fn handle(
     let code = if any_unknown {
         ec::NONE
     } else {
-        let partitions: Vec<(String, i32)> = r
+        let partitions: Vec<(String, i32)> = txn
             .topics
             .iter()
             .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
             .collect();
-        let pr = &r.producer;
-        add_partitions(
-            b,
-            &pr.transactional_id,
-            pr.producer_id,
-            pr.producer_epoch,
-            &partitions,
-        )
-        .await
-        .err()
-        .unwrap_or(ec::NONE)
+        let pr = &txn.producer;
+        let done = if txn.verify_only {
+            verify(b, pr, &partitions)
+        } else {
+            add_partitions(
+                b,
+                &pr.transactional_id,
+                pr.producer_id,
+                pr.producer_epoch,
+                &partitions,
+            )
+            .await
+        };
+        done.err().unwrap_or(ec::NONE)
     };
-    let mut resp = AddPartitionsToTxnResponse::default();
-    resp.results_by_topic_v3_and_below = r
-        .topics
+    txn.topics
         .iter()
         .map(|(t, ps)| {
             let mut tr = AddPartitionsToTxnTopicResult::default();
@@ -77,6 +111,16 @@ pub async fn handle(
                 .collect();
             tr
         })
-        .collect();
-    responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp)
+        .collect()
+}
+
+/// Are `partitions` in the transaction of this producer, in progress now? What a partition
+/// leader asks before it appends a transactional batch (Produce below v12).
+fn verify(b: &Broker, pr: &TxnProducer, partitions: &[(String, i32)]) -> Result<(), i16> {
+    b.txn_coordinator_epoch()?;
+    for (topic, partition) in partitions {
+        b.txns
+            .check_produce(pr.producer_id, pr.producer_epoch, topic, *partition)?;
+    }
+    Ok(())
 }

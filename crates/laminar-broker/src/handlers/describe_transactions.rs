@@ -21,12 +21,18 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeTransact
         .map(|id| {
             let mut s = TransactionState::default();
             s.transactional_id = TransactionalId(sb(id));
-            let Some(m) = b.txns.get(id) else {
-                s.error_code = TRANSACTIONAL_ID_NOT_FOUND;
-                s.producer_id = ProducerId(-1);
-                s.producer_epoch = -1;
-                s.transaction_start_time_ms = -1;
-                return s;
+            let found = b
+                .txn_coordinator_epoch()
+                .and_then(|_| b.txns.get(id).ok_or(TRANSACTIONAL_ID_NOT_FOUND));
+            let m = match found {
+                Ok(m) => m,
+                Err(code) => {
+                    s.error_code = code;
+                    s.producer_id = ProducerId(-1);
+                    s.producer_epoch = -1;
+                    s.transaction_start_time_ms = -1;
+                    return s;
+                }
             };
             s.error_code = ec::NONE;
             s.transaction_state = sb(m.status.name());

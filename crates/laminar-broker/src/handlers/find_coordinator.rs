@@ -26,12 +26,7 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
     } else {
         crate::txn::log::TRANSACTION_TOPIC
     };
-    // Transactions are not built in a cluster (see InitProducerId): no coordinator for them.
-    let log_leader = if r.key_type == 1 && b.cluster.is_some() {
-        None
-    } else {
-        b.leader_of(log)
-    };
+    let log_leader = b.leader_of(log);
     let (error, (node_id, host, port)) = match (error, log_leader) {
         (ec::NONE, Some((id, host, port))) => (ec::NONE, (id, host, port as i32)),
         (ec::NONE, None) => (ec::COORDINATOR_NOT_AVAILABLE, (-1, String::new(), -1)),

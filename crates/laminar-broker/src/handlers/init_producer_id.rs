@@ -25,14 +25,6 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitP
             resp.producer_epoch = 0;
         }
         Some(id) if id.is_empty() => resp.error_code = ec::INVALID_REQUEST,
-        Some(id) if b.cluster.is_some() => {
-            // The transaction coordinator writes markers to its own logs only: in a cluster
-            // the partitions of a transaction live on other brokers.
-            crate::warn!(
-                "InitProducerId for transactional id {id:?}: transactions in a cluster are not built yet"
-            );
-            resp.error_code = ec::COORDINATOR_NOT_AVAILABLE;
-        }
         Some(id) => {
             let timeout = r.transaction_timeout_ms;
             if timeout <= 0 || timeout as u64 > b.config.transaction_max_timeout_ms {

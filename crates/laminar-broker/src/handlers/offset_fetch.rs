@@ -21,7 +21,7 @@ fn fetch(b: &Broker, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
     if require_stable {
         for (topic, ps) in out.iter_mut() {
             for (p, offset, epoch, _, error) in ps.iter_mut() {
-                if b.txns.offset_pending(&g.group_id, topic, *p) {
+                if b.group_store.txn_offset_pending(&g.group_id, topic, *p) {
                     (*offset, *epoch, *error) = (-1, -1, crate::error_codes::UNSTABLE_OFFSET_COMMIT);
                 }
             }

@@ -89,6 +89,29 @@ struct Rules {
     log_append_time: bool,
     /// The leader epoch the batches are written with (0 on a single node).
     leader_epoch: i32,
+    /// How a transactional batch is checked against its transaction.
+    txn: TxnCheck,
+}
+
+/// How a transactional batch is checked against its transaction, on the storage thread.
+#[derive(Clone, Copy)]
+enum TxnCheck {
+    /// The transaction coordinator is this broker: its state says (single node, or the
+    /// coordinator's own partitions in a cluster).
+    Coordinator,
+    /// The coordinator is another broker; the producer's transaction was in progress here
+    /// already when the request came, and must still be.
+    Open,
+    /// The coordinator is another broker, and added the partition to the transaction
+    /// (Produce v12). The producer's epoch, bumped at every end with transaction version 2,
+    /// keeps a late batch out of a later transaction (the storage thread's epoch check).
+    Added,
+    /// The coordinator is another broker, and said the partition is in the transaction
+    /// (below v12): the verification guard set with this token before it was asked must
+    /// still be there. A marker of the producer since (its own abort, with the same epoch
+    /// under transaction version 1) removed it, and the batch would open a transaction that
+    /// nothing ends (KIP-890's hanging transaction).
+    Guarded(u64),
 }
 
 /// Runs on the storage thread: validates the batches (decompressing compressed ones, with a
@@ -106,6 +129,7 @@ fn append(
         zstd_allowed,
         log_append_time,
         leader_epoch,
+        txn,
     } = rules;
     let log = b
         .topics
@@ -147,9 +171,23 @@ fn append(
         }
         // Here, on the storage thread that appends the markers too: a batch let through
         // lands before the marker of its transaction.
-        b.txns
-            .check_produce(pid, epoch, topic, partition)
-            .map_err(Refused::Code)?;
+        match txn {
+            TxnCheck::Coordinator => b
+                .txns
+                .check_produce(pid, epoch, topic, partition)
+                .map_err(Refused::Code)?,
+            TxnCheck::Added => {}
+            TxnCheck::Open => {
+                if !in_transaction_here(b, &log, topic, partition, pid, epoch) {
+                    return Err(Refused::Code(ec::INVALID_TXN_STATE));
+                }
+            }
+            TxnCheck::Guarded(token) => {
+                if !b.producers.guarded(topic, partition, pid, epoch, token) {
+                    return Err(Refused::Code(ec::INVALID_TXN_STATE));
+                }
+            }
+        }
     }
     let first_seq = first.base_sequence;
     let last_seq = last.base_sequence.wrapping_add(last.last_offset_delta);
@@ -323,43 +361,117 @@ async fn validate_large(records: Bytes) -> Result<(), i16> {
     verdict
 }
 
-/// Adds `topic`-`partition` to the transaction of the producer of `records`' first batch, if
-/// that batch is transactional (Produce v12). The append checks the rest on its thread.
-async fn add_implicitly(b: &Arc<Broker>, topic: &str, partition: i32, records: &[u8]) -> Result<(), i16> {
+/// Is this producer's transaction in progress on `topic`-`partition` at `epoch` (a batch of
+/// it appended, no marker since)?
+fn in_transaction_here(
+    b: &Broker,
+    log: &laminar_storage::Log,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    epoch: i16,
+) -> bool {
+    b.producers.epoch(topic, partition, producer_id) == Some(epoch)
+        && log.open_txns().iter().any(|(p, _)| *p == producer_id)
+}
+
+/// The check of `records`' transaction, if its first batch is transactional, made before
+/// it goes to the storage thread. With the coordinator here, Produce v12 (transaction
+/// version 2, KIP-890) adds the partition to the transaction durably; the append checks the
+/// rest. With the coordinator on another broker, it is asked, with AddPartitionsToTxn v4:
+/// to add the partition (v12), or whether it is in the transaction (below v12, KIP-890's
+/// verification), unless the transaction is in progress here already.
+async fn check_transaction(
+    b: &Arc<Broker>,
+    version: i16,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+) -> Result<TxnCheck, i16> {
     let Ok(h) = BatchHeader::parse(records) else {
-        return Ok(()); // refused as corrupt by the append
+        return Ok(TxnCheck::Coordinator); // refused as corrupt by the append
     };
     if !h.is_transactional() || h.is_control() || h.producer_id < 0 {
-        return Ok(());
+        return Ok(TxnCheck::Coordinator);
     }
-    let id = b
-        .txns
-        .id_of(h.producer_id)
-        .ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
-    let partitions = [(topic.to_string(), partition)];
-    // As Kafka's produce path answers for the coordinator: a fenced producer gets the error
-    // producers handle (it aborts, and goes on with its next epoch), and what a retry will
-    // get past is a retriable error.
-    crate::txn::complete::add_partitions(b, &id, h.producer_id, h.producer_epoch, &partitions)
+    let (pid, epoch) = (h.producer_id, h.producer_epoch);
+    let add = version >= 12;
+    if b.txn_coordinator_epoch().is_ok() {
+        if add {
+            let id = match transactional_id {
+                Some(id) => id.to_string(),
+                None => b.txns.id_of(pid).ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?,
+            };
+            let partitions = [(topic.to_string(), partition)];
+            crate::txn::complete::add_partitions(b, &id, pid, epoch, &partitions)
+                .await
+                .map_err(produce_code)?;
+        }
+        return Ok(TxnCheck::Coordinator);
+    }
+    let Some(id) = transactional_id else {
+        return Err(ec::INVALID_TXN_STATE);
+    };
+    if let Some(log) = b.topics.log(topic, partition) {
+        if in_transaction_here(b, &log, topic, partition, pid, epoch) {
+            return Ok(TxnCheck::Open);
+        }
+    }
+    if add {
+        // No guard: the coordinator answers once the producer's previous transaction is
+        // complete, and its markers, written meanwhile, would remove it.
+        crate::txn::remote::add_or_verify(b, id, pid, epoch, topic, partition, false)
+            .await
+            .map_err(produce_code)?;
+        return Ok(TxnCheck::Added);
+    }
+    let token = b.producers.guard(topic, partition, pid, epoch);
+    crate::txn::remote::add_or_verify(b, id, pid, epoch, topic, partition, true)
         .await
-        .map_err(|code| match code {
-            ec::PRODUCER_FENCED => ec::INVALID_PRODUCER_EPOCH,
-            ec::CONCURRENT_TRANSACTIONS | ec::COORDINATOR_NOT_AVAILABLE => ec::NOT_ENOUGH_REPLICAS,
-            other => other,
-        })
+        .map_err(produce_code)?;
+    Ok(TxnCheck::Guarded(token))
+}
+
+/// As Kafka's produce path answers for the coordinator: a fenced producer gets the error
+/// producers handle (it aborts, and goes on with its next epoch), and what a retry will get
+/// past is a retriable error.
+fn produce_code(code: i16) -> i16 {
+    match code {
+        ec::PRODUCER_FENCED => ec::INVALID_PRODUCER_EPOCH,
+        ec::CONCURRENT_TRANSACTIONS
+        | ec::COORDINATOR_NOT_AVAILABLE
+        | ec::NOT_COORDINATOR
+        | ec::COORDINATOR_LOAD_IN_PROGRESS
+        | ec::NETWORK_EXCEPTION => ec::NOT_ENOUGH_REPLICAS,
+        other => other,
+    }
+}
+
+/// What every partition of a produce request shares.
+struct RequestArgs {
+    version: i16,
+    acks: i16,
+    /// The request's `timeout_ms`.
+    timeout: Duration,
+    transactional_id: Option<String>,
 }
 
 /// Appends one partition's batches. With `acks=all`, also returns the wait for the fsync
 /// that will cover them: the caller awaits it after the request's ordered part is done.
 async fn produce_partition(
     b: Arc<Broker>,
-    version: i16,
+    request: Arc<RequestArgs>,
     topic: String,
     partition: i32,
     records: Option<Bytes>,
-    acks: i16,
-    timeout: Duration,
 ) -> (PartitionProduceResponse, Option<Durable>) {
+    let RequestArgs {
+        version,
+        acks,
+        timeout,
+        ref transactional_id,
+    } = *request;
     let mut out = PartitionProduceResponse::default();
     out.index = partition;
     out.base_offset = -1;
@@ -410,19 +522,30 @@ async fn produce_partition(
         out.error_code = ec::CORRUPT_MESSAGE;
         return (out, None);
     };
-    if version >= 12 {
-        // Transaction version 2 (KIP-890): the producer adds no partitions; its first batch
-        // to a partition in a transaction adds it, durably, before anything is appended.
-        if let Err(code) = add_implicitly(&b, &topic, partition, &records).await {
+    // Transaction version 2 (KIP-890): the producer adds no partitions; its first batch to a
+    // partition in a transaction adds it, durably, before anything is appended.
+    let txn = match check_transaction(
+        &b,
+        version,
+        transactional_id.as_deref(),
+        &topic,
+        partition,
+        &records,
+    )
+    .await
+    {
+        Ok(check) => check,
+        Err(code) => {
             out.error_code = code;
             return (out, None);
         }
-    }
+    };
     let rules = Rules {
         max_message_bytes: b.topics.max_message_bytes(&meta),
         zstd_allowed: version >= 7,
         log_append_time: b.topics.log_append_time(&meta),
         leader_epoch,
+        txn,
     };
     let mut validated = false;
     let result = loop {
@@ -601,6 +724,12 @@ pub async fn handle(
         }
     } else {
         let mut pending = Vec::new();
+        let args = Arc::new(RequestArgs {
+            version,
+            acks,
+            timeout,
+            transactional_id: r.transactional_id.clone(),
+        });
         for t in r.topics {
             let handles: Vec<_> = t
                 .partitions
@@ -608,12 +737,10 @@ pub async fn handle(
                 .map(|p| {
                     tokio::spawn(produce_partition(
                         b.clone(),
-                        version,
+                        args.clone(),
                         t.name.clone(),
                         p.index,
                         p.records,
-                        acks,
-                        timeout,
                     ))
                 })
                 .collect();

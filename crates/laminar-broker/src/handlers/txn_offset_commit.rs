@@ -1,7 +1,10 @@
-//! TxnOffsetCommit v0-5: a group's offsets, committed with the producer's transaction (v5,
-//! transaction.version 2: the group log's partition joins it implicitly). They
-//! are kept (durably) with the transaction and reach the group when it commits; until then a
-//! consumer that asks for stable offsets is told to wait.
+//! TxnOffsetCommit v0-5, at the group coordinator: a group's offsets, committed with the
+//! producer's transaction. As Kafka does it: the transaction coordinator (this broker or
+//! another) is asked whether the group log's partition is in the transaction (v0-4, added
+//! by AddOffsetsToTxn), or to add it (v5, transaction version 2); the offsets are then
+//! written to the group log in the producer's transactional batch, and applied when the
+//! transaction's commit marker is written there. Until then a consumer that asks for stable
+//! offsets is told to wait.
 
 use std::sync::Arc;
 
@@ -9,15 +12,15 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::TxnOffsetCommitResponse;
-use laminar_protocol::requests::TxnOffsetCommitRequest;
+use laminar_protocol::requests::{TxnOffsetCommitRequest, TxnProducer};
 use laminar_protocol::{responses, ApiKey};
 
 use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
 use crate::error_codes as ec;
-use crate::txn::complete::run;
-use crate::txn::{decide_offsets, PendingOffset};
+use crate::groups::store::GroupRecord;
+use crate::txn::{offsets_partition, PendingOffset};
 
 const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 
@@ -79,19 +82,27 @@ pub async fn handle(
     }
     if !offsets.is_empty() {
         let pr = &r.producer;
-        let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
-            decide_offsets(
-                m,
-                pr.producer_id,
-                pr.producer_epoch,
-                &r.group_id,
-                offsets.clone(),
-                version >= 5,
-                now,
-            )
-        })
-        .await;
-        if let Err(code) = run(b, &pr.transactional_id, decision).await {
+        let in_txn = in_transaction(b, pr, version >= 5).await;
+        let code = match in_txn {
+            Err(code) => code,
+            Ok(()) => {
+                let records = offsets
+                    .into_iter()
+                    .map(|((topic, partition), o)| GroupRecord::Offset {
+                        group: r.group_id.clone(),
+                        topic,
+                        partition,
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                        metadata: Some(o.metadata.unwrap_or_default()),
+                        commit_ms: o.commit_ms,
+                    })
+                    .collect();
+                b.persist_txn_offsets(pr.producer_id, pr.producer_epoch, records)
+                    .await
+            }
+        };
+        if code != ec::NONE {
             for c in codes.iter_mut().flatten() {
                 if *c == ec::NONE {
                     *c = code;
@@ -121,4 +132,45 @@ pub async fn handle(
         })
         .collect();
     responses::encode(ApiKey::TxnOffsetCommit, version, correlation_id, &resp)
+}
+
+/// Is the group log's partition in this producer's transaction (or, `add`, added to it
+/// now)? Asks the transaction coordinator: this broker's own, or another broker with
+/// AddPartitionsToTxn v4.
+async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<(), i16> {
+    let (topic, partition) = offsets_partition();
+    if b.txn_coordinator_epoch().is_ok() {
+        let partitions = [(topic.clone(), partition)];
+        if add {
+            return crate::txn::complete::add_partitions(
+                b,
+                &pr.transactional_id,
+                pr.producer_id,
+                pr.producer_epoch,
+                &partitions,
+            )
+            .await;
+        }
+        return b
+            .txns
+            .check_produce(pr.producer_id, pr.producer_epoch, &topic, partition);
+    }
+    crate::txn::remote::add_or_verify(
+        b,
+        &pr.transactional_id,
+        pr.producer_id,
+        pr.producer_epoch,
+        &topic,
+        partition,
+        !add,
+    )
+    .await
+    .map_err(|code| match code {
+        // The transaction coordinator's errors: the client would look for the group
+        // coordinator again, which is this one; it retries on this instead.
+        ec::NOT_COORDINATOR | ec::COORDINATOR_NOT_AVAILABLE | ec::NETWORK_EXCEPTION => {
+            ec::COORDINATOR_LOAD_IN_PROGRESS
+        }
+        other => other,
+    })
 }

@@ -1,10 +1,16 @@
-//! WriteTxnMarkers v1-2: writes commit or abort markers into partitions, as a coordinator
-//! does. Laminar's own coordinator appends its markers directly; this is what the Admin
-//! client's `abortTransaction` (`kafka-transactions abort`) sends to end a hanging
-//! transaction, one whose coordinator no longer knows it. Only abort markers are taken from
-//! a client: Kafka requires ClusterAction for this API, which only brokers have, and the
-//! Admin client only ever aborts; a commit marker from outside could make an unfinished
-//! transaction's records visible (CLUSTER_AUTHORIZATION_FAILED).
+//! WriteTxnMarkers v1-2: writes commit or abort markers into partitions led here. In a
+//! cluster, the transaction coordinator sends it to the leaders of its transaction's
+//! partitions (its own it writes directly). It is also what the Admin client's
+//! `abortTransaction` (`kafka-transactions abort`) sends to end a hanging transaction, one
+//! whose coordinator no longer knows it.
+//!
+//! Kafka requires ClusterAction for this API, which only brokers have. Laminar has no
+//! authentication yet, so it takes commit markers only as a coordinator sends them: in a
+//! cluster, carrying the current epoch of the transaction log's leader (an older one is a
+//! fenced coordinator's: TRANSACTION_COORDINATOR_FENCED); on a single node, never (the only
+//! coordinator is this broker's own; CLUSTER_AUTHORIZATION_FAILED). A commit marker from
+//! anywhere else could make an unfinished transaction's records visible. The Admin client
+//! only ever aborts.
 
 use std::sync::Arc;
 
@@ -36,13 +42,14 @@ pub async fn handle(
             for &p in partitions {
                 let mut pr = WritableTxnMarkerPartitionResult::default();
                 pr.partition_index = p;
-                pr.error_code = if m.committed {
-                    ec::CLUSTER_AUTHORIZATION_FAILED
-                } else {
-                    match write_marker(b, topic, p, m.producer_id, m.producer_epoch, false).await {
-                        Ok(Some(_)) => ec::NONE,
-                        Ok(None) => ec::UNKNOWN_TOPIC_OR_PARTITION,
-                        Err(code) => code,
+                pr.error_code = match commit_refused(b, m.committed, m.coordinator_epoch) {
+                    Some(code) => code,
+                    None => {
+                        match write_marker(b, topic, p, m.producer_id, m.producer_epoch, m.committed).await {
+                            Ok(Some(_)) => ec::NONE,
+                            Ok(None) => ec::UNKNOWN_TOPIC_OR_PARTITION,
+                            Err(code) => code,
+                        }
                     }
                 };
                 tr.partitions.push(pr);
@@ -54,4 +61,19 @@ pub async fn handle(
     // v2 adds a request field only; its response is v1's.
     let _ = version;
     responses::encode(ApiKey::WriteTxnMarkers, 1, correlation_id, &resp)
+}
+
+/// Why a marker is refused, if it is: a commit marker that is not a current coordinator's.
+fn commit_refused(b: &Broker, committed: bool, coordinator_epoch: i32) -> Option<i16> {
+    if !committed {
+        return None;
+    }
+    let Some(c) = &b.cluster else {
+        return Some(ec::CLUSTER_AUTHORIZATION_FAILED);
+    };
+    match c.image().partition(crate::txn::log::TRANSACTION_TOPIC, 0) {
+        Some(p) if coordinator_epoch >= p.leader_epoch => None,
+        Some(_) => Some(ec::TRANSACTION_COORDINATOR_FENCED),
+        None => Some(ec::CLUSTER_AUTHORIZATION_FAILED),
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use laminar_records::{control_batch, ControlType};
-use laminar_storage::Offset;
+use laminar_storage::{AppendMode, Offset};
 
 use super::log::{encode_batch, TRANSACTION_TOPIC};
 use super::{Decision, TxnMeta, TxnStatus};
@@ -24,42 +24,71 @@ pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -
     persist_with(b, changes, true).await
 }
 
-/// Appends `changes` to the transaction log; with `durable`, waits for the fsync too.
+/// Appends `changes` to the transaction log; with `durable`, waits for the fsync too, and in
+/// a cluster for the in-sync replicas of `__transaction_state-0`.
 async fn persist_with(
     b: &Arc<Broker>,
     changes: Vec<(String, Option<TxnMeta>)>,
     durable: bool,
 ) -> Result<(), i16> {
-    let log = b.txn_log.clone();
+    let epoch = b.txn_coordinator_epoch()?;
+    let b2 = b.clone();
     let appended = b
         .storage
         .run(partition_key(TRANSACTION_TOPIC, 0), move || {
+            // On the storage thread, where a follower's fetcher would append: still the
+            // coordinator, at the same epoch?
+            if b2.txn_coordinator_epoch() != Ok(epoch) {
+                return Err(ec::NOT_COORDINATOR);
+            }
+            let log = b2.txn_log().ok_or(ec::COORDINATOR_NOT_AVAILABLE)?;
             let mut batch = encode_batch(&changes);
-            log.append(&mut batch)
+            let info = log
+                .append_as(&mut batch, AppendMode::Leader { epoch })
+                .map_err(|e| {
+                    crate::warn!("writing the transaction log: {e}");
+                    ec::COORDINATOR_NOT_AVAILABLE
+                })?;
+            Ok((log, info))
         })
         .await;
-    let last = match appended {
-        Ok(Ok(info)) => info.last_offset,
-        Ok(Err(e)) => {
-            crate::warn!("writing the transaction log: {e}");
-            return Err(ec::COORDINATOR_NOT_AVAILABLE);
-        }
+    let (log, info) = match appended {
+        Ok(r) => r?,
         Err(e) => {
             crate::warn!("writing the transaction log: {e}");
             return Err(ec::COORDINATOR_NOT_AVAILABLE);
         }
     };
+    let replica = b
+        .cluster
+        .as_ref()
+        .and_then(|c| c.replicas.get(TRANSACTION_TOPIC, 0));
+    if let Some(r) = &replica {
+        r.on_leader_append(info.log_end.0);
+    }
     if !durable {
         return Ok(());
     }
-    crate::net::waiting(b.txn_log.wait_flushed(last))
+    crate::net::waiting(log.wait_flushed(info.last_offset))
         .await
         .map_err(|e| {
             crate::warn!("syncing the transaction log: {e}");
             ec::COORDINATOR_NOT_AVAILABLE
         })?;
+    if let Some(r) = &replica {
+        // As Kafka answers when its append to the transaction log times out.
+        if !r
+            .wait_replicated(info.last_offset.0, epoch, TXN_WRITE_REPLICATION)
+            .await
+        {
+            return Err(ec::COORDINATOR_NOT_AVAILABLE);
+        }
+    }
     Ok(())
 }
+
+/// How long a write to the transaction log waits for its in-sync replicas.
+const TXN_WRITE_REPLICATION: Duration = Duration::from_secs(5);
 
 /// The longest a request waits for its transactional id to be free (a change being written,
 /// or the previous transaction's markers) before it answers CONCURRENT_TRANSACTIONS and the
@@ -78,6 +107,7 @@ pub async fn begin_when_free<T>(
     id: &str,
     mut decide: impl FnMut(Option<&TxnMeta>) -> Result<Decision<T>, i16>,
 ) -> Result<Decision<T>, i16> {
+    b.txn_coordinator_epoch()?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CONCURRENT_WAIT_MS);
     loop {
         // Registered before looking, so that a change in between still wakes this request.
@@ -126,7 +156,9 @@ pub async fn run<T>(
             written?;
             if meta.status.is_prepared() {
                 // Markers, then the complete record, in the background.
-                tokio::spawn(complete(b.clone(), meta.clone()));
+                if let Ok(epoch) = b.txn_coordinator_epoch() {
+                    tokio::spawn(complete(b.clone(), meta.clone(), epoch));
+                }
             }
             Ok(Written::Wrote(meta))
         }
@@ -138,10 +170,11 @@ pub enum Written<T> {
     Wrote(TxnMeta),
 }
 
-/// Appends one marker of `producer_id` to `topic`-`partition` and waits until it is durable.
-/// Returns its offset, or `None` if the partition no longer exists (its topic was deleted:
-/// nothing is left to end). A marker with an epoch older than the producer's on the
-/// partition is refused (a fenced coordinator's, or a stale abort).
+/// Appends one marker of `producer_id` to `topic`-`partition`, led here, and waits until it
+/// is durable (in a cluster: on every in-sync replica, as Kafka's markers are written with
+/// `acks=all`). Returns its offset, or `None` if the partition no longer exists (its topic
+/// was deleted: nothing is left to end). A marker with an epoch older than the producer's
+/// on the partition is refused (a fenced coordinator's, or a stale abort).
 pub async fn write_marker(
     b: &Arc<Broker>,
     topic: &str,
@@ -153,6 +186,7 @@ pub async fn write_marker(
     let Some(log) = b.topics.log(topic, partition) else {
         return Ok(None);
     };
+    let leader_epoch = b.leadership(topic, partition)?;
     let (b2, t) = (b.clone(), topic.to_string());
     let marker = if commit {
         ControlType::Commit
@@ -163,6 +197,15 @@ pub async fn write_marker(
     let appended = b
         .storage
         .run(partition_key(topic, partition), move || {
+            // On the storage thread, where a follower's fetcher appends: still the leader?
+            if b2.leadership(&t, partition) != Ok(leader_epoch) {
+                return Err(ec::NOT_LEADER_OR_FOLLOWER);
+            }
+            // The group log's marker ends the offsets committed in the transaction: the
+            // coordinator must have them loaded (the coordinator retries).
+            if is_group_log(&t, partition) {
+                b2.group_coordinator_ready()?;
+            }
             if b2
                 .producers
                 .epoch(&t, partition, producer_id)
@@ -172,71 +215,222 @@ pub async fn write_marker(
             }
             let now = laminar_storage::now_ms();
             let mut batch = control_batch(marker, producer_id, producer_epoch, 0, now);
-            let info = log2.append(&mut batch).map_err(|e| {
-                crate::warn!("a transaction marker for {t}-{partition}: {e}");
-                ec::KAFKA_STORAGE_ERROR
-            })?;
+            let info = log2
+                .append_as(&mut batch, AppendMode::Leader { epoch: leader_epoch })
+                .map_err(|e| {
+                    crate::warn!("a transaction marker for {t}-{partition}: {e}");
+                    ec::KAFKA_STORAGE_ERROR
+                })?;
             b2.producers
                 .on_marker(&t, partition, producer_id, producer_epoch, now);
-            Ok(info.last_offset)
+            Ok(info)
         })
         .await
         .map_err(|_| ec::UNKNOWN_SERVER_ERROR)??;
+    let replica = b.cluster.as_ref().and_then(|c| c.replicas.get(topic, partition));
+    if let Some(r) = &replica {
+        r.on_leader_append(appended.log_end.0);
+    }
     b.data_arrived.notify_waiters();
-    crate::net::waiting(log.wait_flushed(appended))
+    crate::net::waiting(log.wait_flushed(appended.last_offset))
         .await
         .map_err(|e| {
             crate::warn!("a transaction marker for {topic}-{partition}: {e}");
             ec::KAFKA_STORAGE_ERROR
         })?;
-    Ok(Some(appended))
+    if let Some(r) = &replica {
+        if !r
+            .wait_replicated(appended.last_offset.0, leader_epoch, MARKER_REPLICATION)
+            .await
+        {
+            return Err(ec::REQUEST_TIMED_OUT);
+        }
+    }
+    if is_group_log(topic, partition) {
+        b.group_store.on_txn_marker(&b.groups, producer_id, commit);
+    }
+    Ok(Some(appended.last_offset))
 }
+
+fn is_group_log(topic: &str, partition: i32) -> bool {
+    (topic, partition) == (crate::groups::store::OFFSETS_TOPIC, 0)
+}
+
+/// How long a marker waits for the partition's in-sync replicas.
+const MARKER_REPLICATION: Duration = Duration::from_secs(5);
+
+/// Writes the markers of one transaction into `partitions`: those led here directly, the
+/// others with WriteTxnMarkers to their leaders (in a cluster), all at once so that their
+/// fsyncs overlap. Returns the partitions whose marker must be tried again.
+async fn write_markers(
+    b: &Arc<Broker>,
+    prepared: &TxnMeta,
+    coordinator_epoch: i32,
+    partitions: Vec<(String, i32)>,
+) -> Vec<(String, i32)> {
+    let id = &prepared.transactional_id;
+    let commit = prepared.status == TxnStatus::PrepareCommit;
+    let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
+    let mut local = Vec::new();
+    let mut remote: std::collections::BTreeMap<i32, Vec<(String, i32)>> = Default::default();
+    let mut failed = Vec::new();
+    match &b.cluster {
+        None => local = partitions,
+        Some(c) => {
+            let image = c.image();
+            for (topic, partition) in partitions {
+                match image.partition(&topic, partition).map(|p| p.leader) {
+                    // Its topic was deleted: nothing is left to end.
+                    None => {}
+                    Some(leader) if leader == c.node_id => local.push((topic, partition)),
+                    Some(leader) if leader >= 0 => remote.entry(leader).or_default().push((topic, partition)),
+                    Some(_) => failed.push((topic, partition)),
+                }
+            }
+        }
+    }
+    let mut writes = tokio::task::JoinSet::new();
+    for (topic, partition) in local {
+        let b = b.clone();
+        writes.spawn(async move {
+            let written = write_marker(&b, &topic, partition, pid, epoch, commit)
+                .await
+                .map(|_| ());
+            vec![(topic, partition, written)]
+        });
+    }
+    for (leader, partitions) in remote {
+        let b = b.clone();
+        writes.spawn(async move {
+            send_markers(&b, leader, pid, epoch, commit, coordinator_epoch, partitions).await
+        });
+    }
+    while let Some(joined) = writes.join_next().await {
+        let Ok(results) = joined else {
+            crate::warn!("transaction {id:?}: a marker task failed");
+            continue;
+        };
+        for (topic, partition, written) in results {
+            match written {
+                Ok(()) => {}
+                // A newer epoch of this producer wrote there since: this transaction's
+                // records were ended by that epoch's first marker already.
+                Err(ec::INVALID_PRODUCER_EPOCH) => crate::warn!(
+                    "transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed"
+                ),
+                // Deleted on its leader meanwhile.
+                Err(ec::UNKNOWN_TOPIC_OR_PARTITION) => {}
+                Err(code) => {
+                    b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
+                    crate::warn!(
+                        "transaction {id:?}: the marker for {topic}-{partition} failed ({code}), retrying"
+                    );
+                    failed.push((topic, partition));
+                }
+            }
+        }
+    }
+    failed
+}
+
+/// WriteTxnMarkers to broker `leader` for `partitions`: each partition's outcome.
+async fn send_markers(
+    b: &Arc<Broker>,
+    leader: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    partitions: Vec<(String, i32)>,
+) -> Vec<(String, i32, Result<(), i16>)> {
+    use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    use kafka_protocol::messages::{
+        ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    };
+    let c = b.cluster.as_ref().expect("remote markers only in a cluster");
+    let mut marker = WritableTxnMarker::default();
+    marker.producer_id = ProducerId(producer_id);
+    marker.producer_epoch = producer_epoch;
+    marker.transaction_result = commit;
+    marker.coordinator_epoch = coordinator_epoch;
+    for (topic, partition) in &partitions {
+        if marker.topics.last().is_none_or(|t| t.name.0.as_str() != topic) {
+            let mut t = WritableTxnMarkerTopic::default();
+            t.name = TopicName(crate::handlers::sb(topic));
+            marker.topics.push(t);
+        }
+        marker
+            .topics
+            .last_mut()
+            .unwrap()
+            .partition_indexes
+            .push(*partition);
+    }
+    let mut req = WriteTxnMarkersRequest::default();
+    req.markers.push(marker);
+    let answered: std::io::Result<WriteTxnMarkersResponse> = c
+        .clients
+        .call(
+            &c.image(),
+            leader,
+            ApiKey::WriteTxnMarkers,
+            WRITE_TXN_MARKERS_VERSION,
+            &req,
+        )
+        .await;
+    let resp = match answered {
+        Ok(r) => r,
+        Err(e) => {
+            crate::warn!("WriteTxnMarkers to broker {leader}: {e}");
+            return partitions
+                .into_iter()
+                .map(|(t, p)| (t, p, Err(ec::NETWORK_EXCEPTION)))
+                .collect();
+        }
+    };
+    let mut codes = std::collections::HashMap::new();
+    for m in &resp.markers {
+        for t in &m.topics {
+            for p in &t.partitions {
+                codes.insert((t.name.0.to_string(), p.partition_index), p.error_code);
+            }
+        }
+    }
+    partitions
+        .into_iter()
+        .map(|(t, p)| {
+            let code = codes
+                .get(&(t.clone(), p))
+                .copied()
+                .unwrap_or(ec::UNKNOWN_SERVER_ERROR);
+            (t, p, if code == ec::NONE { Ok(()) } else { Err(code) })
+        })
+        .collect()
+}
+
+const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
 /// Ends a prepared transaction: a marker in each of its partitions and, on commit, its offsets
 /// in the group log, all durable; then the complete record. Retries what fails until it
-/// succeeds (as Kafka's marker channel does): the transaction's id waits meanwhile.
-pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
+/// succeeds (as Kafka's marker channel does): the transaction's id waits meanwhile. Stops
+/// when this broker stops being the coordinator of `coordinator_epoch`: the next one loads
+/// the transaction prepared and completes it.
+pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32) {
     debug_assert!(prepared.status.is_prepared());
     let started = std::time::Instant::now();
     let commit = prepared.status == TxnStatus::PrepareCommit;
     let id = prepared.transactional_id.clone();
-    let offsets_partition = super::offsets_partition();
-    let mut left: Vec<(String, i32)> = prepared
-        .partitions
-        .iter()
-        .filter(|p| **p != offsets_partition)
-        .cloned()
-        .collect();
+    // The group log's partition gets its marker too: the group coordinator applies the
+    // offsets of the transaction with it. Offsets in the transaction's own record are
+    // those of a transaction decided by an earlier Laminar, which kept them there.
+    let mut left: Vec<(String, i32)> = prepared.partitions.iter().cloned().collect();
     let mut offsets_left = commit && !prepared.offsets.is_empty();
     loop {
-        let mut failed = Vec::new();
-        // Every partition's marker at once: their fsyncs overlap.
-        let mut writes = tokio::task::JoinSet::new();
-        for (topic, partition) in left {
-            let (b, pid, epoch) = (b.clone(), prepared.producer_id, prepared.producer_epoch);
-            writes.spawn(async move {
-                let written = write_marker(&b, &topic, partition, pid, epoch, commit).await;
-                (topic, partition, written)
-            });
+        if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
+            crate::info!("transaction {id:?}: no longer its coordinator; the next one completes it");
+            return;
         }
-        while let Some(joined) = writes.join_next().await {
-            let Ok((topic, partition, written)) = joined else {
-                crate::warn!("transaction {id:?}: a marker task failed");
-                continue;
-            };
-            if written == Err(ec::INVALID_PRODUCER_EPOCH) {
-                // A newer epoch of this producer wrote there since: this transaction's
-                // records were ended by that epoch's first marker already.
-                crate::warn!("transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed");
-            } else if let Err(code) = written {
-                b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
-                crate::warn!(
-                    "transaction {id:?}: the marker for {topic}-{partition} failed ({code}), retrying"
-                );
-                failed.push((topic, partition));
-            }
-        }
-        left = failed;
+        left = write_markers(&b, &prepared, coordinator_epoch, left).await;
         if offsets_left {
             let records = prepared
                 .offsets
@@ -267,6 +461,9 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta) {
     let done = prepared.completed(laminar_storage::now_ms());
     // Nothing else writes this id while it is prepared; wait out a reader's busy mark.
     loop {
+        if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
+            return;
+        }
         let begun = b.txns.begin(&id, |m| match m {
             Some(m) if m.status == done.status || m.status.is_prepared() => Ok(Decision::Write(done.clone())),
             _ => Ok(Decision::Reply(())),

@@ -15,6 +15,7 @@
 
 pub mod complete;
 pub mod log;
+pub mod remote;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -252,6 +253,11 @@ impl TxnCoordinator {
     /// durable (applied now), `None` if it failed (the state stays as it was).
     pub fn finish(&self, id: &str, written: Option<TxnMeta>) {
         let mut st = self.state.lock().unwrap();
+        if !st.txns.get(id).is_some_and(|e| e.busy) {
+            // The state was replaced meanwhile ([`TxnCoordinator::reset`]: this broker
+            // stopped coordinating, or loaded the log again): nothing of the old is applied.
+            return;
+        }
         match written {
             Some(meta) => st.insert(meta),
             None => {
@@ -271,6 +277,18 @@ impl TxnCoordinator {
             e.new = false;
         }
         drop(st);
+        self.changed.notify_waiters();
+    }
+
+    /// Replaces every id's state with `restored` (in a cluster: read from the log when this
+    /// broker becomes the coordinator, or nothing when it stops). Writes in flight are not
+    /// applied when they finish.
+    pub fn reset(&self, restored: impl IntoIterator<Item = TxnMeta>) {
+        let mut state = State::default();
+        for m in restored {
+            state.insert(m);
+        }
+        *self.state.lock().unwrap() = state;
         self.changed.notify_waiters();
     }
 
@@ -334,14 +352,6 @@ impl TxnCoordinator {
             return Err(ec::INVALID_TXN_STATE);
         }
         Ok(())
-    }
-
-    /// Are offsets of `group` on `topic`-`partition` waiting in a transaction? A consumer that
-    /// asks for stable offsets (KIP-447) is told to retry until it ends.
-    pub fn offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
-        let st = self.state.lock().unwrap();
-        let key = (group.to_string(), topic.to_string(), partition);
-        st.txns.values().any(|e| e.meta.offsets.contains_key(&key))
     }
 
     /// Transactions in progress whose timeout has passed, and are not busy.
@@ -588,41 +598,6 @@ pub fn decide_add(
     Ok(Decision::Write(next))
 }
 
-/// TxnOffsetCommit: offsets join the transaction, which must hold the group log's partition,
-/// or (transaction.version 2, `implicit`) gets it now.
-pub fn decide_offsets(
-    m: Option<&TxnMeta>,
-    producer_id: i64,
-    producer_epoch: i16,
-    group: &str,
-    offsets: Vec<((String, i32), PendingOffset)>,
-    implicit: bool,
-    now_ms: i64,
-) -> Result<Decision<()>, i16> {
-    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
-    if m.status.is_prepared() && (producer_id, producer_epoch) == m.producer_after() {
-        return Err(ec::CONCURRENT_TRANSACTIONS);
-    }
-    check_producer(m, producer_id, producer_epoch)?;
-    if m.status.is_prepared() {
-        return Err(ec::CONCURRENT_TRANSACTIONS);
-    }
-    let added = m.status == TxnStatus::Ongoing && m.partitions.contains(&offsets_partition());
-    let mut next = m.clone();
-    if !added {
-        if !implicit || m.status == TxnStatus::Dead {
-            return Err(ec::INVALID_TXN_STATE);
-        }
-        next = m.ongoing(now_ms);
-        next.partitions.insert(offsets_partition());
-    }
-    for ((topic, partition), o) in offsets {
-        next.offsets.insert((group.to_string(), topic, partition), o);
-    }
-    next.update_ms = now_ms;
-    Ok(Decision::Write(next))
-}
-
 /// EndTxn. `Ok(Write)` is a prepare record: once durable, EndTxn is answered and the
 /// transaction completed. With transaction.version 2 (`bump_epoch`, EndTxn v5) the prepare
 /// record carries the producer's next epoch, which the markers fence older epochs with and the
@@ -765,7 +740,7 @@ mod tests {
         let mut done = m.clone();
         done.status = TxnStatus::CompleteAbort;
         done.partitions.clear();
-        write(&c, "t", Ok::<_, i16>(Decision::<()>::Write(done))).unwrap();
+        write(&c, "t", c.begin("t", |_| Ok(Decision::<()>::Write(done)))).unwrap();
         assert_eq!(init(&c, "t", &mut pid, (-1, -1)), Ok((101, 2)));
     }
 
@@ -799,13 +774,11 @@ mod tests {
             "the next transaction waits for the markers"
         );
         assert_eq!(c.prepared().len(), 1);
-        c.finish(
-            "t",
-            Some(TxnMeta {
-                status: TxnStatus::CompleteCommit,
-                ..prepared
-            }),
-        );
+        let done = TxnMeta {
+            status: TxnStatus::CompleteCommit,
+            ..prepared
+        };
+        write(&c, "t", c.begin("t", |_| Ok(Decision::<()>::Write(done)))).unwrap();
         assert!(matches!(
             c.begin("t", |m| decide_end(m, p, e, true, false, 4, &mut || 0)),
             Ok(Decision::Reply(r)) if r == (p, e)
@@ -819,6 +792,37 @@ mod tests {
             c.begin("t", |m| decide_end(m, p + 1, e, true, false, 4, &mut || 0))
                 .err(),
             Some(ec::INVALID_PRODUCER_ID_MAPPING)
+        );
+    }
+
+    #[test]
+    fn a_write_in_flight_when_the_state_is_replaced_is_not_applied() {
+        let c = TxnCoordinator::new([]);
+        let mut pid = 0;
+        let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
+        let parts = vec![("a".to_string(), 0)];
+        let Decision::Write(m) = c.begin("t", |m| decide_add(m, p, e, &parts, 1)).unwrap() else {
+            panic!()
+        };
+        // This broker stops coordinating while the record is written.
+        c.reset([]);
+        c.finish("t", Some(m.clone()));
+        assert_eq!(c.get("t"), None);
+        // And a new id reserved before the reset is not brought back either.
+        let mut alloc = || 7;
+        let Decision::Write(n) = c
+            .begin("u", |m| decide_init(m, "u", 1_000, (-1, -1), 1, &mut alloc))
+            .unwrap()
+        else {
+            panic!()
+        };
+        c.reset([m]);
+        c.finish("u", Some(n));
+        assert_eq!(c.get("u"), None);
+        assert_eq!(
+            c.id_of(p).as_deref(),
+            Some("t"),
+            "the state it was replaced with stays"
         );
     }
 
@@ -936,32 +940,5 @@ mod tv2_tests {
             decide_add(Some(&done), 99, 0, &[("a".to_string(), 0)], 10),
             Ok(Decision::Write(_))
         ));
-    }
-
-    #[test]
-    fn version_2_adds_the_group_partition_with_the_offsets() {
-        let m = TxnMeta {
-            status: TxnStatus::CompleteCommit,
-            partitions: BTreeSet::new(),
-            ..ongoing(1)
-        };
-        let offset = PendingOffset {
-            offset: 1,
-            leader_epoch: -1,
-            metadata: None,
-            commit_ms: 1,
-        };
-        let offsets = vec![(("a".to_string(), 0), offset)];
-        assert_eq!(
-            decide_offsets(Some(&m), 5, 1, "g", offsets.clone(), false, 2).err(),
-            Some(ec::INVALID_TXN_STATE),
-            "version 1 needs AddOffsetsToTxn first"
-        );
-        let Ok(Decision::Write(next)) = decide_offsets(Some(&m), 5, 1, "g", offsets, true, 2) else {
-            panic!()
-        };
-        assert_eq!(next.status, TxnStatus::Ongoing);
-        assert!(next.partitions.contains(&offsets_partition()));
-        assert_eq!(next.offsets.len(), 1);
     }
 }

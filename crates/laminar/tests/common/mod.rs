@@ -340,3 +340,29 @@ pub fn block<T>(f: impl std::future::Future<Output = T>) -> T {
         .unwrap()
         .block_on(f)
 }
+
+/// What a consume-transform-produce loop (`java/TransformExactlyOnce.java`) wrote to `topic`
+/// is, read committed, `out-0` to `out-{n-1}`, each exactly once.
+pub fn assert_exactly_once_output(addr: &str, topic: &str, partitions: i32, n: usize) {
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for (_, _, v) in read_to_end(addr, topic, partitions, "read_committed") {
+        *seen.entry(String::from_utf8(v).unwrap()).or_default() += 1;
+    }
+    let duplicated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        duplicated.is_empty(),
+        "records written twice: {:?}",
+        &duplicated[..duplicated.len().min(10)]
+    );
+    let missing: Vec<String> = (0..n)
+        .map(|i| format!("out-{i}"))
+        .filter(|v| !seen.contains_key(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} records lost: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert_eq!(seen.len(), n);
+}

@@ -91,7 +91,8 @@ public class TransformExactlyOnce {
                 System.exit(2);
             } catch (KafkaException e) {
                 restarts++;
-                System.out.println("restart " + restarts + ": " + e.getClass().getSimpleName() + ": " + e.getMessage());
+                System.out.println("restart " + restarts + ": " + e.getClass().getSimpleName() + ": " + e.getMessage()
+                        + (e.getCause() == null ? "" : " (cause: " + e.getCause() + ")"));
             } finally {
                 if (producer != null) producer.close(Duration.ZERO);
                 if (consumer != null) consumer.close(Duration.ofSeconds(2));
