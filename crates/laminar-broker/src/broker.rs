@@ -242,6 +242,7 @@ impl Broker {
         self: &Arc<Self>,
         producer_id: i64,
         producer_epoch: i16,
+        guard: Option<u64>,
         records: Vec<GroupRecord>,
     ) -> i16 {
         if records.is_empty() {
@@ -250,6 +251,7 @@ impl Broker {
         self.append_group_log(GroupWrite::Transactional {
             producer_id,
             producer_epoch,
+            guard,
             records,
         })
         .await
@@ -293,12 +295,30 @@ impl Broker {
                     GroupWrite::Transactional {
                         producer_id,
                         producer_epoch,
+                        guard,
                         records,
-                    } => (
-                        records,
-                        Apply::AtMarker(producer_id),
-                        Some((producer_id, producer_epoch)),
-                    ),
+                    } => {
+                        // As a transactional produce is checked: not from a fenced epoch (a
+                        // marker with a newer one was written here), and, when it was only
+                        // verified, not after a marker of its own epoch ended the transaction.
+                        let (t, p) = (crate::groups::store::OFFSETS_TOPIC, 0);
+                        if b.producers
+                            .epoch(t, p, producer_id)
+                            .is_some_and(|e| e > producer_epoch)
+                        {
+                            return Err(GroupLogError::Refused(crate::error_codes::INVALID_PRODUCER_EPOCH));
+                        }
+                        if guard.is_some_and(|token| {
+                            !b.producers.guarded(t, p, producer_id, producer_epoch, token)
+                        }) {
+                            return Err(GroupLogError::Refused(crate::error_codes::INVALID_TXN_STATE));
+                        }
+                        (
+                            records,
+                            Apply::AtMarker(producer_id),
+                            Some((producer_id, producer_epoch)),
+                        )
+                    }
                 };
                 if records.is_empty() {
                     return Ok(None);
@@ -322,7 +342,11 @@ impl Broker {
                         None
                     }
                     Apply::No => None,
-                    Apply::AtMarker(producer_id) => Some((producer_id, records)),
+                    Apply::AtMarker(producer_id) => {
+                        // In log order, before its marker can be appended.
+                        b.group_store.add_txn_offsets(producer_id, records);
+                        Some(())
+                    }
                 };
                 Ok::<_, GroupLogError>(Some((info, apply)))
             })
@@ -353,16 +377,15 @@ impl Broker {
                 return crate::error_codes::INVALID_REQUEST;
             }
             Ok(Err(GroupLogError::NotCoordinator)) => return crate::error_codes::NOT_COORDINATOR,
+            Ok(Err(GroupLogError::Refused(code))) => return code,
             Ok(Err(e)) => Err(e.to_string()),
             Err(panicked) => Err(panicked.to_string()),
         };
         match durable {
             Ok((last, txn)) => {
-                match txn {
-                    // Durable, before its transaction's marker can be written (EndTxn
-                    // comes after this request is answered).
-                    Some((producer_id, records)) => self.group_store.add_txn_offsets(producer_id, records),
-                    None => self.group_store.apply_durable(&self.groups, last),
+                // A transaction's offsets wait for its marker.
+                if txn.is_none() {
+                    self.group_store.apply_durable(&self.groups, last);
                 }
                 crate::error_codes::NONE
             }
@@ -494,6 +517,9 @@ enum GroupWrite {
     Transactional {
         producer_id: i64,
         producer_epoch: i16,
+        /// The verification guard set before the transaction coordinator was asked, when it
+        /// was only asked whether the group log's partition is in the transaction.
+        guard: Option<u64>,
         records: Vec<GroupRecord>,
     },
 }
@@ -504,7 +530,7 @@ enum Apply {
     Now,
     /// Never: already there.
     No,
-    /// At the marker of this producer's transaction.
+    /// At the marker of this producer's transaction (`GroupStore::end_txn_offsets`).
     AtMarker(i64),
 }
 
@@ -515,6 +541,9 @@ enum GroupLogError {
     /// In a cluster: this broker stopped leading the group log before the append.
     #[error("no longer the group coordinator")]
     NotCoordinator,
+    /// A transaction's offsets that may not be written (a Kafka error code).
+    #[error("refused with error code {0}")]
+    Refused(i16),
     #[error(transparent)]
     Storage(#[from] laminar_storage::StorageError),
 }

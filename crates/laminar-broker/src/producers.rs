@@ -18,12 +18,26 @@ struct BatchSeq {
     base_offset: i64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct PartitionProducer {
     epoch: i16,
     batches: VecDeque<BatchSeq>,
     /// The largest record timestamp of the last batch appended (DescribeProducers).
     last_timestamp_ms: i64,
+    /// The coordinator epoch of the last marker of this producer here (-1: none): a marker
+    /// from an older coordinator is refused (TRANSACTION_COORDINATOR_FENCED), as Kafka does.
+    coordinator_epoch: i32,
+}
+
+impl Default for PartitionProducer {
+    fn default() -> Self {
+        PartitionProducer {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_timestamp_ms: 0,
+            coordinator_epoch: -1,
+        }
+    }
 }
 
 /// One producer's state on one partition, as DescribeProducers reports it.
@@ -215,6 +229,14 @@ impl Producers {
             .is_some_and(|g| (g.epoch, g.token) == (epoch, token))
     }
 
+    /// The coordinator epoch of the producer's last marker on `topic`-`partition` (-1: none).
+    pub fn coordinator_epoch(&self, topic: &str, partition: i32, producer_id: i64) -> i32 {
+        let state = self.state.lock().unwrap();
+        state
+            .get(&(producer_id, topic.to_string(), partition))
+            .map_or(-1, |p| p.coordinator_epoch)
+    }
+
     /// The producer's epoch on `topic`-`partition`, if it has state there.
     pub fn epoch(&self, topic: &str, partition: i32, producer_id: i64) -> Option<i16> {
         let state = self.state.lock().unwrap();
@@ -226,7 +248,15 @@ impl Producers {
     /// A transaction marker of this producer was appended: a marker with a newer epoch (a
     /// fenced or bumped producer) makes every older epoch's batches refused from now on, and
     /// the new epoch starts its sequences at 0.
-    pub fn on_marker(&self, topic: &str, partition: i32, producer_id: i64, epoch: i16, timestamp_ms: i64) {
+    pub fn on_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        timestamp_ms: i64,
+    ) {
         self.guards
             .lock()
             .unwrap()
@@ -239,6 +269,7 @@ impl Producers {
             p.batches.clear();
             p.epoch = epoch;
         }
+        p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
         p.last_timestamp_ms = timestamp_ms;
     }
 
@@ -306,7 +337,17 @@ impl Producers {
         while pos + laminar_records::BATCH_HEADER_BYTES <= buf.len() {
             let h = BatchHeader::parse(&buf[pos..])?;
             if h.producer_id >= 0 && h.base_offset >= from && h.is_control() {
-                self.on_marker(topic, partition, h.producer_id, h.producer_epoch, h.max_timestamp);
+                let end = (pos + h.total_bytes()).min(buf.len());
+                let coordinator_epoch =
+                    laminar_records::marker_coordinator_epoch(&buf[pos..end]).unwrap_or(-1);
+                self.on_marker(
+                    topic,
+                    partition,
+                    h.producer_id,
+                    h.producer_epoch,
+                    coordinator_epoch,
+                    h.max_timestamp,
+                );
             } else if h.producer_id >= 0 && h.base_offset >= from {
                 let batch = ProducerBatch {
                     producer_id: h.producer_id,

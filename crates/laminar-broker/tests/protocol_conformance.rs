@@ -747,6 +747,28 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(code, 3, "WriteTxnMarkers v{v}: no such partition");
                     let code = resp.markers[1].topics[0].partitions[0].error_code;
                     assert_eq!(code, 31, "WriteTxnMarkers v{v}: a client does not commit");
+                    // A marker from a coordinator older than the producer's last marker's is
+                    // fenced (it could end a later transaction).
+                    let mut fenced = Vec::new();
+                    for coordinator_epoch in [5, 4] {
+                        let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+                        t.name = TopicName(sb("conf"));
+                        t.partition_indexes = vec![0];
+                        let mut m = write_txn_markers_request::WritableTxnMarker::default();
+                        m.producer_id = ProducerId(1 << 40);
+                        m.coordinator_epoch = coordinator_epoch;
+                        m.topics = vec![t];
+                        let mut r = WriteTxnMarkersRequest::default();
+                        r.markers = vec![m];
+                        let resp: WriteTxnMarkersResponse =
+                            call(&mut s, ApiKey::WriteTxnMarkers, v, next(), &r);
+                        fenced.push(resp.markers[0].topics[0].partitions[0].error_code);
+                    }
+                    assert_eq!(
+                        fenced,
+                        [0, 52],
+                        "WriteTxnMarkers v{v}: an older coordinator is fenced"
+                    );
                 }
                 28 => {
                     let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();

@@ -92,6 +92,18 @@ pub fn control_type(batch: &[u8]) -> Option<ControlType> {
     }
 }
 
+/// The coordinator epoch a transaction marker carries (its value: version, then the epoch),
+/// or `None` if `batch` holds no readable marker.
+pub fn marker_coordinator_epoch(batch: &[u8]) -> Option<i32> {
+    control_type(batch)?;
+    let h = BatchHeader::parse(batch).ok()?;
+    let record = RecordIter::new(&batch[BATCH_HEADER_BYTES..], h.records_count)
+        .next()?
+        .ok()?;
+    let value = record.value?;
+    Some(i32::from_be_bytes(value.get(2..6)?.try_into().ok()?))
+}
+
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum RecordsError {
     #[error("record batch truncated: {have} bytes, need {need}")]
@@ -405,6 +417,7 @@ mod control_tests {
             assert!(h.is_control() && h.is_transactional());
             assert_eq!((h.producer_id, h.producer_epoch, h.records_count), (42, 3, 1));
             assert_eq!(control_type(&batch), Some(marker));
+            assert_eq!(marker_coordinator_epoch(&batch), Some(7));
         }
         let mut b = BatchBuilder::new(Compression::None, 0)
             .producer(42, 3, 0)

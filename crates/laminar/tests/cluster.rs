@@ -1109,6 +1109,13 @@ fn the_java_clients_exactly_once_loop_survives_its_coordinators_being_killed() {
             wait_in_sync(&c, 0, topic, p, &[1, 2, 3]);
         }
     }
+    // Both coordinators on one broker (the placements of the two logs start at random, and a
+    // failover moves both alike when their replicas are in the same order): move the
+    // transaction coordinator off it first, so that the rounds below see them apart.
+    let txn = wait_in_sync(&c, 0, "__transaction_state", 0, &[1, 2, 3]);
+    if txn == wait_in_sync(&c, 0, "__consumer_offsets", 0, &[1, 2, 3]) {
+        move_leadership_off(&c, "__transaction_state", txn);
+    }
     produce_values(
         &c.bootstrap(),
         "eos-in",
@@ -1169,6 +1176,40 @@ fn the_java_clients_exactly_once_loop_survives_its_coordinators_being_killed() {
         "the two coordinators were on one broker throughout: the test must see them apart"
     );
     common::assert_exactly_once_output(&c.bootstrap(), "eos-out", 2, INPUT_RECORDS);
+}
+
+/// Moves the leadership of `topic`-0 off broker `from` with Kafka's reassignment tool, and
+/// keeps its three replicas: the partition without `from` (its leadership moves), then with
+/// it again, last.
+fn move_leadership_off(c: &Cluster, topic: &str, from: i32) {
+    let others: Vec<i32> = (1..=3).filter(|b| *b != from).collect();
+    let plan = c.nodes[0].dir.parent().unwrap().join("move.json");
+    for target in [others.clone(), vec![others[0], others[1], from]] {
+        std::fs::write(
+            &plan,
+            format!(
+                r#"{{"version":1,"partitions":[{{"topic":"{topic}","partition":0,"replicas":{target:?}}}]}}"#
+            ),
+        )
+        .unwrap();
+        let executed = reassign_tool(
+            &c.bootstrap(),
+            &["--reassignment-json-file", plan.to_str().unwrap(), "--execute"],
+        );
+        assert!(
+            executed.contains("Successfully started partition reassignment"),
+            "{executed}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while replicas_of(c.addr(0), topic, 0) != target {
+            assert!(Instant::now() < deadline, "{topic}-0 moves to {target:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut in_sync = target.clone();
+        in_sync.sort();
+        let leader = wait_in_sync(c, 0, topic, 0, &in_sync);
+        assert_ne!(leader, from, "{topic}-0 led by {leader}");
+    }
 }
 
 /// librdkafka's transactions in a cluster, without faults: a topic whose three partitions

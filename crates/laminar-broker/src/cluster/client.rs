@@ -119,9 +119,9 @@ impl BrokerClients {
 
     /// Sends `request` to broker `to` at the endpoint `image` gives it. A fenced broker is
     /// not tried. A connection kept idle may have been closed by the other side meanwhile (it
-    /// restarted): the request is sent once more, on a new connection, if it fails on one.
-    /// Only for requests that may arrive twice (markers and AddPartitionsToTxn are
-    /// idempotent).
+    /// restarted): the request is sent once more, on a new connection, if that one was
+    /// found closed. Markers carry their coordinator's epoch, so even a copy that arrives
+    /// late cannot end a later transaction (TRANSACTION_COORDINATOR_FENCED).
     pub async fn call<Req: Encodable, Resp: Decodable>(
         &self,
         image: &ClusterImage,
@@ -144,11 +144,22 @@ impl BrokerClients {
         let (conn, answer) = match idle {
             Some(mut conn) => match conn.call(key, version, request).await {
                 Ok(resp) => (conn, resp),
-                Err(_) => {
+                // Closed by the other side while idle: the request did not get there. (A
+                // request that timed out may have, and is not sent again here.)
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::UnexpectedEof
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::BrokenPipe
+                            | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
                     let mut conn = BrokerConnection::connect(&addr, &self.client_id).await?;
                     let resp = conn.call(key, version, request).await?;
                     (conn, resp)
                 }
+                Err(e) => return Err(e),
             },
             None => {
                 let mut conn = BrokerConnection::connect(&addr, &self.client_id).await?;

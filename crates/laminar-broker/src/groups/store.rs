@@ -321,7 +321,8 @@ impl GroupStore {
         Ok(applied)
     }
 
-    /// Offsets of a transaction, durable in the log: they wait for its marker.
+    /// Offsets of a transaction, just appended to the log in the producer's batch: they wait
+    /// for its marker. Called on the group log's storage thread, in log order.
     pub fn add_txn_offsets(&self, producer_id: i64, records: Vec<GroupRecord>) {
         self.txn_offsets
             .lock()
@@ -331,14 +332,14 @@ impl GroupStore {
             .extend(records);
     }
 
-    /// The marker of `producer_id`'s transaction is durable in the log: its offsets are
-    /// committed (applied to the coordinator) or dropped.
-    pub fn on_txn_marker(&self, coordinator: &Coordinator, producer_id: i64, commit: bool) {
+    /// The marker of `producer_id`'s transaction was just appended at `marker`: on commit,
+    /// its offsets become pending there, applied in log order once the marker is durable
+    /// ([`GroupStore::apply_durable`]); on abort they are dropped. Called on the group log's
+    /// storage thread, after the append.
+    pub fn end_txn_offsets(&self, producer_id: i64, commit: bool, marker: Offset) {
         let records = self.txn_offsets.lock().unwrap().remove(&producer_id);
-        if commit {
-            for r in records.unwrap_or_default() {
-                apply(coordinator, r);
-            }
+        if let (true, Some(records)) = (commit, records) {
+            self.pending.lock().unwrap().insert(marker, records);
         }
     }
 
@@ -649,7 +650,9 @@ mod tests {
         assert!(committed("h").is_empty());
         assert!(groups.txn_offset_pending("h", "in", 0), "open: unstable");
         assert!(!groups.txn_offset_pending("g", "in", 0));
-        groups.on_txn_marker(&c, 9, true);
+        groups.end_txn_offsets(9, true, Offset(10));
+        assert!(committed("h").is_empty(), "applied once the marker is durable");
+        groups.apply_durable(&c, Offset(10));
         assert_eq!(committed("h"), [(0, 42)]);
         assert!(!groups.txn_offset_pending("h", "in", 0));
     }

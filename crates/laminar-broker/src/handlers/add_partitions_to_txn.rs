@@ -117,10 +117,18 @@ async fn handle_one(
 /// Are `partitions` in the transaction of this producer, in progress now? What a partition
 /// leader asks before it appends a transactional batch (Produce below v12).
 fn verify(b: &Broker, pr: &TxnProducer, partitions: &[(String, i32)]) -> Result<(), i16> {
-    b.txn_coordinator_epoch()?;
+    let epoch = b.txn_coordinator_epoch()?;
     for (topic, partition) in partitions {
         b.txns
-            .check_produce(pr.producer_id, pr.producer_epoch, topic, *partition)?;
+            .check_produce(pr.producer_id, pr.producer_epoch, topic, *partition)
+            .map_err(|code| {
+                // Its state was dropped meanwhile: this broker stopped coordinating.
+                if b.txn_coordinator_epoch() != Ok(epoch) {
+                    ec::NOT_COORDINATOR
+                } else {
+                    code
+                }
+            })?;
     }
     Ok(())
 }

@@ -46,7 +46,9 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeProducer
                             s.last_sequence = i.last_seq;
                             s.last_timestamp = i.last_timestamp_ms;
                             let open = open.get(&i.producer_id).copied();
-                            s.coordinator_epoch = if open.is_some() { 0 } else { -1 };
+                            // Of its last marker here (-1: none): `kafka-transactions abort`
+                            // sends it back with its abort marker.
+                            s.coordinator_epoch = b.producers.coordinator_epoch(&topic, p, i.producer_id);
                             s.current_txn_start_offset = open.unwrap_or(-1);
                             s
                         })

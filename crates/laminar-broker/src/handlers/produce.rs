@@ -96,9 +96,9 @@ struct Rules {
 /// How a transactional batch is checked against its transaction, on the storage thread.
 #[derive(Clone, Copy)]
 enum TxnCheck {
-    /// The transaction coordinator is this broker: its state says (single node, or the
-    /// coordinator's own partitions in a cluster).
-    Coordinator,
+    /// The transaction coordinator is this broker, at this epoch: its state says (single
+    /// node, or a cluster's coordinator).
+    Coordinator(i32),
     /// The coordinator is another broker; the producer's transaction was in progress here
     /// already when the request came, and must still be.
     Open,
@@ -172,10 +172,19 @@ fn append(
         // Here, on the storage thread that appends the markers too: a batch let through
         // lands before the marker of its transaction.
         match txn {
-            TxnCheck::Coordinator => b
-                .txns
-                .check_produce(pid, epoch, topic, partition)
-                .map_err(Refused::Code)?,
+            TxnCheck::Coordinator(coordinator_epoch) => {
+                b.txns
+                    .check_produce(pid, epoch, topic, partition)
+                    .map_err(|code| {
+                        // Its state was dropped: this broker stopped coordinating since the
+                        // request came (the producer retries, and the check goes elsewhere).
+                        if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
+                            Refused::Code(ec::NOT_ENOUGH_REPLICAS)
+                        } else {
+                            Refused::Code(code)
+                        }
+                    })?
+            }
             TxnCheck::Added => {}
             TxnCheck::Open => {
                 if !in_transaction_here(b, &log, topic, partition, pid, epoch) {
@@ -389,15 +398,19 @@ async fn check_transaction(
     partition: i32,
     records: &[u8],
 ) -> Result<TxnCheck, i16> {
+    let local = b.txn_coordinator_epoch();
+    // Not transactional, or refused by the append: checked against this broker's state if
+    // it is the coordinator, which refuses it otherwise.
+    let unchecked = TxnCheck::Coordinator(local.unwrap_or(-1));
     let Ok(h) = BatchHeader::parse(records) else {
-        return Ok(TxnCheck::Coordinator); // refused as corrupt by the append
+        return Ok(unchecked); // refused as corrupt by the append
     };
     if !h.is_transactional() || h.is_control() || h.producer_id < 0 {
-        return Ok(TxnCheck::Coordinator);
+        return Ok(unchecked);
     }
     let (pid, epoch) = (h.producer_id, h.producer_epoch);
     let add = version >= 12;
-    if b.txn_coordinator_epoch().is_ok() {
+    if let Ok(coordinator_epoch) = local {
         if add {
             let id = match transactional_id {
                 Some(id) => id.to_string(),
@@ -408,7 +421,7 @@ async fn check_transaction(
                 .await
                 .map_err(produce_code)?;
         }
-        return Ok(TxnCheck::Coordinator);
+        return Ok(TxnCheck::Coordinator(coordinator_epoch));
     }
     let Some(id) = transactional_id else {
         return Err(ec::INVALID_TXN_STATE);

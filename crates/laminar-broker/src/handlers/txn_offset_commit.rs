@@ -85,7 +85,7 @@ pub async fn handle(
         let in_txn = in_transaction(b, pr, version >= 5).await;
         let code = match in_txn {
             Err(code) => code,
-            Ok(()) => {
+            Ok(guard) => {
                 let records = offsets
                     .into_iter()
                     .map(|((topic, partition), o)| GroupRecord::Offset {
@@ -98,7 +98,7 @@ pub async fn handle(
                         commit_ms: o.commit_ms,
                     })
                     .collect();
-                b.persist_txn_offsets(pr.producer_id, pr.producer_epoch, records)
+                b.persist_txn_offsets(pr.producer_id, pr.producer_epoch, guard, records)
                     .await
             }
         };
@@ -136,24 +136,35 @@ pub async fn handle(
 
 /// Is the group log's partition in this producer's transaction (or, `add`, added to it
 /// now)? Asks the transaction coordinator: this broker's own, or another broker with
-/// AddPartitionsToTxn v4.
-async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<(), i16> {
+/// AddPartitionsToTxn v4. When it is only asked, a verification guard is set first, and
+/// returned: the append requires it (a marker of the producer removes it), so that offsets
+/// whose transaction ended meanwhile are refused, as a transactional produce is.
+async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, i16> {
     let (topic, partition) = offsets_partition();
-    if b.txn_coordinator_epoch().is_ok() {
+    let guard = (!add).then(|| {
+        b.producers
+            .guard(&topic, partition, pr.producer_id, pr.producer_epoch)
+    });
+    if let Ok(epoch) = b.txn_coordinator_epoch() {
         let partitions = [(topic.clone(), partition)];
-        if add {
-            return crate::txn::complete::add_partitions(
+        let checked = if add {
+            crate::txn::complete::add_partitions(
                 b,
                 &pr.transactional_id,
                 pr.producer_id,
                 pr.producer_epoch,
                 &partitions,
             )
-            .await;
-        }
-        return b
-            .txns
-            .check_produce(pr.producer_id, pr.producer_epoch, &topic, partition);
+            .await
+        } else {
+            b.txns
+                .check_produce(pr.producer_id, pr.producer_epoch, &topic, partition)
+        };
+        return match checked {
+            // Its state was dropped meanwhile: this broker stopped coordinating.
+            Err(_) if b.txn_coordinator_epoch() != Ok(epoch) => Err(ec::COORDINATOR_LOAD_IN_PROGRESS),
+            other => other.map(|()| guard),
+        };
     }
     crate::txn::remote::add_or_verify(
         b,
@@ -165,6 +176,7 @@ async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<
         !add,
     )
     .await
+    .map(|()| guard)
     .map_err(|code| match code {
         // The transaction coordinator's errors: the client would look for the group
         // coordinator again, which is this one; it retries on this instead.

@@ -45,7 +45,17 @@ pub async fn handle(
                 pr.error_code = match commit_refused(b, m.committed, m.coordinator_epoch) {
                     Some(code) => code,
                     None => {
-                        match write_marker(b, topic, p, m.producer_id, m.producer_epoch, m.committed).await {
+                        match write_marker(
+                            b,
+                            topic,
+                            p,
+                            m.producer_id,
+                            m.producer_epoch,
+                            m.coordinator_epoch,
+                            m.committed,
+                        )
+                        .await
+                        {
                             Ok(Some(_)) => ec::NONE,
                             Ok(None) => ec::UNKNOWN_TOPIC_OR_PARTITION,
                             Err(code) => code,

@@ -107,14 +107,26 @@ pub async fn begin_when_free<T>(
     id: &str,
     mut decide: impl FnMut(Option<&TxnMeta>) -> Result<Decision<T>, i16>,
 ) -> Result<Decision<T>, i16> {
-    b.txn_coordinator_epoch()?;
+    let epoch = b.txn_coordinator_epoch()?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CONCURRENT_WAIT_MS);
     loop {
         // Registered before looking, so that a change in between still wakes this request.
         let changed = b.txns.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        match b.txns.begin(id, &mut decide) {
+        let decided = b.txns.begin(id, &mut decide);
+        // In a cluster this broker may have stopped coordinating while it waited (its state
+        // emptied): what it decided then is no answer; the client finds the coordinator.
+        match b.txn_coordinator_epoch() {
+            Ok(now) if now == epoch => {}
+            _ => {
+                if let Ok(Decision::Write(_)) = decided {
+                    b.txns.finish(id, None);
+                }
+                return Err(ec::NOT_COORDINATOR);
+            }
+        }
+        match decided {
             Err(ec::CONCURRENT_TRANSACTIONS) if tokio::time::Instant::now() < deadline => {
                 b.txns.metrics.waits.fetch_add(1, Ordering::Relaxed);
                 let _ = crate::net::waiting(tokio::time::timeout_at(deadline, changed)).await;
@@ -175,16 +187,32 @@ pub enum Written<T> {
 /// `acks=all`). Returns its offset, or `None` if the partition no longer exists (its topic
 /// was deleted: nothing is left to end). A marker with an epoch older than the producer's
 /// on the partition is refused (a fenced coordinator's, or a stale abort).
+///
+/// `coordinator_epoch` is the epoch of the coordinator that ends the transaction (in a
+/// cluster, its leader epoch of `__transaction_state-0`): a marker from an older coordinator
+/// than the producer's last marker here is refused (TRANSACTION_COORDINATOR_FENCED), so that
+/// a deposed coordinator's late marker cannot end a later transaction.
 pub async fn write_marker(
     b: &Arc<Broker>,
     topic: &str,
     partition: i32,
     producer_id: i64,
     producer_epoch: i16,
+    coordinator_epoch: i32,
     commit: bool,
 ) -> Result<Option<Offset>, i16> {
     let Some(log) = b.topics.log(topic, partition) else {
-        return Ok(None);
+        // In a cluster, a partition that still exists but is not here moved: its leader is
+        // elsewhere, and the marker must reach it.
+        let moved = b
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.image().partition(topic, partition).is_some());
+        return if moved {
+            Err(ec::NOT_LEADER_OR_FOLLOWER)
+        } else {
+            Ok(None)
+        };
     };
     let leader_epoch = b.leadership(topic, partition)?;
     let (b2, t) = (b.clone(), topic.to_string());
@@ -206,6 +234,9 @@ pub async fn write_marker(
             if is_group_log(&t, partition) {
                 b2.group_coordinator_ready()?;
             }
+            if b2.producers.coordinator_epoch(&t, partition, producer_id) > coordinator_epoch {
+                return Err(ec::TRANSACTION_COORDINATOR_FENCED);
+            }
             if b2
                 .producers
                 .epoch(&t, partition, producer_id)
@@ -214,7 +245,7 @@ pub async fn write_marker(
                 return Err(ec::INVALID_PRODUCER_EPOCH);
             }
             let now = laminar_storage::now_ms();
-            let mut batch = control_batch(marker, producer_id, producer_epoch, 0, now);
+            let mut batch = control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now);
             let info = log2
                 .append_as(&mut batch, AppendMode::Leader { epoch: leader_epoch })
                 .map_err(|e| {
@@ -222,7 +253,12 @@ pub async fn write_marker(
                     ec::KAFKA_STORAGE_ERROR
                 })?;
             b2.producers
-                .on_marker(&t, partition, producer_id, producer_epoch, now);
+                .on_marker(&t, partition, producer_id, producer_epoch, coordinator_epoch, now);
+            if is_group_log(&t, partition) {
+                // In log order with the group's other records.
+                b2.group_store
+                    .end_txn_offsets(producer_id, commit, info.last_offset);
+            }
             Ok(info)
         })
         .await
@@ -247,7 +283,7 @@ pub async fn write_marker(
         }
     }
     if is_group_log(topic, partition) {
-        b.group_store.on_txn_marker(&b.groups, producer_id, commit);
+        b.group_store.apply_durable(&b.groups, appended.last_offset);
     }
     Ok(Some(appended.last_offset))
 }
@@ -293,7 +329,7 @@ async fn write_markers(
     for (topic, partition) in local {
         let b = b.clone();
         writes.spawn(async move {
-            let written = write_marker(&b, &topic, partition, pid, epoch, commit)
+            let written = write_marker(&b, &topic, partition, pid, epoch, coordinator_epoch, commit)
                 .await
                 .map(|_| ());
             vec![(topic, partition, written)]
@@ -318,8 +354,9 @@ async fn write_markers(
                 Err(ec::INVALID_PRODUCER_EPOCH) => crate::warn!(
                     "transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed"
                 ),
-                // Deleted on its leader meanwhile.
-                Err(ec::UNKNOWN_TOPIC_OR_PARTITION) => {}
+                // Deleted meanwhile (a leader that is no longer one answers
+                // NOT_LEADER_OR_FOLLOWER for a partition that still exists).
+                Err(ec::UNKNOWN_TOPIC_OR_PARTITION) if !partition_exists(b, &topic, partition) => {}
                 Err(code) => {
                     b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
                     crate::warn!(
@@ -331,6 +368,14 @@ async fn write_markers(
         }
     }
     failed
+}
+
+/// Does `topic`-`partition` exist, as this broker knows?
+fn partition_exists(b: &Broker, topic: &str, partition: i32) -> bool {
+    match &b.cluster {
+        Some(c) => c.image().partition(topic, partition).is_some(),
+        None => b.topics.log(topic, partition).is_some(),
+    }
 }
 
 /// WriteTxnMarkers to broker `leader` for `partitions`: each partition's outcome.
@@ -425,6 +470,15 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
     // those of a transaction decided by an earlier Laminar, which kept them there.
     let mut left: Vec<(String, i32)> = prepared.partitions.iter().cloned().collect();
     let mut offsets_left = commit && !prepared.offsets.is_empty();
+    if offsets_left && b.cluster.is_some() {
+        // Only a single node wrote them (transactions were refused in a cluster then), and
+        // here the group log may be led elsewhere: they cannot be written from here.
+        crate::warn!(
+            "transaction {id:?}: {} offsets kept in its record by an older Laminar are not committed in a cluster",
+            prepared.offsets.len()
+        );
+        offsets_left = false;
+    }
     loop {
         if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
             crate::info!("transaction {id:?}: no longer its coordinator; the next one completes it");
