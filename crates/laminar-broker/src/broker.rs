@@ -477,7 +477,7 @@ impl Broker {
             Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
-            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r),
+            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r).await,
             Request::DescribeProducers(r) => handlers::describe_producers::handle(b, v, c, r),
             Request::AlterPartitionReassignments(r) => {
                 handlers::alter_partition_reassignments::handle(b, v, c, r).await

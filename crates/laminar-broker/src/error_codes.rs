@@ -65,3 +65,5 @@ pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 pub const NETWORK_EXCEPTION: i16 = 13;
 /// A marker from a transaction coordinator whose epoch is older than the current one.
 pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;

@@ -503,6 +503,46 @@ fn acks_all_loses_and_duplicates_nothing_while_leaders_are_killed() {
     assert_eq!(report["duplicated"], 0, "{report}");
     assert_eq!(report["reordered"], 0, "{report}");
     assert_eq!(report["corrupted"], 0, "{report}");
+
+    // The kills moved leaderships off the preferred replicas; Kafka's preferred election
+    // tool moves them back, and what was written stays readable through the new leaders.
+    for p in 0..3 {
+        wait_in_sync(&c, 0, "verified", p, &[1, 2, 3]);
+    }
+    let moved: Vec<i32> = (0..3)
+        .filter(|p| {
+            placement(c.addr(0), "verified", *p).unwrap().0 != replicas_of(c.addr(0), "verified", *p)[0]
+        })
+        .collect();
+    assert!(
+        !moved.is_empty(),
+        "three kills of partition 0's leader moved it off its first replica"
+    );
+    let elected = kafka_tool(
+        "org.apache.kafka.tools.LeaderElectionCommand",
+        &c.bootstrap(),
+        &["--election-type", "preferred", "--all-topic-partitions"],
+    );
+    assert!(
+        elected.contains("Successfully completed leader election (PREFERRED)"),
+        "{elected}"
+    );
+    for p in 0..3 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let preferred = replicas_of(c.addr(0), "verified", p)[0];
+        while placement(c.addr(0), "verified", p).unwrap().0 != preferred {
+            assert!(
+                Instant::now() < deadline,
+                "verified-{p} led by its first replica again"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert_eq!(
+        read_to_end(&c.bootstrap(), "verified", 3, "read_uncommitted").len() as u64,
+        report["read"].as_u64().unwrap(),
+        "every acknowledged record readable after the election"
+    );
 }
 
 fn signal(node: &Node, sig: i32) {
@@ -784,12 +824,21 @@ fn find_dir(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
 
 /// Kafka's `kafka-reassign-partitions` (the Java tool), its stdout.
 fn reassign_tool(bootstrap: &str, args: &[&str]) -> String {
+    kafka_tool(
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        bootstrap,
+        args,
+    )
+}
+
+/// Runs one of Kafka's command-line tools (its main class) against `bootstrap`; its output.
+fn kafka_tool(class: &str, bootstrap: &str, args: &[&str]) -> String {
     common::Program::spawn(
         std::process::Command::new("java")
             .arg("-Xmx256m")
             .arg("-cp")
             .arg(format!("{}/*", common::kafka_lib().display()))
-            .arg("org.apache.kafka.tools.reassign.ReassignPartitionsCommand")
+            .arg(class)
             .args(["--bootstrap-server", bootstrap])
             .args(args),
     )

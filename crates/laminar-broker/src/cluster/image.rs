@@ -171,6 +171,12 @@ pub enum Command {
     AlterClientQuotas {
         changes: Vec<crate::quotas::QuotaChange>,
     },
+    /// ElectLeaders, preferred: the partition's first replica leads again, at a new epoch,
+    /// if it is live and in the ISR.
+    ElectPreferredLeader {
+        topic: String,
+        partition: i32,
+    },
 }
 
 /// What applying a command did: a Kafka error code and message, or nothing.
@@ -337,6 +343,35 @@ impl ClusterImage {
             } => self.reassign(topic, *partition, target.as_deref()),
             Command::AlterClientQuotas { changes } => {
                 crate::quotas::apply_changes(&mut self.quotas, changes);
+                CommandResult::ok()
+            }
+            Command::ElectPreferredLeader { topic, partition } => {
+                let live = self.live_brokers();
+                let Some(p) = usize::try_from(*partition)
+                    .ok()
+                    .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
+                else {
+                    return CommandResult::err(
+                        ec::UNKNOWN_TOPIC_OR_PARTITION,
+                        format!("no partition {topic}-{partition}"),
+                    );
+                };
+                let preferred = p.replicas[0];
+                if p.leader == preferred {
+                    return CommandResult::err(
+                        ec::ELECTION_NOT_NEEDED,
+                        format!("broker {preferred}, the preferred replica, leads"),
+                    );
+                }
+                if !p.isr.contains(&preferred) || !live.contains(&preferred) {
+                    return CommandResult::err(
+                        ec::PREFERRED_LEADER_NOT_AVAILABLE,
+                        format!("broker {preferred}, the preferred replica, is not live and in sync"),
+                    );
+                }
+                p.leader = preferred;
+                p.leader_epoch += 1;
+                p.partition_epoch += 1;
                 CommandResult::ok()
             }
             Command::AlterTopicConfigs {
@@ -688,6 +723,68 @@ mod tests {
         let p = image.partition("t", 0).unwrap();
         assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3]));
         assert_eq!(p.partition_epoch, 1);
+    }
+
+    #[test]
+    fn a_preferred_election_needs_the_first_replica_live_and_in_sync() {
+        let mut image = image_with(&[1, 2, 3]);
+        create(&mut image, vec![vec![1, 2, 3]]);
+        let apply = |image: &mut ClusterImage, c: Command| {
+            let v = image.version + 1;
+            image.apply(v, &c)
+        };
+        let elect = || Command::ElectPreferredLeader {
+            topic: "t".into(),
+            partition: 0,
+        };
+        assert_eq!(apply(&mut image, elect()).error_code, ec::ELECTION_NOT_NEEDED);
+        apply(
+            &mut image,
+            Command::FenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        apply(
+            &mut image,
+            Command::UnfenceBroker {
+                id: 1,
+                incarnation: "i1".into(),
+            },
+        );
+        // Back, but not in sync yet: it cannot lead.
+        assert_eq!(
+            apply(&mut image, elect()).error_code,
+            ec::PREFERRED_LEADER_NOT_AVAILABLE
+        );
+        let p = image.partition("t", 0).unwrap().clone();
+        assert_eq!(p.leader, 2);
+        apply(
+            &mut image,
+            Command::AlterPartition {
+                topic: "t".into(),
+                partition: 0,
+                leader: 2,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                isr: vec![2, 3, 1],
+            },
+        );
+        assert_eq!(apply(&mut image, elect()), CommandResult::ok());
+        let q = image.partition("t", 0).unwrap();
+        assert_eq!((q.leader, q.leader_epoch), (1, p.leader_epoch + 1));
+        assert_eq!(q.partition_epoch, p.partition_epoch + 2);
+        assert_eq!(
+            apply(
+                &mut image,
+                Command::ElectPreferredLeader {
+                    topic: "u".into(),
+                    partition: 0
+                }
+            )
+            .error_code,
+            ec::UNKNOWN_TOPIC_OR_PARTITION
+        );
     }
 
     #[test]

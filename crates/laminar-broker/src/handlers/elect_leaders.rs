@@ -1,8 +1,18 @@
-//! ElectLeaders v0-2 (`kafka-leader-election`), answered truthfully for one node: every
-//! partition's only replica is its leader, preferred or not, so no election is ever needed.
-//! Partitions named in the request get ELECTION_NOT_NEEDED (or UNKNOWN_TOPIC_OR_PARTITION);
-//! a request for every partition gets an empty result, as Kafka's controller leaves out the
-//! partitions that needed no election.
+//! ElectLeaders v0-2 (`kafka-leader-election`).
+//!
+//! On a single node every partition's only replica is its leader, preferred or not, so no
+//! election is ever needed: partitions named get ELECTION_NOT_NEEDED (or
+//! UNKNOWN_TOPIC_OR_PARTITION).
+//!
+//! In a cluster, a preferred election makes each partition's first replica its leader again
+//! (after restarts moved leaderships away), through the controller, at a new leader epoch:
+//! ELECTION_NOT_NEEDED if it leads already, PREFERRED_LEADER_NOT_AVAILABLE if it is not live
+//! and in sync. A request for every partition (no partitions named) elects where the
+//! preferred replica does not lead, and reports only those, as Kafka's controller does.
+//! Unclean elections are not offered (a leader from outside the ISR can lose acknowledged
+//! records): ELIGIBLE_LEADERS_NOT_AVAILABLE, with a message saying so.
+
+use std::sync::Arc;
 
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::ElectLeadersResponse;
@@ -11,34 +21,78 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::cluster::image::Command;
 use crate::error_codes as ec;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: ElectLeadersRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ElectLeadersRequest) -> Encoded {
     let mut resp = ElectLeadersResponse::default();
-    resp.replica_election_results = r
-        .topic_partitions
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(topic, partitions)| {
-            let mut out = ReplicaElectionResult::default();
-            out.topic = topic_name(&topic);
-            out.partition_result = partitions
-                .into_iter()
-                .map(|p| {
-                    let mut pr = PartitionResult::default();
-                    pr.partition_id = p;
-                    if b.topics.log(&topic, p).is_some() {
-                        pr.error_code = ec::ELECTION_NOT_NEEDED;
-                        pr.error_message = Some(sb("the partition's only replica is its leader"));
-                    } else {
-                        pr.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
-                        pr.error_message = Some(sb(&format!("no partition {topic}-{p}")));
-                    }
-                    pr
+    let requested = match (&b.cluster, r.topic_partitions) {
+        (_, Some(named)) => named,
+        // Every partition: on a single node none needs an election.
+        (None, None) => Vec::new(),
+        (Some(c), None) => {
+            let image = c.image();
+            image
+                .topics
+                .values()
+                .map(|t| {
+                    let ps = (0..t.partitions.len() as i32)
+                        .filter(|p| {
+                            image
+                                .partition(&t.name, *p)
+                                .is_some_and(|info| info.replicas.first() != Some(&info.leader))
+                        })
+                        .collect::<Vec<i32>>();
+                    (t.name.clone(), ps)
                 })
-                .collect();
-            out
-        })
-        .collect();
+                .filter(|(_, ps)| !ps.is_empty())
+                .collect()
+        }
+    };
+    for (topic, partitions) in requested {
+        let mut out = ReplicaElectionResult::default();
+        out.topic = topic_name(&topic);
+        for p in partitions {
+            let (code, message) = elect(b, r.election_type, &topic, p).await;
+            let mut pr = PartitionResult::default();
+            pr.partition_id = p;
+            pr.error_code = code;
+            pr.error_message = message.map(|m| sb(&m));
+            out.partition_result.push(pr);
+        }
+        resp.replica_election_results.push(out);
+    }
     responses::encode(ApiKey::ElectLeaders, version, correlation_id, &resp)
+}
+
+/// One partition's election: its error code and message.
+async fn elect(b: &Arc<Broker>, election_type: i8, topic: &str, partition: i32) -> (i16, Option<String>) {
+    let Some(c) = &b.cluster else {
+        return if b.topics.log(topic, partition).is_some() {
+            (
+                ec::ELECTION_NOT_NEEDED,
+                Some("the partition's only replica is its leader".into()),
+            )
+        } else {
+            (
+                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                Some(format!("no partition {topic}-{partition}")),
+            )
+        };
+    };
+    if election_type != 0 {
+        return (
+            ec::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            Some("unclean leader election is not offered: a leader from outside the ISR can lose acknowledged records".into()),
+        );
+    }
+    let command = Command::ElectPreferredLeader {
+        topic: topic.to_string(),
+        partition,
+    };
+    match c.write(command).await {
+        Ok(r) if r.error_code == ec::NONE => (ec::NONE, None),
+        Ok(r) => (r.error_code, Some(r.message)),
+        Err(e) => (ec::NOT_CONTROLLER, Some(format!("the controller: {e}"))),
+    }
 }
