@@ -136,6 +136,15 @@ fn without_isolation_the_same_test_stalls() {
     // Each 500 ms cold read held the socket thread: the watchdog saw it while it happened.
     let stalls = metric(&metrics, "laminar_event_loop_stalls_total");
     assert!(stalls >= 1.0, "stalls detected: {stalls}");
+    // And it told them from a starved CPU: the thread was blocked in its read, not waiting
+    // for a CPU (on a kernel with scheduler statistics).
+    if std::path::Path::new("/proc/self/schedstat").exists() {
+        let starved = metric(&metrics, "laminar_event_loop_stalls_waiting_for_cpu_total");
+        assert!(
+            starved < stalls,
+            "{starved} of {stalls} stalls put down to a busy CPU"
+        );
+    }
     let slow_polls = metric(&metrics, "laminar_event_loop_stalled_poll_seconds_count");
     assert!(slow_polls >= 1.0, "stalled polls recorded: {slow_polls}");
     let lateness_max = metric(

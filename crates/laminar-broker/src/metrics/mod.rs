@@ -119,6 +119,11 @@ impl BrokerMetrics {
             "Stalls the watchdog logged while they were happening.",
             [(&[][..], n.stalls_total.load(Ordering::Relaxed))],
         );
+        e.counters(
+            "laminar_event_loop_stalls_waiting_for_cpu_total",
+            "Of the stalls logged, those whose socket thread spent most of the time runnable but waiting for a CPU (the machine overloaded, not the thread blocked).",
+            [(&[][..], n.stalls_waiting_for_cpu_total.load(Ordering::Relaxed))],
+        );
         e.gauges(
             "laminar_connections_open",
             "Client connections open now.",

@@ -63,6 +63,9 @@ pub struct NetMetrics {
     /// Polls of connection tasks that ran longer than the stall threshold.
     pub stalled_poll_us: LatencyHistogram,
     pub stalls_total: AtomicU64,
+    /// Of those, the stalls whose thread spent most of the time runnable but waiting for a
+    /// CPU (the machine overloaded), not running or blocked.
+    pub stalls_waiting_for_cpu_total: AtomicU64,
     pub connections_open: AtomicI64,
     /// The server's budget of request bytes, and its size.
     pub(crate) request_budget: std::sync::OnceLock<(std::sync::Arc<tokio::sync::Semaphore>, usize)>,

@@ -31,9 +31,65 @@ struct Activity {
     peer: Option<SocketAddr>,
 }
 
+/// What the kernel says of one thread (`/proc/self/task/TID/schedstat` and `stat`): time on
+/// a CPU, time runnable but waiting for one, in ns, and its state letter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sched {
+    on_cpu_ns: u64,
+    waiting_ns: u64,
+    state: char,
+}
+
+impl Sched {
+    /// `None` where /proc has no schedstat (a kernel without CONFIG_SCHEDSTATS).
+    fn read(tid: i32) -> Option<Sched> {
+        let schedstat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+        let mut fields = schedstat.split_whitespace().map(|f| f.parse::<u64>().ok());
+        let (on_cpu_ns, waiting_ns) = (fields.next()??, fields.next()??);
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat.rsplit_once(") ")?.1.chars().next()?;
+        Some(Sched {
+            on_cpu_ns,
+            waiting_ns,
+            state,
+        })
+    }
+}
+
+/// Where a stalled poll's time went, from the thread's scheduler counters since the watchdog
+/// first saw the poll: on a CPU (the poll computes), waiting for a CPU (other threads or
+/// processes have them: the machine is overloaded, not this thread blocked), or neither
+/// (blocked in the kernel: a disk, a lock, a page fault).
+fn describe_stall(before: Sched, now: Sched, elapsed_ns: u64) -> String {
+    let on_cpu = now.on_cpu_ns.saturating_sub(before.on_cpu_ns);
+    let waiting = now.waiting_ns.saturating_sub(before.waiting_ns);
+    let blocked = elapsed_ns.saturating_sub(on_cpu + waiting);
+    let cause = if waiting >= on_cpu && waiting >= blocked {
+        "waiting for a CPU"
+    } else if on_cpu >= blocked {
+        "on a CPU"
+    } else {
+        "blocked in the kernel"
+    };
+    format!(
+        "{cause}: of the last {} ms, {} ms on a CPU, {} ms waiting for one, {} ms blocked; thread state {}",
+        elapsed_ns / 1_000_000,
+        on_cpu / 1_000_000,
+        waiting / 1_000_000,
+        blocked / 1_000_000,
+        now.state
+    )
+}
+
 /// One socket thread's current poll.
 struct Slot {
     thread: String,
+    /// The kernel's id of the thread, for its scheduler counters.
+    tid: i32,
+    /// The counters when the watchdog first saw the poll in progress, with that poll's
+    /// `poll_started_us` and the watchdog's clock then.
+    baseline: Mutex<Option<(u64, u64, Sched)>>,
     /// Start of the outermost poll in progress, as µs since `Registry::epoch` plus 1; 0 when
     /// idle.
     poll_started_us: AtomicU64,
@@ -86,6 +142,9 @@ impl Registry {
             }
             let slot = Arc::new(Slot {
                 thread: std::thread::current().name().unwrap_or("unnamed").to_string(),
+                // SAFETY: gettid has no preconditions.
+                tid: unsafe { libc::gettid() },
+                baseline: Mutex::new(None),
                 poll_started_us: AtomicU64::new(0),
                 activity: Mutex::new(Activity { what: "", peer: None }),
                 reported_us: AtomicU64::new(0),
@@ -130,7 +189,19 @@ impl Registry {
         let now = self.now_us();
         for slot in self.slots.lock().unwrap().iter() {
             let started = slot.poll_started_us.load(Ordering::Acquire);
-            if started == 0 || now.saturating_sub(started) < self.threshold_us {
+            if started == 0 {
+                continue;
+            }
+            // The scheduler counters when this poll was first seen running (at most one
+            // check interval after it began), so that a stall can say where its time went.
+            let baseline = {
+                let mut b = slot.baseline.lock().unwrap();
+                if b.is_none_or(|(s, _, _)| s != started) {
+                    *b = Sched::read(slot.tid).map(|sched| (started, now, sched));
+                }
+                *b
+            };
+            if now.saturating_sub(started) < self.threshold_us {
                 continue;
             }
             if slot.reported_us.swap(started, Ordering::AcqRel) == started {
@@ -139,8 +210,20 @@ impl Registry {
             let a = *slot.activity.lock().unwrap();
             self.metrics.stalls_total.fetch_add(1, Ordering::Relaxed);
             let peer = a.peer.map(|p| format!(" for {p}")).unwrap_or_default();
+            let cause = match (baseline, Sched::read(slot.tid)) {
+                (Some((_, seen_us, before)), Some(sched)) if seen_us < now => {
+                    let described = describe_stall(before, sched, (now - seen_us) * 1000);
+                    if described.starts_with("waiting") {
+                        self.metrics
+                            .stalls_waiting_for_cpu_total
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    format!(" ({described})")
+                }
+                _ => String::new(),
+            };
             crate::warn!(
-                "socket thread {} stalled: one poll has run {} ms so far, {}{peer}",
+                "socket thread {} stalled: one poll has run {} ms so far, {}{peer}{cause}",
                 slot.thread,
                 (now - started) / 1000,
                 a.what
@@ -212,6 +295,34 @@ impl Drop for Restore<'_> {
             if ran_us >= self.registry.threshold_us {
                 self.registry.metrics.stalled_poll_us.record_us(ran_us);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stall_says_where_its_time_went() {
+        let at = |on_cpu_ms: u64, waiting_ms: u64| Sched {
+            on_cpu_ns: on_cpu_ms * 1_000_000,
+            waiting_ns: waiting_ms * 1_000_000,
+            state: 'R',
+        };
+        let d = describe_stall(at(10, 5), at(15, 45), 50_000_000);
+        assert!(
+            d.starts_with("waiting for a CPU: of the last 50 ms, 5 ms on a CPU, 40 ms waiting"),
+            "{d}"
+        );
+        let d = describe_stall(at(0, 0), at(48, 1), 50_000_000);
+        assert!(d.starts_with("on a CPU"), "{d}");
+        let d = describe_stall(at(0, 0), at(1, 1), 50_000_000);
+        assert!(d.starts_with("blocked in the kernel"), "{d}");
+        // This thread's own counters can be read (a kernel with schedstats).
+        let me = Sched::read(unsafe { libc::gettid() });
+        if let Some(me) = me {
+            assert_eq!(me.state, 'R', "the reading thread runs");
         }
     }
 }
