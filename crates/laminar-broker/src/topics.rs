@@ -258,13 +258,9 @@ impl Topics {
         let _w = self.write_lock.lock().unwrap();
         let mut dynamic = self.dynamic_configs();
         change(dynamic.level_mut(level)).map_err(|e| (ec::INVALID_CONFIG, e))?;
-        let effective = dynamic
-            .effective(&self.config)
+        let effective = self
+            .check_dynamic(&dynamic)
             .map_err(|e| (ec::INVALID_CONFIG, e))?;
-        for t in self.list() {
-            log_config(&effective, &t.configs)
-                .map_err(|e| (ec::INVALID_CONFIG, format!("topic {}: {e}", t.name)))?;
-        }
         if validate_only {
             return Ok(());
         }
@@ -282,11 +278,43 @@ impl Topics {
             dynamic.cluster_default,
             dynamic.broker
         );
+        self.install_dynamic(dynamic, effective)
+            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))
+    }
+
+    /// The settings `dynamic` puts in effect, if they are valid and every topic's logs
+    /// accept them.
+    pub fn check_dynamic(&self, dynamic: &DynamicConfigs) -> Result<BrokerConfig, String> {
+        let effective = dynamic.effective(&self.config)?;
+        for t in self.list() {
+            log_config(&effective, &t.configs).map_err(|e| format!("topic {}: {e}", t.name))?;
+        }
+        Ok(effective)
+    }
+
+    /// In a cluster: the dynamic broker configs the cluster metadata holds for this broker
+    /// (the image is their truth; nothing is written here). Applied to every topic's logs
+    /// (those with an override of their own keep it). Blocking (logs are reconfigured).
+    pub fn set_dynamic_configs(&self, dynamic: DynamicConfigs) -> Result<(), String> {
+        let _w = self.write_lock.lock().unwrap();
+        if dynamic == self.dynamic_configs() {
+            return Ok(());
+        }
+        let effective = self.check_dynamic(&dynamic)?;
+        crate::info!(
+            "dynamic broker configs from the cluster metadata: cluster default {:?}, this broker {:?}",
+            dynamic.cluster_default,
+            dynamic.broker
+        );
+        self.install_dynamic(dynamic, effective)
+    }
+
+    fn install_dynamic(&self, dynamic: DynamicConfigs, effective: BrokerConfig) -> Result<(), String> {
         *self.dynamic.write().unwrap() = dynamic;
         *self.effective.write().unwrap() = Arc::new(effective);
         for t in self.list() {
             for p in 0..t.partitions {
-                self.ensure_log(&t, p).map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+                self.ensure_log(&t, p)?;
             }
         }
         Ok(())

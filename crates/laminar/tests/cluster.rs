@@ -1091,6 +1091,43 @@ fn partitions_topic_configs_and_quotas_change_through_the_controller() {
         Some("delete")
     );
 
+    // Dynamic broker configs set with Kafka's kafka-configs through one broker: the cluster
+    // default holds on every broker, one broker's own value on it alone.
+    for (entity, value) in [("--entity-default", "7200000"), ("3", "3600000")] {
+        let mut args = vec!["--entity-type", "brokers"];
+        if entity == "--entity-default" {
+            args.push(entity);
+        } else {
+            args.extend(["--entity-name", entity]);
+        }
+        let config = format!("log.retention.ms={value}");
+        args.extend(["--alter", "--add-config", &config]);
+        let set = kafka_tool("kafka.admin.ConfigCommand", c.addr(0), &args);
+        assert!(set.contains("Completed updating"), "{set}");
+    }
+    for (i, want) in [(0, "7200000"), (1, "7200000"), (2, "3600000")] {
+        let broker = ResourceSpecifier::Broker(i + 1);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let described = block(admin(c.addr(i as usize)).describe_configs([&broker], &opts))
+                .unwrap()
+                .into_iter()
+                .next()
+                .unwrap()
+                .unwrap();
+            let value = described.get("log.retention.ms").and_then(|e| e.value.clone());
+            if value.as_deref() == Some(want) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker {}: log.retention.ms {value:?}, want {want}",
+                i + 1
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     // Client quotas set with Kafka's kafka-configs through one broker hold on every broker.
     let set = common::Program::spawn(
         std::process::Command::new("java")

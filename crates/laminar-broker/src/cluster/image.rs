@@ -96,6 +96,10 @@ pub struct ClusterImage {
     /// Client quotas (AlterClientQuotas), the same on every broker.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quotas: Vec<crate::quotas::QuotaEntry>,
+    /// Dynamic broker configs (`kafka-configs --entity-type brokers`), by entity: `""` the
+    /// cluster default, else a broker's id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// The index of the last command applied (0: none).
     pub version: u64,
 }
@@ -171,12 +175,27 @@ pub enum Command {
     AlterClientQuotas {
         changes: Vec<crate::quotas::QuotaChange>,
     },
+    /// Replaces the dynamic broker configs of `entity` (`""`: the cluster default; else a
+    /// broker's id), if they are still `previous`.
+    AlterBrokerConfigs {
+        entity: String,
+        configs: BTreeMap<String, String>,
+        previous: BTreeMap<String, String>,
+    },
     /// ElectLeaders, preferred: the partition's first replica leads again, at a new epoch,
     /// if it is live and in the ISR.
     ElectPreferredLeader {
         topic: String,
         partition: i32,
     },
+}
+
+/// Whose configs a change is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigTarget {
+    Topic(String),
+    /// A dynamic broker config entity: `""` the cluster default, else a broker's id.
+    Broker(String),
 }
 
 /// What applying a command did: a Kafka error code and message, or nothing.
@@ -206,6 +225,29 @@ impl ClusterImage {
             .filter(|b| !b.fenced)
             .map(|b| b.id)
             .collect()
+    }
+
+    /// The configs of `target`: a topic's (`None` if there is no such topic), or a dynamic
+    /// broker config entity's (empty if none are set).
+    pub fn configs_of(&self, target: &ConfigTarget) -> Option<BTreeMap<String, String>> {
+        match target {
+            ConfigTarget::Topic(name) => self.topics.get(name).map(|t| t.configs.clone()),
+            ConfigTarget::Broker(entity) => {
+                Some(self.broker_configs.get(entity).cloned().unwrap_or_default())
+            }
+        }
+    }
+
+    /// This broker's dynamic configs: the cluster default and its own.
+    pub fn dynamic_configs_of(&self, node: BrokerId) -> crate::dynamic_configs::DynamicConfigs {
+        crate::dynamic_configs::DynamicConfigs {
+            cluster_default: self.broker_configs.get("").cloned().unwrap_or_default(),
+            broker: self
+                .broker_configs
+                .get(&node.to_string())
+                .cloned()
+                .unwrap_or_default(),
+        }
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionInfo> {
@@ -343,6 +385,24 @@ impl ClusterImage {
             } => self.reassign(topic, *partition, target.as_deref()),
             Command::AlterClientQuotas { changes } => {
                 crate::quotas::apply_changes(&mut self.quotas, changes);
+                CommandResult::ok()
+            }
+            Command::AlterBrokerConfigs {
+                entity,
+                configs,
+                previous,
+            } => {
+                if self.broker_configs.get(entity).unwrap_or(&BTreeMap::new()) != previous {
+                    return CommandResult::err(
+                        ec::INVALID_UPDATE_VERSION,
+                        format!("the broker configs of {entity:?} changed meanwhile"),
+                    );
+                }
+                if configs.is_empty() {
+                    self.broker_configs.remove(entity);
+                } else {
+                    self.broker_configs.insert(entity.clone(), configs.clone());
+                }
                 CommandResult::ok()
             }
             Command::ElectPreferredLeader { topic, partition } => {

@@ -415,41 +415,50 @@ impl Cluster {
         Ok(())
     }
 
-    /// Changes a topic's configs through the controller: `change` makes the new set from
-    /// the one in this broker's image (and checks it), and the controller takes it only if
-    /// the topic's configs are still that one; if another change came first, it is made
-    /// again from the newer image (a few times). Waits until this broker's image has it.
-    pub async fn alter_topic_configs_here(
+    /// Changes a topic's configs, or a dynamic broker config entity's, through the
+    /// controller: `change` makes the new set from the one in this broker's image (and checks
+    /// it), and the controller takes it only if the configs are still that one; if another
+    /// change came first, it is made again from the newer image (a few times). Waits until
+    /// this broker's image has it.
+    pub async fn alter_configs_here(
         &self,
-        name: &str,
+        target: image::ConfigTarget,
         change: impl Fn(&mut BTreeMap<String, String>) -> Result<(), (i16, String)>,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
         use crate::error_codes as ec;
+        use image::ConfigTarget;
         const ATTEMPTS: usize = 5;
         for _ in 0..ATTEMPTS {
             let image = self.image();
-            let previous = image
-                .topics
-                .get(name)
-                .map(|t| t.configs.clone())
-                .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+            let previous = image.configs_of(&target).ok_or_else(|| match &target {
+                ConfigTarget::Topic(name) => (ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+                ConfigTarget::Broker(entity) => (ec::INVALID_REQUEST, format!("no broker {entity}")),
+            })?;
             let mut configs = previous.clone();
             change(&mut configs)?;
             if validate_only {
                 return Ok(());
             }
-            let r = self
-                .write(image::Command::AlterTopicConfigs {
-                    name: name.to_string(),
+            let command = match &target {
+                ConfigTarget::Topic(name) => image::Command::AlterTopicConfigs {
+                    name: name.clone(),
                     configs: configs.clone(),
                     previous: Some(previous),
-                })
+                },
+                ConfigTarget::Broker(entity) => image::Command::AlterBrokerConfigs {
+                    entity: entity.clone(),
+                    configs: configs.clone(),
+                    previous,
+                },
+            };
+            let r = self
+                .write(command)
                 .await
                 .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
             match r.error_code {
                 ec::NONE => {
-                    self.wait_for(|i| i.topics.get(name).is_some_and(|t| t.configs == configs))
+                    self.wait_for(|i| i.configs_of(&target).as_ref() == Some(&configs))
                         .await;
                     return Ok(());
                 }
@@ -462,7 +471,7 @@ impl Cluster {
         }
         Err((
             ec::REQUEST_TIMED_OUT,
-            format!("the configs of {name} kept changing under {ATTEMPTS} attempts"),
+            format!("the configs of {target:?} kept changing under {ATTEMPTS} attempts"),
         ))
     }
 

@@ -29,6 +29,14 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
                 .await;
             // Client quotas live in the cluster metadata: the same on every broker.
             b.quotas.set_entries(image.quotas.clone());
+            // So do the dynamic broker configs: the cluster default and this broker's own.
+            let dynamic = image.dynamic_configs_of(node);
+            if dynamic != b.topics.dynamic_configs() {
+                let topics = b.topics.clone();
+                if let Err(e) = b.io.run(move || topics.set_dynamic_configs(dynamic)).await {
+                    crate::warn!("applying the dynamic broker configs of the cluster metadata: {e}");
+                }
+            }
             apply_roles(&b, &image).await;
             // Consumers waiting in long poll: an ISR change may have moved a high watermark.
             b.data_arrived.notify_waiters();

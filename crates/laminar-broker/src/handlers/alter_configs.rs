@@ -5,7 +5,9 @@
 //!
 //! For brokers, the dynamic broker configs (see `dynamic_configs`): this broker's (resource
 //! name = its node id) or the cluster default (empty name); settings that are not dynamic are
-//! answered with INVALID_CONFIG and the reason. Client quotas are altered with
+//! answered with INVALID_CONFIG and the reason. In a cluster they live in the cluster
+//! metadata (any broker's entity, through any broker), and each broker applies the default
+//! and its own. Client quotas are altered with
 //! AlterClientQuotas, which is what `kafka-configs --entity-type clients` sends.
 
 use std::collections::BTreeMap;
@@ -18,6 +20,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::cluster::image::ConfigTarget;
 use crate::dynamic_configs::Level;
 use crate::error_codes as ec;
 use crate::topics::Topics;
@@ -41,9 +44,13 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Alter
     let mut results: Vec<(i8, String, i16, Option<String>)> = Vec::new();
     for res in r.resources {
         let outcome = match &b.cluster {
-            // In a cluster a topic's configs change through the controller.
+            // In a cluster a topic's configs, and the dynamic broker configs, change through
+            // the controller.
             Some(cluster) if res.resource_type == RESOURCE_TOPIC => {
                 alter_in_cluster(b, cluster, &res, incremental, validate_only).await
+            }
+            Some(cluster) if res.resource_type == RESOURCE_BROKER => {
+                alter_broker_in_cluster(b, cluster, &res, incremental, validate_only).await
             }
             // Persisting a topic's configs writes a file: off the socket thread.
             _ => {
@@ -107,7 +114,49 @@ async fn alter_in_cluster(
             .map_err(|e| (ec::INVALID_CONFIG, e))
     };
     cluster
-        .alter_topic_configs_here(&res.resource_name, change, validate_only)
+        .alter_configs_here(
+            ConfigTarget::Topic(res.resource_name.clone()),
+            change,
+            validate_only,
+        )
+        .await
+}
+
+/// Dynamic broker configs in a cluster: the cluster default (empty name) or one broker's,
+/// held in the cluster metadata, so that every broker applies the default and each its own.
+/// Checked against this broker's settings (another broker's static ones are not known here).
+async fn alter_broker_in_cluster(
+    b: &Broker,
+    cluster: &crate::cluster::Cluster,
+    res: &AlterConfigsResource,
+    incremental: bool,
+    validate_only: bool,
+) -> Result<(), (i16, String)> {
+    let entity = res.resource_name.clone();
+    let image = cluster.image();
+    let known = entity.is_empty()
+        || entity
+            .parse::<i32>()
+            .is_ok_and(|id| image.brokers.contains_key(&id));
+    if !known {
+        return Err((ec::INVALID_REQUEST, format!("no broker {entity} in the cluster")));
+    }
+    let node = cluster.node_id;
+    let change = |configs: &mut BTreeMap<String, String>| {
+        changed(configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        let mut dynamic = cluster.image().dynamic_configs_of(node);
+        *dynamic.level_mut(if entity.is_empty() {
+            Level::ClusterDefault
+        } else {
+            Level::Broker
+        }) = configs.clone();
+        b.topics
+            .check_dynamic(&dynamic)
+            .map(|_| ())
+            .map_err(|e| (ec::INVALID_CONFIG, e))
+    };
+    cluster
+        .alter_configs_here(ConfigTarget::Broker(entity.clone()), change, validate_only)
         .await
 }
 

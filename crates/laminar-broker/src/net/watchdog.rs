@@ -82,6 +82,29 @@ fn describe_stall(before: Sched, now: Sched, elapsed_ns: u64) -> String {
     )
 }
 
+/// Where in the kernel a thread sleeps: its wait channel, and the top of its kernel stack
+/// where it may be read (root), e.g. `folio_wait_bit_common` under `filemap_splice_read`.
+fn where_blocked(tid: i32) -> String {
+    let mut out = String::new();
+    if let Ok(wchan) = std::fs::read_to_string(format!("/proc/self/task/{tid}/wchan")) {
+        if !wchan.is_empty() && wchan != "0" {
+            out.push_str(&format!("; in {wchan}"));
+        }
+    }
+    if let Ok(stack) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stack")) {
+        let frames: Vec<&str> = stack
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(|f| f.split('+').next().unwrap_or(f))
+            .take(8)
+            .collect();
+        if !frames.is_empty() {
+            out.push_str(&format!("; stack {}", frames.join(" < ")));
+        }
+    }
+    out
+}
+
 /// One socket thread's current poll.
 struct Slot {
     thread: String,
@@ -212,11 +235,14 @@ impl Registry {
             let peer = a.peer.map(|p| format!(" for {p}")).unwrap_or_default();
             let cause = match (baseline, Sched::read(slot.tid)) {
                 (Some((_, seen_us, before)), Some(sched)) if seen_us < now => {
-                    let described = describe_stall(before, sched, (now - seen_us) * 1000);
+                    let mut described = describe_stall(before, sched, (now - seen_us) * 1000);
                     if described.starts_with("waiting") {
                         self.metrics
                             .stalls_waiting_for_cpu_total
                             .fetch_add(1, Ordering::Relaxed);
+                    }
+                    if sched.state != 'R' {
+                        described.push_str(&where_blocked(slot.tid));
                     }
                     format!(" ({described})")
                 }
