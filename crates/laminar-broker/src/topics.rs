@@ -125,7 +125,16 @@ impl Topics {
             None => TopicsFile::default(),
         };
         let path = store.dir().join(BROKER_CONFIGS_FILE);
+        let in_cluster = !config.controller_quorum_voters.is_empty();
         let dynamic: DynamicConfigs = match read_whole(store.storage().as_ref(), &path)? {
+            // In a cluster the cluster metadata holds them (`set_dynamic_configs`).
+            Some(_) if in_cluster => {
+                crate::warn!(
+                    "{}: not used in a cluster, where the dynamic broker configs are in the cluster metadata (set them again with kafka-configs)",
+                    path.display()
+                );
+                DynamicConfigs::default()
+            }
             Some(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
             None => DynamicConfigs::default(),
@@ -312,9 +321,12 @@ impl Topics {
     fn install_dynamic(&self, dynamic: DynamicConfigs, effective: BrokerConfig) -> Result<(), String> {
         *self.dynamic.write().unwrap() = dynamic;
         *self.effective.write().unwrap() = Arc::new(effective);
+        // The logs this broker has: in a cluster, a topic's other partitions live elsewhere.
         for t in self.list() {
             for p in 0..t.partitions {
-                self.ensure_log(&t, p)?;
+                if self.store.log(&LogId::new(&t.name, p)).is_some() {
+                    self.ensure_log(&t, p)?;
+                }
             }
         }
         Ok(())

@@ -90,6 +90,9 @@ pub struct GroupStore {
     /// commit marker is written here, dropped on its abort marker (Kafka's model: the
     /// transaction coordinator may be another broker, and only sends the marker).
     txn_offsets: std::sync::Mutex<std::collections::HashMap<i64, Vec<GroupRecord>>>,
+    /// Offsets of committed transactions whose marker is appended and not yet durable, by
+    /// the marker's offset: still unstable to OffsetFetch until applied.
+    committing: Pending,
 }
 
 impl GroupStore {
@@ -104,6 +107,7 @@ impl GroupStore {
             log: std::sync::RwLock::new(log),
             pending: Pending::default(),
             txn_offsets: Default::default(),
+            committing: Pending::default(),
         })
     }
 
@@ -120,6 +124,7 @@ impl GroupStore {
         *self.log.write().unwrap() = log;
         self.pending.lock().unwrap().clear();
         self.txn_offsets.lock().unwrap().clear();
+        self.committing.lock().unwrap().clear();
         coordinator.shutdown();
         coordinator.clear();
         self.replay(coordinator)
@@ -337,19 +342,27 @@ impl GroupStore {
     /// ([`GroupStore::apply_durable`]); on abort they are dropped. Called on the group log's
     /// storage thread, after the append.
     pub fn end_txn_offsets(&self, producer_id: i64, commit: bool, marker: Offset) {
-        let records = self.txn_offsets.lock().unwrap().remove(&producer_id);
+        let mut txn_offsets = self.txn_offsets.lock().unwrap();
+        let records = txn_offsets.remove(&producer_id);
         if let (true, Some(records)) = (commit, records) {
-            self.pending.lock().unwrap().insert(marker, records);
+            // Still unstable until applied: kept under the marker's offset meanwhile. Locks
+            // in this order everywhere: txn_offsets, pending, committing.
+            let mut pending = self.pending.lock().unwrap();
+            self.committing.lock().unwrap().insert(marker, records.clone());
+            pending.insert(marker, records);
         }
     }
 
     /// Is an offset of `group` on `topic`-`partition` waiting in a transaction? A consumer
     /// that asks for stable offsets (KIP-447) is told to retry until it ends.
     pub fn txn_offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
-        self.txn_offsets.lock().unwrap().values().flatten().any(|r| {
+        let is = |r: &GroupRecord| {
             matches!(r, GroupRecord::Offset { group: g, topic: t, partition: p, .. }
                 if g == group && t == topic && *p == partition)
-        })
+        };
+        // Taken in the order `end_txn_offsets` moves them, so that none is missed between.
+        let txn_offsets = self.txn_offsets.lock().unwrap();
+        txn_offsets.values().flatten().any(is) || self.committing.lock().unwrap().values().flatten().any(is)
     }
 
     pub fn flushed(&self, last: Offset) -> laminar_storage::FlushWait {
@@ -361,6 +374,10 @@ impl GroupStore {
     /// from interleaving.
     pub fn apply_durable(&self, coordinator: &Coordinator, through: Offset) {
         let mut pending = self.pending.lock().unwrap();
+        let mut committing = self.committing.lock().unwrap();
+        let later = committing.split_off(&Offset(through.0 + 1));
+        *committing = later;
+        drop(committing);
         let later = pending.split_off(&Offset(through.0 + 1));
         for (_, records) in std::mem::replace(&mut *pending, later) {
             for r in records {
@@ -652,6 +669,7 @@ mod tests {
         assert!(!groups.txn_offset_pending("g", "in", 0));
         groups.end_txn_offsets(9, true, Offset(10));
         assert!(committed("h").is_empty(), "applied once the marker is durable");
+        assert!(groups.txn_offset_pending("h", "in", 0), "unstable until then");
         groups.apply_durable(&c, Offset(10));
         assert_eq!(committed("h"), [(0, 42)]);
         assert!(!groups.txn_offset_pending("h", "in", 0));

@@ -132,15 +132,15 @@ async fn alter_broker_in_cluster(
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
-    let entity = res.resource_name.clone();
     let image = cluster.image();
-    let known = entity.is_empty()
-        || entity
-            .parse::<i32>()
-            .is_ok_and(|id| image.brokers.contains_key(&id));
-    if !known {
-        return Err((ec::INVALID_REQUEST, format!("no broker {entity} in the cluster")));
-    }
+    // The cluster default, or a registered broker's id, as the metadata keys it ("01" is 1).
+    let entity = match res.resource_name.as_str() {
+        "" => String::new(),
+        name => match name.parse::<i32>() {
+            Ok(id) if image.brokers.contains_key(&id) => id.to_string(),
+            _ => return Err((ec::INVALID_REQUEST, format!("no broker {name} in the cluster"))),
+        },
+    };
     let node = cluster.node_id;
     let change = |configs: &mut BTreeMap<String, String>| {
         changed(configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;

@@ -91,8 +91,16 @@ async fn elect(b: &Arc<Broker>, election_type: i8, topic: &str, partition: i32) 
         partition,
     };
     match c.write(command).await {
-        Ok(r) if r.error_code == ec::NONE => (ec::NONE, None),
+        Ok(r) if r.error_code == ec::NONE => {
+            // Answered once this broker's image shows it, as a describe right after expects.
+            c.wait_for(|i| {
+                i.partition(topic, partition)
+                    .is_some_and(|p| p.replicas.first() == Some(&p.leader))
+            })
+            .await;
+            (ec::NONE, None)
+        }
         Ok(r) => (r.error_code, Some(r.message)),
-        Err(e) => (ec::NOT_CONTROLLER, Some(format!("the controller: {e}"))),
+        Err(e) => (ec::REQUEST_TIMED_OUT, Some(format!("the controller: {e}"))),
     }
 }
