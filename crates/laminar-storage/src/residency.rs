@@ -1,17 +1,21 @@
-//! Is a byte range of a file in the page cache? Answered with `cachestat(2)` (Linux 6.5+),
-//! which neither reads the data nor faults anything in. On older kernels (or where a seccomp
-//! filter refuses it) the range is probed with `preadv2(RWF_NOWAIT)` instead, which reads
-//! only what is cached and never waits for the disk, at the cost of copying the range once.
-//! Which one is in use is decided once, and the broker says so at startup.
+//! Is a byte range of a file in the page cache, and read in? Asked first with `cachestat(2)`
+//! (Linux 6.5+), which neither reads the data nor faults anything in, so a range that is not
+//! cached goes to the I/O pool without the socket thread starting any I/O for it. On older
+//! kernels (or where a seccomp filter refuses it) that step is skipped. Which is in use is
+//! decided once, and the broker says so at startup.
 //!
 //! `cachestat` counts a page as cached from the moment readahead puts it in the page cache,
 //! before the read that fills it completes: measured here behind a throttled disk, a 1 MB
 //! range it reported whole took 400-800 ms to read (readahead on this disk reaches 8 MB, and
 //! a catching-up follower's fetch reads ahead of what it sends). So a range it calls cached
-//! is then probed with one-byte `preadv2(RWF_NOWAIT)` reads, which fail on a page still
-//! being read: at the range's last byte and every `UPTODATE_PROBE_STEP_BYTES` before it
-//! (readahead fills a contiguous run of pages, front to back, so a page in flight inside the
-//! range almost always shows at one of them).
+//! is then read with `preadv2(RWF_NOWAIT)`, which stops at the first page still being read
+//! and never waits for the disk (see `nowait_read`). One-byte probes every 32 KiB did this
+//! until a folio under read between two probes got through and `sendfile` waited 51 ms for it
+//! on a socket thread.
+//!
+//! What is left: a page evicted between this check and the `sendfile` that follows would be
+//! read again by `sendfile`. The check runs just before each piece is sent, and eviction of a
+//! page used a moment ago needs memory pressure this broker does not create itself.
 
 use std::cell::RefCell;
 use std::os::fd::RawFd;
@@ -21,8 +25,7 @@ use std::sync::OnceLock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     Cachestat,
-    /// `preadv2(RWF_NOWAIT)` into a scratch buffer: a short read or EAGAIN means "not all
-    /// cached".
+    /// `preadv2(RWF_NOWAIT)` alone: a short read or EAGAIN means "not all cached".
     NowaitProbe,
 }
 
@@ -64,7 +67,8 @@ pub fn describe() -> &'static str {
         Method::Cachestat => "page-cache residency: cachestat(2)",
         Method::NowaitProbe => {
             "page-cache residency: cachestat(2) is unavailable (Linux < 6.5, or refused), so \
-             each range sent is first probed with preadv2(RWF_NOWAIT), which copies it once"
+             each range sent is first read with preadv2(RWF_NOWAIT) alone, which starts \
+             readahead of a missing range on the socket thread"
         }
     }
 }
@@ -97,85 +101,83 @@ pub fn is_resident(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
     }
     match method() {
         Method::Cachestat => match cachestat(fd, pos, len) {
-            Some(true) => uptodate(fd, pos, len),
+            Some(true) => match nowait_read(fd, pos, len) {
+                Ok(uptodate) => Some(uptodate),
+                // A file system without RWF_NOWAIT (FUSE, NFS): cachestat's answer is all
+                // there is.
+                Err(libc::EOPNOTSUPP) => Some(true),
+                Err(_) => None,
+            },
             other => other,
         },
-        Method::NowaitProbe => nowait_probe(fd, pos, len),
+        Method::NowaitProbe => nowait_read(fd, pos, len).ok(),
     }
 }
 
-/// The distance between the one-byte probes of a range `cachestat` found cached.
-const UPTODATE_PROBE_STEP_BYTES: u64 = 32 * 1024;
+/// The scratch buffer a range is read into to see whether it is up to date: every piece of
+/// the range lands in this one buffer (the iovecs all point at it), so checking a MiB reads
+/// it once from the page cache into 16 KiB that stay in the CPU's cache.
+const SCRATCH_BYTES: usize = 16 * 1024;
+/// Iovecs per `preadv2`: a MiB per call.
+const IOVECS_PER_CALL: usize = 64;
 
-/// Whether the pages of a cached range have been read in (none is still under readahead):
-/// one-byte `preadv2(RWF_NOWAIT)` probes, which never wait for the disk.
-fn uptodate(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
-    let end = pos + len;
-    let mut byte = [0u8; 1];
-    let mut at = pos;
-    loop {
-        let probe = (at + UPTODATE_PROBE_STEP_BYTES).min(end) - 1;
-        let iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        // SAFETY: one iovec over a live one-byte buffer.
-        let rc = unsafe { libc::preadv2(fd, &iov, 1, probe as libc::off_t, libc::RWF_NOWAIT) };
-        if rc < 0 {
-            return match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EAGAIN) => Some(false),
-                // A file system without RWF_NOWAIT (FUSE, NFS): cachestat's answer is all
-                // there is, as before these probes.
-                Some(libc::EOPNOTSUPP) => Some(true),
-                _ => None,
-            };
-        }
-        if rc == 0 {
-            return Some(false); // past the end of the file: not what was asked
-        }
-        if probe + 1 >= end {
-            return Some(true);
-        }
-        at = probe + 1;
-    }
-}
-
-/// The probe's scratch buffer grows to at most this; longer ranges are probed in pieces.
-const PROBE_CHUNK_BYTES: usize = 1 << 20;
-
-fn nowait_probe(fd: RawFd, pos: u64, len: u64) -> Option<bool> {
+/// Whether every page of `[pos, pos+len)` is cached *and* up to date, exactly: one
+/// `preadv2(RWF_NOWAIT)` of the whole range, which stops at the first folio that is missing
+/// or still being read (`filemap_read` returns the bytes before it, or EAGAIN) and never
+/// waits for the disk. The copy is the cost of an exact answer: measured here, 36 us per MiB
+/// against 166 us for a one-byte probe per page and 18 us for one per 32 KiB, which once let
+/// through a folio under read that `sendfile` then waited 51 ms for
+/// (`bench/results/2026-11-24-vm-cluster-s1f-kernel-stacks-2/`).
+///
+/// A miss can start readahead (as a `sendfile` of the range would), which the I/O pool's
+/// read of the range then finds under way. `Err` carries the errno of any other failure.
+fn nowait_read(fd: RawFd, pos: u64, len: u64) -> Result<bool, i32> {
     thread_local! {
-        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+        static SCRATCH: RefCell<Box<[u8]>> =
+            RefCell::new(vec![0u8; SCRATCH_BYTES].into_boxed_slice());
     }
     SCRATCH.with(|scratch| {
         let mut buf = scratch.borrow_mut();
+        let base = buf.as_mut_ptr();
         let mut at = pos;
         let end = pos + len;
         while at < end {
-            let n = ((end - at) as usize).min(PROBE_CHUNK_BYTES);
-            if buf.len() < n {
-                buf.resize(n, 0);
+            let mut iovs = [libc::iovec {
+                iov_base: base.cast(),
+                iov_len: 0,
+            }; IOVECS_PER_CALL];
+            let mut count = 0;
+            let mut asked = 0u64;
+            while count < IOVECS_PER_CALL && at + asked < end {
+                let n = (end - at - asked).min(SCRATCH_BYTES as u64);
+                iovs[count].iov_len = n as usize;
+                asked += n;
+                count += 1;
             }
-            let iov = libc::iovec {
-                iov_base: buf.as_mut_ptr().cast(),
-                iov_len: n,
+            // SAFETY: `count` iovecs, each over at most SCRATCH_BYTES of the live scratch
+            // buffer; the kernel writing the same bytes several times is harmless.
+            let rc = unsafe {
+                libc::preadv2(
+                    fd,
+                    iovs.as_ptr(),
+                    count as libc::c_int,
+                    at as libc::off_t,
+                    libc::RWF_NOWAIT,
+                )
             };
-            // SAFETY: one iovec over `n` bytes of a live buffer.
-            let rc = unsafe { libc::preadv2(fd, &iov, 1, at as libc::off_t, libc::RWF_NOWAIT) };
             if rc < 0 {
                 return match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EAGAIN) => Some(false),
-                    _ => None,
+                    Some(libc::EAGAIN) => Ok(false),
+                    errno => Err(errno.unwrap_or(libc::EIO)),
                 };
             }
-            if (rc as usize) < n {
-                // Not cached from here on (or the end of the file). The miss starts
-                // readahead, which the I/O pool's read of this range then finds under way.
-                return Some(false);
+            if (rc as u64) < asked {
+                // Missing or under read from here on (or the end of the file).
+                return Ok(false);
             }
-            at += n as u64;
+            at += asked;
         }
-        Some(true)
+        Ok(true)
     })
 }
 
@@ -214,13 +216,39 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&vec![7u8; 256 * 1024]).unwrap();
         let fd = f.as_raw_fd();
-        assert_eq!(super::nowait_probe(fd, 4096, 200 * 1024), Some(true));
+        assert_eq!(super::nowait_read(fd, 4096, 200 * 1024), Ok(true));
         f.sync_all().unwrap();
         // SAFETY: advice on our own descriptor.
         unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
         // cachestat first: a NOWAIT read that misses starts readahead of the range.
         assert_eq!(super::cachestat(fd, 4096, 200 * 1024), Some(false));
-        assert_eq!(super::nowait_probe(fd, 4096, 200 * 1024), Some(false));
+        assert_eq!(super::nowait_read(fd, 4096, 200 * 1024), Ok(false));
+    }
+
+    /// One page missing in the middle of a range, away from any 32 KiB boundary (where the
+    /// one-byte probes this replaced looked), is seen.
+    #[test]
+    fn one_page_missing_inside_a_range_is_seen() {
+        use std::os::unix::fs::FileExt;
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&vec![7u8; 512 * 1024]).unwrap();
+        f.sync_all().unwrap();
+        let fd = f.as_raw_fd();
+        // Evict it all (a whole write may sit in one large folio), then read it back a page
+        // at a time without readahead, skipping one.
+        // SAFETY: advice on our own descriptor.
+        unsafe {
+            libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+            libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+        let missing = 300 * 1024 + 4096;
+        let mut page = [0u8; 4096];
+        for at in (0..512 * 1024).step_by(4096).filter(|&at| at != missing) {
+            f.read_exact_at(&mut page, at).unwrap();
+        }
+        assert_eq!(super::nowait_read(fd, 0, 256 * 1024), Ok(true));
+        assert_eq!(super::nowait_read(fd, 0, 512 * 1024), Ok(false));
+        assert_eq!(super::nowait_read(fd, 296 * 1024, 16 * 1024), Ok(false));
     }
 
     #[test]

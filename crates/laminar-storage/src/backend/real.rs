@@ -1,7 +1,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -44,12 +44,24 @@ impl Storage for RealStorage {
     }
 
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .truncate(false)
-            .open(path)?;
+        let open = |flags| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .custom_flags(flags)
+                .open(path)
+        };
+        // O_NOATIME: on a `relatime` mount every read of a file written since it was last
+        // read updates its access time, which dirties the inode and opens a journal handle,
+        // and that can wait behind a journal commit. Reads of the log happen on socket
+        // threads (`sendfile`, the residency check), which must never wait on the disk.
+        // Only the file's owner (or CAP_FOWNER) may ask for it; anyone else reads without.
+        let file = match open(libc::O_NOATIME) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0)?,
+            other => other?,
+        };
         Ok(Arc::new(RealFile {
             file,
             path: path.to_path_buf(),
@@ -130,5 +142,32 @@ impl StorageFile for RealFile {
 
     fn is_resident(&self, pos: u64, len: u64) -> Option<bool> {
         crate::residency::is_resident(self.file.as_raw_fd(), pos, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// Reading a file just written leaves its access time alone (O_NOATIME), where a
+    /// `relatime` mount would otherwise update it, a journal write, on every such read.
+    #[test]
+    fn reads_do_not_update_the_access_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        let file = RealStorage::new().open(&path, true).unwrap();
+        file.write_all_at(&[7u8; 8192], 0).unwrap();
+        let before = std::fs::metadata(&path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        file.write_all_at(&[8u8; 16], 100).unwrap();
+        let mut buf = [0u8; 64];
+        file.read_at(&mut buf, 0).unwrap();
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (before.atime(), before.atime_nsec()),
+            (after.atime(), after.atime_nsec())
+        );
     }
 }
