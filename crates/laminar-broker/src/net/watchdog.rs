@@ -120,6 +120,10 @@ struct Slot {
     activity: Mutex<Activity>,
     /// `poll_started_us` of the poll already reported, so each stall is logged once.
     reported_us: AtomicU64,
+    /// Where the poll in progress (its `poll_started_us`) was last seen asleep in the kernel,
+    /// and in how many of the watchdog's looks: a thread that slept and has just woken is
+    /// runnable when the stall is reported, and its stack then says nothing.
+    blocked_seen: Mutex<Option<(u64, u32, String)>>,
 }
 
 /// The slots of one server's socket threads.
@@ -131,6 +135,9 @@ pub struct Registry {
     threshold_us: u64,
     metrics: Arc<NetMetrics>,
     stop: AtomicBool,
+    /// When the watchdog thread last looked (`now_us`), to tell when it did not get a CPU
+    /// either.
+    last_check_us: AtomicU64,
 }
 
 static NEXT_REGISTRY_ID: AtomicU64 = AtomicU64::new(1);
@@ -150,6 +157,7 @@ impl Registry {
             threshold_us: threshold.as_micros().max(1) as u64,
             metrics,
             stop: AtomicBool::new(false),
+            last_check_us: AtomicU64::new(0),
         })
     }
 
@@ -171,6 +179,7 @@ impl Registry {
                 poll_started_us: AtomicU64::new(0),
                 activity: Mutex::new(Activity { what: "", peer: None }),
                 reported_us: AtomicU64::new(0),
+                blocked_seen: Mutex::new(None),
             });
             self.slots.lock().unwrap().push(slot.clone());
             s.push((self.id, slot.clone()));
@@ -188,7 +197,9 @@ impl Registry {
             .spawn(move || {
                 while !registry.stop.load(Ordering::Acquire) {
                     std::thread::sleep(check);
-                    registry.check();
+                    for line in registry.check() {
+                        crate::warn!("{line}");
+                    }
                 }
             })
             .expect("spawn watchdog thread");
@@ -208,8 +219,11 @@ impl Registry {
         self.stop.store(true, Ordering::Release);
     }
 
-    fn check(&self) {
+    /// One look at every slot; returns the lines to log for stalls newly over the threshold.
+    fn check(&self) -> Vec<String> {
+        let mut reports = Vec::new();
         let now = self.now_us();
+        let last_check = self.last_check_us.swap(now, Ordering::Relaxed);
         for slot in self.slots.lock().unwrap().iter() {
             let started = slot.poll_started_us.load(Ordering::Acquire);
             if started == 0 {
@@ -217,13 +231,18 @@ impl Registry {
             }
             // The scheduler counters when this poll was first seen running (at most one
             // check interval after it began), so that a stall can say where its time went.
-            let baseline = {
+            let (baseline, seen_before) = {
                 let mut b = slot.baseline.lock().unwrap();
-                if b.is_none_or(|(s, _, _)| s != started) {
+                let seen_before = b.is_some_and(|(s, _, _)| s == started);
+                if !seen_before {
                     *b = Sched::read(slot.tid).map(|sched| (started, now, sched));
                 }
-                *b
+                (*b, seen_before)
             };
+            let sched = Sched::read(slot.tid);
+            if seen_before && sched.is_some_and(|s| s.state != 'R') {
+                self.note_blocked(slot, started);
+            }
             if now.saturating_sub(started) < self.threshold_us {
                 continue;
             }
@@ -233,7 +252,7 @@ impl Registry {
             let a = *slot.activity.lock().unwrap();
             self.metrics.stalls_total.fetch_add(1, Ordering::Relaxed);
             let peer = a.peer.map(|p| format!(" for {p}")).unwrap_or_default();
-            let cause = match (baseline, Sched::read(slot.tid)) {
+            let cause = match (baseline, sched) {
                 (Some((_, seen_us, before)), Some(sched)) if seen_us < now => {
                     let mut described = describe_stall(before, sched, (now - seen_us) * 1000);
                     if described.starts_with("waiting") {
@@ -243,18 +262,48 @@ impl Registry {
                     }
                     if sched.state != 'R' {
                         described.push_str(&where_blocked(slot.tid));
+                    } else if let Some((_, looks, at)) = slot
+                        .blocked_seen
+                        .lock()
+                        .unwrap()
+                        .as_ref()
+                        .filter(|(s, _, _)| *s == started)
+                    {
+                        described.push_str(&format!("; asleep at {looks} earlier look(s){at}"));
                     }
                     format!(" ({described})")
                 }
+                // First seen only now, past its threshold: the watchdog thread itself did
+                // not run in between.
+                (Some((_, seen_us, _)), _) if seen_us == now && last_check != 0 => format!(
+                    " (the watchdog itself had not run for {} ms: the machine's CPUs were taken)",
+                    now.saturating_sub(last_check) / 1000
+                ),
                 _ => String::new(),
             };
-            crate::warn!(
+            reports.push(format!(
                 "socket thread {} stalled: one poll has run {} ms so far, {}{peer}{cause}",
                 slot.thread,
                 (now - started) / 1000,
                 a.what
-            );
+            ));
         }
+        reports
+    }
+
+    /// Records where a long poll's thread sleeps in the kernel, unless the poll ended while
+    /// looking (the thread then sleeps in `epoll_wait`, between polls).
+    fn note_blocked(&self, slot: &Slot, started: u64) {
+        let at = where_blocked(slot.tid);
+        if slot.poll_started_us.load(Ordering::Acquire) != started {
+            return;
+        }
+        let mut seen = slot.blocked_seen.lock().unwrap();
+        let looks = match &*seen {
+            Some((s, looks, _)) if *s == started => looks + 1,
+            _ => 1,
+        };
+        *seen = Some((started, looks, at));
     }
 }
 
@@ -350,5 +399,41 @@ mod tests {
         if let Some(me) = me {
             assert_eq!(me.state, 'R', "the reading thread runs");
         }
+    }
+
+    /// A poll that slept and then computes is runnable when its stall is reported; where it
+    /// slept is still said, from the watchdog's earlier looks.
+    #[test]
+    fn a_stall_that_slept_says_where_after_it_woke() {
+        if Sched::read(unsafe { libc::gettid() }).is_none() {
+            eprintln!("no schedstat on this kernel");
+            return;
+        }
+        let registry = Registry::new(Duration::from_millis(150), Arc::new(NetMetrics::default()));
+        let worker = {
+            let registry = registry.clone();
+            std::thread::spawn(move || {
+                let stall = doing(&registry, "testing", None, async {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let spin = Instant::now();
+                    while spin.elapsed() < Duration::from_millis(250) {
+                        std::hint::spin_loop();
+                    }
+                });
+                tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap()
+                    .block_on(stall);
+            })
+        };
+        let mut reports = Vec::new();
+        while !worker.is_finished() {
+            std::thread::sleep(Duration::from_millis(5));
+            reports.extend(registry.check());
+        }
+        worker.join().unwrap();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(reports[0].contains("testing"), "{}", reports[0]);
+        assert!(reports[0].contains("thread state R; asleep at"), "{}", reports[0]);
     }
 }
