@@ -607,6 +607,9 @@ impl RunningBroker {
                 broker_heartbeat_interval: Duration::from_millis(config.broker_heartbeat_interval_ms),
                 offsets_topic_segment_bytes: config.offsets_topic_segment_bytes,
                 transaction_state_log_segment_bytes: config.transaction_state_log_segment_bytes,
+                leader_imbalance_check_interval: config
+                    .auto_leader_rebalance_enable
+                    .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
             };
             let started =
                 tokio::task::spawn_blocking(move || Cluster::start(node_id, voters, &dir, settings))

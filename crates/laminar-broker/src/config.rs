@@ -54,6 +54,16 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "A broker that has not heartbeat for this long is fenced: its leaderships move to other in-sync replicas.",
     },
     SettingDoc {
+        name: "auto.leader.rebalance.enable",
+        default: "true",
+        doc: "The active controller checks every leader.imbalance.check.interval.seconds for partitions not led by their preferred (first) replica while it is live and in sync, and makes it lead again (a preferred election, as kafka-leader-election does).",
+    },
+    SettingDoc {
+        name: "leader.imbalance.check.interval.seconds",
+        default: "300",
+        doc: "How often the active controller looks for partitions to give back to their preferred replica (auto.leader.rebalance.enable).",
+    },
+    SettingDoc {
         name: "replica.lag.time.max.ms",
         default: "30000",
         doc: "A follower that has not caught up with its leader for this long leaves the ISR.",
@@ -306,6 +316,8 @@ pub struct BrokerConfig {
     pub controller_quorum_voters: Vec<crate::cluster::Voter>,
     pub broker_heartbeat_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     pub default_replication_factor: u16,
     pub replica_lag_time_max_ms: u64,
     pub min_insync_replicas: u16,
@@ -377,6 +389,8 @@ impl Default for BrokerConfig {
             controller_quorum_voters: Vec::new(),
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
             default_replication_factor: 1,
             replica_lag_time_max_ms: 30_000,
             min_insync_replicas: 1,
@@ -546,6 +560,10 @@ impl BrokerConfig {
             "broker.heartbeat.interval.ms" => self.broker_heartbeat_interval_ms = positive(int()?)?,
             "broker.session.timeout.ms" => self.broker_session_timeout_ms = positive(int()?)?,
             "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = positive(int()?)?,
+            "auto.leader.rebalance.enable" => self.auto_leader_rebalance_enable = boolean()?,
+            "leader.imbalance.check.interval.seconds" => {
+                self.leader_imbalance_check_interval_seconds = positive(int()?)?
+            }
             "min.insync.replicas" => {
                 self.min_insync_replicas =
                     u16::try_from(positive(int()?)?).map_err(|_| format!("{key}: {value} is too large"))?
@@ -702,6 +720,14 @@ impl BrokerConfig {
             format!("broker.session.timeout.ms = {}", self.broker_session_timeout_ms),
             format!("default.replication.factor = {}", self.default_replication_factor),
             format!("replica.lag.time.max.ms = {}", self.replica_lag_time_max_ms),
+            format!(
+                "auto.leader.rebalance.enable = {}",
+                self.auto_leader_rebalance_enable
+            ),
+            format!(
+                "leader.imbalance.check.interval.seconds = {}",
+                self.leader_imbalance_check_interval_seconds
+            ),
             format!("min.insync.replicas = {}", self.min_insync_replicas),
             format!("auto.create.topics.enable = {}", self.auto_create_topics_enable),
             format!("num.partitions = {}", self.num_partitions),
@@ -855,7 +881,7 @@ mod tests {
                 "listeners" | "metrics.listeners" => "127.0.0.1:1",
                 "advertised.listeners" => "h:1",
                 "log.dirs" => "/tmp/x",
-                "auto.create.topics.enable" | "log.cleaner.enable" => "true",
+                "auto.create.topics.enable" | "log.cleaner.enable" | "auto.leader.rebalance.enable" => "true",
                 "log.cleanup.policy" => "compact,delete",
                 "log.cleaner.min.cleanable.ratio" => "0.25",
                 "log.message.timestamp.type" => "LogAppendTime",

@@ -22,21 +22,28 @@ struct Cluster {
     _dir: tempfile::TempDir,
     voters: String,
     nodes: Vec<Node>,
+    /// More `--set key=value` for every node.
+    settings: Vec<String>,
 }
 
 impl Cluster {
     /// Starts `n` nodes; if one cannot listen (another test took a port between
     /// `free_port` and the bind), starts them all again on other ports.
     fn start(n: i32) -> Cluster {
+        Cluster::start_with(n, &[])
+    }
+
+    /// As `start`, every node also given `settings` (`key=value`).
+    fn start_with(n: i32, settings: &[&str]) -> Cluster {
         for _ in 0..5 {
-            if let Some(c) = Cluster::try_start(n) {
+            if let Some(c) = Cluster::try_start(n, settings) {
                 return c;
             }
         }
         panic!("no free ports for a cluster of {n} in five tries");
     }
 
-    fn try_start(n: i32) -> Option<Cluster> {
+    fn try_start(n: i32, settings: &[&str]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
         let voters: Vec<String> = (1..=n)
             .map(|id| format!("{id}@127.0.0.1:{}", free_port()))
@@ -52,6 +59,7 @@ impl Cluster {
                 })
                 .collect(),
             _dir: dir,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
         };
         for i in 0..c.nodes.len() {
             if !c.try_launch(i) {
@@ -85,20 +93,20 @@ impl Cluster {
         let node = &self.nodes[i];
         let id = format!("node.id={}", node.id);
         let voters = format!("controller.quorum.voters={}", self.voters);
-        let serve = try_serve_with(
-            &node.dir,
-            &node.listen,
-            &[
-                "--set",
-                &id,
-                "--set",
-                &voters,
-                "--set",
-                "broker.session.timeout.ms=2000",
-                "--set",
-                "broker.heartbeat.interval.ms=300",
-            ],
-        );
+        let mut args = vec![
+            "--set",
+            &id,
+            "--set",
+            &voters,
+            "--set",
+            "broker.session.timeout.ms=2000",
+            "--set",
+            "broker.heartbeat.interval.ms=300",
+        ];
+        for s in &self.settings {
+            args.extend(["--set", s.as_str()]);
+        }
+        let serve = try_serve_with(&node.dir, &node.listen, &args);
         let started = serve.is_some();
         self.nodes[i].serve = serve;
         started
@@ -282,6 +290,59 @@ fn three_brokers_place_partitions_fence_the_dead_and_take_back_the_restarted() {
     expected.sort();
     assert_eq!(
         sorted_values(read_to_end(c.addr(3), "four", 4, "read_uncommitted")),
+        expected
+    );
+}
+
+/// Kafka's automatic leader rebalancing: a broker that died and came back leads its
+/// partitions again without anyone running `kafka-leader-election`.
+#[test]
+fn leaderships_go_back_to_their_preferred_replicas_by_themselves() {
+    let mut c = Cluster::start_with(3, &["leader.imbalance.check.interval.seconds=1"]);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("pref", 3, TopicReplication::Fixed(3));
+    let r = block(a.create_topics([&t], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    for p in 0..3 {
+        wait_in_sync(&c, 0, "pref", p, &[1, 2, 3]);
+    }
+    let preferred: Vec<i32> = (0..3).map(|p| replicas_of(c.addr(0), "pref", p)[0]).collect();
+    assert_eq!(
+        leaders(c.addr(0), "pref").0,
+        preferred,
+        "placement makes the first replica lead"
+    );
+    let lost = preferred.iter().position(|l| *l == 3).unwrap() as i32;
+
+    // Broker 3 dies: another replica leads its partition. Records written meanwhile are what
+    // it must catch up on before it is in sync, and so preferred, again.
+    c.kill9(2);
+    c.wait_for_brokers(0, &[1, 2]);
+    let during = wait_in_sync(&c, 0, "pref", lost, &[1, 2]);
+    assert_ne!(during, 3);
+    let written = values("pref", 300);
+    produce_values(c.addr(0), "pref", 3, written.clone());
+
+    c.launch(2);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = leaders(c.addr(1), "pref").0;
+        if now == preferred {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every partition led by its first replica again: {now:?}, preferred {preferred:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut expected = written;
+    expected.sort();
+    assert_eq!(
+        sorted_values(read_to_end(c.addr(2), "pref", 3, "read_uncommitted")),
         expected
     );
 }

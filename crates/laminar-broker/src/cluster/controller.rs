@@ -41,6 +41,8 @@ struct Active {
     sessions: Mutex<HashMap<BrokerId, Instant>>,
     /// Since when this controller has been active (`None`: it is not).
     active_since: Mutex<Option<Instant>>,
+    /// When it last looked for partitions to give back to their preferred replicas.
+    last_balance: Mutex<Option<Instant>>,
     /// How many voters the quorum has: the internal topics get that many replicas, up to 3.
     voters: usize,
 }
@@ -119,6 +121,7 @@ impl Controller {
                         settings,
                         sessions: Mutex::new(HashMap::new()),
                         active_since: Mutex::new(None),
+                        last_balance: Mutex::new(None),
                         voters: voter_count,
                     });
                     tokio::spawn(accept(listener, active.clone()));
@@ -328,6 +331,7 @@ impl Active {
     async fn tick(&self) {
         if !self.is_active() {
             *self.active_since.lock().unwrap() = None;
+            *self.last_balance.lock().unwrap() = None;
             return;
         }
         let since = *self.active_since.lock().unwrap().get_or_insert_with(|| {
@@ -403,8 +407,50 @@ impl Active {
             );
             let _ = self.write(Command::FenceBroker { id, incarnation }).await;
         }
+        if let Some(interval) = self.settings.leader_imbalance_check_interval {
+            let due = {
+                let mut last = self.last_balance.lock().unwrap();
+                let since = *last.get_or_insert(now);
+                let due = now.duration_since(since) >= interval;
+                if due {
+                    *last = Some(now);
+                }
+                due
+            };
+            if due {
+                self.balance_leaders(&image).await;
+            }
+        }
+    }
+
+    /// Kafka's automatic leader rebalancing: every partition led by another broker than its
+    /// first replica, while that one is live and in sync, is led by it again (a preferred
+    /// election, at a new leader epoch), at most `ELECTIONS_PER_BALANCE_MAX` per look.
+    /// Kafka's `leader.imbalance.per.broker.percentage` is not read: any such partition is
+    /// moved.
+    async fn balance_leaders(&self, image: &ClusterImage) {
+        let due = image.imbalanced_partitions();
+        if due.is_empty() {
+            return;
+        }
+        let mut elected = 0;
+        for (topic, partition) in due.into_iter().take(ELECTIONS_PER_BALANCE_MAX) {
+            let command = Command::ElectPreferredLeader { topic, partition };
+            if let Ok(r) = self.write(command).await {
+                if r.error_code == ec::NONE {
+                    elected += 1;
+                }
+            }
+        }
+        crate::info!(
+            "controller {}: {elected} partition(s) led by their preferred replica again (auto.leader.rebalance.enable)",
+            self.id
+        );
     }
 }
+
+/// Preferred elections per look of `balance_leaders` (Kafka's controller bounds them too).
+const ELECTIONS_PER_BALANCE_MAX: usize = 1000;
 
 async fn duties(active: Arc<Active>) {
     loop {

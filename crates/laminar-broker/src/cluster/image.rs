@@ -219,6 +219,27 @@ impl CommandResult {
 }
 
 impl ClusterImage {
+    /// The partitions a preferred election would move (Kafka's automatic leader rebalancing):
+    /// led by another broker than their first replica while that replica is live and in the
+    /// ISR, and not being reassigned.
+    pub fn imbalanced_partitions(&self) -> Vec<(String, i32)> {
+        let live = self.live_brokers();
+        let mut out = Vec::new();
+        for (name, t) in &self.topics {
+            for (i, p) in t.partitions.iter().enumerate() {
+                let preferred = p.replicas[0];
+                if p.leader != preferred
+                    && !p.reassigning()
+                    && live.contains(&preferred)
+                    && p.isr.contains(&preferred)
+                {
+                    out.push((name.clone(), i as i32));
+                }
+            }
+        }
+        out
+    }
+
     pub fn live_brokers(&self) -> Vec<BrokerId> {
         self.brokers
             .values()
@@ -798,6 +819,7 @@ mod tests {
             partition: 0,
         };
         assert_eq!(apply(&mut image, elect()).error_code, ec::ELECTION_NOT_NEEDED);
+        assert!(image.imbalanced_partitions().is_empty());
         apply(
             &mut image,
             Command::FenceBroker {
@@ -819,6 +841,10 @@ mod tests {
         );
         let p = image.partition("t", 0).unwrap().clone();
         assert_eq!(p.leader, 2);
+        assert!(
+            image.imbalanced_partitions().is_empty(),
+            "its first replica is not in sync"
+        );
         apply(
             &mut image,
             Command::AlterPartition {
@@ -830,7 +856,9 @@ mod tests {
                 isr: vec![2, 3, 1],
             },
         );
+        assert_eq!(image.imbalanced_partitions(), vec![("t".to_string(), 0)]);
         assert_eq!(apply(&mut image, elect()), CommandResult::ok());
+        assert!(image.imbalanced_partitions().is_empty());
         let q = image.partition("t", 0).unwrap();
         assert_eq!((q.leader, q.leader_epoch), (1, p.leader_epoch + 1));
         assert_eq!(q.partition_epoch, p.partition_epoch + 2);

@@ -90,6 +90,10 @@ pub struct ClusterSettings {
     pub broker_heartbeat_interval: Duration,
     pub offsets_topic_segment_bytes: u64,
     pub transaction_state_log_segment_bytes: u64,
+    /// How often the active controller gives partitions back to their preferred replicas
+    /// (`auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`); `None`:
+    /// never by itself.
+    pub leader_imbalance_check_interval: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
