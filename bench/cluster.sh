@@ -338,6 +338,8 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
   echo "round $round: ${order[*]}" | tee -a "$out/order.txt"
   for broker in "${order[@]}"; do
+    # The previous round's deleted data must not slow this one's disk (see settle_disk).
+    settle_disk
     if [[ $part == produce ]]; then produce_round "$broker" "$round"; else s1f_round "$broker" "$round"; fi
   done
 done

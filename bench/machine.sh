@@ -54,3 +54,22 @@ LOG4J
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
     "-Dlog4j2.configurationFile=$work/tools-log4j2.properties" -cp "$KAFKA_LIB/*")
 }
+
+# settle_disk: waits (at most 180 s) until the disk has been idle for 6 s in a row (its
+# io_ticks, field 10 of /sys/block/DEV/stat, did not move; longer than ext4's 5 s journal
+# commit), after a `sync`. A round that deleted gigabytes leaves the disk busy for a while on a
+# file system mounted with `discard` (ext4 trims the freed blocks at its journal commits), and
+# the next round's fsyncs would wait behind that.
+settle_disk() {
+  local dev=${1:-vda} quiet=0 waited=0 before after
+  sync
+  before=$(awk '{print $10}' "/sys/block/$dev/stat")
+  while ((quiet < 6 && waited < 180)); do
+    sleep 1
+    waited=$((waited + 1))
+    after=$(awk '{print $10}' "/sys/block/$dev/stat")
+    if ((after == before)); then quiet=$((quiet + 1)); else quiet=0; fi
+    before=$after
+  done
+  echo "disk settled after ${waited} s"
+}
