@@ -856,13 +856,46 @@ fn the_java_clients_idempotent_acks_all_loses_and_duplicates_nothing_while_leade
 /// Partition `p`'s replicas as `laminar topics describe` shows them.
 fn replicas_of(bootstrap: &str, topic: &str, p: i32) -> Vec<i32> {
     let out = laminar(&["topics", "describe", topic, "--bootstrap", bootstrap]);
-    let line = out
+    replicas_in(&out, p).unwrap_or_else(|| panic!("{topic}-{p} in {out}"))
+}
+
+/// The replicas of partition `p` in the output of `laminar topics describe`.
+fn replicas_in(described: &str, p: i32) -> Option<Vec<i32>> {
+    let line = described
         .lines()
-        .find(|l| l.trim_start().starts_with(&format!("partition {p} ")))
-        .unwrap_or_else(|| panic!("{topic}-{p} in {out}"));
+        .find(|l| l.trim_start().starts_with(&format!("partition {p} ")))?;
     let words: Vec<&str> = line.split_whitespace().collect();
-    let at = words.iter().position(|w| *w == "replicas").unwrap() + 1;
-    words[at].split(',').filter_map(|x| x.parse().ok()).collect()
+    let at = words.iter().position(|w| *w == "replicas")? + 1;
+    Some(words[at].split(',').filter_map(|x| x.parse().ok()).collect())
+}
+
+/// Waits until every broker's metadata names partition `p` of `topic` with the replicas
+/// broker `c.nodes[0]` names. A broker learns of a placement some time after the controller
+/// commits it (and a new partition's ISR is all its replicas at once, so `wait_in_sync` through
+/// one broker does not show that the others know it), while Kafka's tools ask whichever broker
+/// they like and take UNKNOWN_TOPIC_OR_PARTITION as final, as they would from Kafka.
+fn wait_placed_everywhere(c: &Cluster, topic: &str, p: i32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let wanted = replicas_of(c.addr(0), topic, p);
+    for i in 0..c.nodes.len() {
+        loop {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_laminar"))
+                .args(["topics", "describe", topic, "--bootstrap", c.addr(i)])
+                .output()
+                .unwrap();
+            let known = out.status.success()
+                && replicas_in(&String::from_utf8_lossy(&out.stdout), p).as_ref() == Some(&wanted);
+            if known {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker {} does not place {topic}-{p} on {wanted:?}",
+                i + 1
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// A directory `name` under `dir`, at any depth.
@@ -937,6 +970,7 @@ fn kafkas_reassign_tool_moves_a_partition_and_its_leadership_to_a_new_broker() {
     )
     .unwrap();
     let plan = plan.to_str().unwrap();
+    wait_placed_everywhere(&c, "moving", 0);
     let executed = reassign_tool(&c.bootstrap(), &["--reassignment-json-file", plan, "--execute"]);
     assert!(
         executed.contains("Successfully started partition reassignment"),
@@ -1339,6 +1373,7 @@ fn move_leadership_off(c: &Cluster, topic: &str, from: i32) {
             ),
         )
         .unwrap();
+        wait_placed_everywhere(c, topic, 0);
         let executed = reassign_tool(
             &c.bootstrap(),
             &["--reassignment-json-file", plan.to_str().unwrap(), "--execute"],
