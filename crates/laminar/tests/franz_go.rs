@@ -53,6 +53,7 @@ fn franz_go_chains_two_transactional_stages_exactly_once() {
     }
     eprintln!("{}", chain.finish(Duration::from_secs(300)));
 
+    common::wait_transactions_decided(&addr, "chain-out", 2);
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for (_, _, v) in read_to_end(&addr, "chain-out", 2, "read_committed") {
         *seen.entry(String::from_utf8(v).unwrap()).or_default() += 1;

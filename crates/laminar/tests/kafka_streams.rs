@@ -106,7 +106,11 @@ fn kafka_streams_word_count_is_exactly_once_across_two_sigkills() {
     create_topic(&addr, "words-out", 2);
     let state_dir = tmp.path().join("streams-state");
 
-    // Lines arrive throughout, so that each kill lands in the middle of the work.
+    // Lines arrive throughout, so that each kill lands in the middle of the work: the last
+    // tick's lines wait until both kills are done (on a loaded machine a new instance may
+    // take longer to start than all the other ticks).
+    let kills_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let feeder_kills_done = kills_done.clone();
     let feeder_addr = addr.clone();
     let feeder = std::thread::spawn(move || {
         let p: BaseProducer = ClientConfig::new()
@@ -115,6 +119,14 @@ fn kafka_streams_word_count_is_exactly_once_across_two_sigkills() {
             .create()
             .unwrap();
         for i in 0..LINES {
+            if i == LINES - LINES_PER_TICK {
+                let deadline = Instant::now() + Duration::from_secs(600);
+                while !feeder_kills_done.load(std::sync::atomic::Ordering::Acquire)
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
             let v = line(i);
             let k = format!("line-{i}");
             p.send(BaseRecord::to("words-in").key(&k).payload(&v)).unwrap();
@@ -143,6 +155,7 @@ fn kafka_streams_word_count_is_exactly_once_across_two_sigkills() {
         app.kill9();
         app = start_app(&addr, &state_dir);
     }
+    kills_done.store(true, std::sync::atomic::Ordering::Release);
     feeder.join().unwrap();
 
     let want = expected();

@@ -85,6 +85,7 @@ fn two_kcat_group_consumers_share_partitions() {
             .args([
                 "-b",
                 &addr,
+                "-u",
                 "-G",
                 "kgroup",
                 "shared",
@@ -92,6 +93,10 @@ fn two_kcat_group_consumers_share_partitions() {
                 "%p %s\n",
                 "-X",
                 "session.timeout.ms=6000",
+                // A member that joined but has not yet looked up where to start would
+                // otherwise start at the end, past what the test produces.
+                "-X",
+                "auto.offset.reset=earliest",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -100,8 +105,46 @@ fn two_kcat_group_consumers_share_partitions() {
     };
     let mut a = spawn();
     let mut b = spawn();
-    // Give the group time to settle on two members before producing.
-    std::thread::sleep(std::time::Duration::from_secs(6));
+    // Each consumer's lines, as they come.
+    let lines = std::sync::Arc::new(std::sync::Mutex::new([Vec::new(), Vec::new()]));
+    let readers: Vec<_> = [&mut a, &mut b]
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let out = c.stdout.take().unwrap();
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    lines.lock().unwrap()[i].push(l);
+                }
+            })
+        })
+        .collect();
+    // The group settles on two members sharing the four partitions before anything is
+    // produced, so that no partition moves (and is read twice) after it was read.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_laminar"))
+            .args(["groups", "describe", "kgroup", "--bootstrap", &addr])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let members: Vec<&str> = text.lines().filter(|l| l.contains(" member ")).collect();
+        let assigned = text.matches("shared-").count();
+        if text.contains("state Stable")
+            && members.len() == 2
+            && members.iter().all(|m| m.contains("shared-"))
+            && assigned == 4
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the group settles on two members: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     for p in 0..4 {
         let mut prod = Command::new("kcat")
             .args(["-b", &addr, "-P", "-t", "shared", "-p", &p.to_string()])
@@ -115,19 +158,23 @@ fn two_kcat_group_consumers_share_partitions() {
             .unwrap();
         assert!(prod.wait().unwrap().success());
     }
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while lines.lock().unwrap().iter().map(Vec::len).sum::<usize>() < 4
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     for c in [&mut a, &mut b] {
         // SAFETY: signalling our own children; kcat leaves the group on SIGTERM.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
     }
-    let read = |c: std::process::Child| -> Vec<String> {
-        let out = c.wait_with_output().unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    };
-    let (got_a, got_b) = (read(a), read(b));
+    for c in [&mut a, &mut b] {
+        c.wait().unwrap();
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+    let [got_a, got_b] = lines.lock().unwrap().clone();
     assert!(
         !got_a.is_empty() && !got_b.is_empty(),
         "both consumed: {got_a:?} {got_b:?}"

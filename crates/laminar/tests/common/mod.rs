@@ -287,6 +287,42 @@ pub fn read_to_end(
     out
 }
 
+/// Waits until no transaction in `topic` is undecided: every partition's last stable offset
+/// (ListOffsets at read_committed, which librdkafka asks with its own isolation level) has
+/// reached its high watermark. A commit is answered once its decision is durable and its
+/// markers follow, as in Kafka; until they are written, a read_committed reader reaches its
+/// end before the transaction's records. Call it only once every producer has finished.
+pub fn wait_transactions_decided(addr: &str, topic: &str, partitions: i32) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer = |isolation: &str| -> BaseConsumer {
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", addr)
+            .set("isolation.level", isolation)
+            .create()
+            .unwrap()
+    };
+    let (committed, uncommitted) = (consumer("read_committed"), consumer("read_uncommitted"));
+    let timeout = std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for p in 0..partitions {
+        loop {
+            let stable = committed.fetch_watermarks(topic, p, timeout).map(|w| w.1);
+            let high = uncommitted.fetch_watermarks(topic, p, timeout).map(|w| w.1);
+            if let (Ok(stable), Ok(high)) = (&stable, &high) {
+                if stable >= high {
+                    break;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{topic}-{p}: last stable offset {stable:?}, high watermark {high:?}: a \
+                 transaction is still undecided"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
 /// Sends `values` to `topic` (round robin over `partitions`) with an idempotent producer and
 /// waits for every delivery.
 pub fn produce_values(addr: &str, topic: &str, partitions: i32, values: impl IntoIterator<Item = String>) {
@@ -344,6 +380,7 @@ pub fn block<T>(f: impl std::future::Future<Output = T>) -> T {
 /// What a consume-transform-produce loop (`java/TransformExactlyOnce.java`) wrote to `topic`
 /// is, read committed, `out-0` to `out-{n-1}`, each exactly once.
 pub fn assert_exactly_once_output(addr: &str, topic: &str, partitions: i32, n: usize) {
+    wait_transactions_decided(addr, topic, partitions);
     let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     for (_, _, v) in read_to_end(addr, topic, partitions, "read_committed") {
         *seen.entry(String::from_utf8(v).unwrap()).or_default() += 1;
