@@ -71,5 +71,9 @@ settle_disk() {
     if ((after == before)); then quiet=$((quiet + 1)); else quiet=0; fi
     before=$after
   done
-  echo "disk settled after ${waited} s"
+  if ((quiet >= 6)); then
+    echo "disk settled after ${waited} s"
+  else
+    echo "disk still busy after ${waited} s; going on" >&2
+  fi
 }

@@ -728,6 +728,14 @@ impl RunningBroker {
         } else {
             crate::warn!("{residency}");
         }
+        if laminar_storage::backend::noatime_refused() {
+            crate::warn!(
+                "some log files could not be opened with O_NOATIME (this user does not own them): \
+                 reading data written since its last read updates the file's access time, a \
+                 journal write that can stall a socket thread; run as their owner or mount the \
+                 data directory with noatime"
+            );
+        }
         crate::info!("settings in effect:\n{}", config.describe());
         let broker = Arc::new(Broker {
             io: IoPool::new(config.num_io_threads),

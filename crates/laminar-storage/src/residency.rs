@@ -15,7 +15,10 @@
 //!
 //! What is left: a page evicted between this check and the `sendfile` that follows would be
 //! read again by `sendfile`. The check runs just before each piece is sent, and eviction of a
-//! page used a moment ago needs memory pressure this broker does not create itself.
+//! page used a moment ago needs memory pressure this broker does not create itself. And a
+//! `RWF_NOWAIT` read that meets a missing page or a readahead mark starts that readahead from
+//! the socket thread, as `sendfile` would: it does not wait for the read, but submitting it
+//! can wait briefly in the file system or the block layer (no stall was seen there).
 
 use std::cell::RefCell;
 use std::os::fd::RawFd;
@@ -247,8 +250,19 @@ mod tests {
             f.read_exact_at(&mut page, at).unwrap();
         }
         assert_eq!(super::nowait_read(fd, 0, 256 * 1024), Ok(true));
+        // A miss starts the missing page's read (as `sendfile` would), and the next look
+        // could find it read: before each look, wait for any such read, then evict the
+        // page again.
+        let evict_missing = || {
+            f.read_exact_at(&mut [0u8; 4096], missing).unwrap();
+            // SAFETY: advice on our own descriptor.
+            unsafe { libc::posix_fadvise(fd, missing as i64, 4096, libc::POSIX_FADV_DONTNEED) };
+        };
         assert_eq!(super::nowait_read(fd, 0, 512 * 1024), Ok(false));
+        evict_missing();
         assert_eq!(super::nowait_read(fd, 296 * 1024, 16 * 1024), Ok(false));
+        evict_missing();
+        assert_eq!(super::nowait_read(fd, 0, 512 * 1024), Ok(false));
     }
 
     #[test]

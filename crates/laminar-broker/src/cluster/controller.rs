@@ -43,6 +43,9 @@ struct Active {
     active_since: Mutex<Option<Instant>>,
     /// When it last looked for partitions to give back to their preferred replicas.
     last_balance: Mutex<Option<Instant>>,
+    /// A look for them is under way (in a task of its own: its elections are one raft write
+    /// each, and the session checks must not wait behind them).
+    balancing: std::sync::atomic::AtomicBool,
     /// How many voters the quorum has: the internal topics get that many replicas, up to 3.
     voters: usize,
 }
@@ -122,6 +125,7 @@ impl Controller {
                         sessions: Mutex::new(HashMap::new()),
                         active_since: Mutex::new(None),
                         last_balance: Mutex::new(None),
+                        balancing: std::sync::atomic::AtomicBool::new(false),
                         voters: voter_count,
                     });
                     tokio::spawn(accept(listener, active.clone()));
@@ -328,7 +332,7 @@ impl Active {
 
     /// The active controller's periodic work: names the cluster, creates the internal
     /// topics once a broker can host them, and fences brokers whose session expired.
-    async fn tick(&self) {
+    async fn tick(self: &Arc<Self>) {
         if !self.is_active() {
             *self.active_since.lock().unwrap() = None;
             *self.last_balance.lock().unwrap() = None;
@@ -417,8 +421,15 @@ impl Active {
                 }
                 due
             };
-            if due {
-                self.balance_leaders(&image).await;
+            let idle = || !self.balancing.swap(true, std::sync::atomic::Ordering::AcqRel);
+            if due && idle() {
+                let active = self.clone();
+                tokio::spawn(async move {
+                    active.balance_leaders().await;
+                    active
+                        .balancing
+                        .store(false, std::sync::atomic::Ordering::Release);
+                });
             }
         }
     }
@@ -428,7 +439,8 @@ impl Active {
     /// election, at a new leader epoch), at most `ELECTIONS_PER_BALANCE_MAX` per look.
     /// Kafka's `leader.imbalance.per.broker.percentage` is not read: any such partition is
     /// moved.
-    async fn balance_leaders(&self, image: &ClusterImage) {
+    async fn balance_leaders(&self) {
+        let image = self.image.borrow().clone();
         let due = image.imbalanced_partitions();
         if due.is_empty() {
             return;

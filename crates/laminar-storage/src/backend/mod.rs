@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use faulty::{Fault, FaultyStorage};
-pub use real::RealStorage;
+pub use real::{noatime_refused, RealStorage};
 pub use sim::SimStorage;
 
 pub trait Storage: Send + Sync + Debug + 'static {

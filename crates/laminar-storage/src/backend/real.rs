@@ -25,6 +25,15 @@ struct RealFile {
     path: PathBuf,
 }
 
+/// Set once a file could not be opened with O_NOATIME (this user does not own it).
+static NOATIME_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether some file was opened without O_NOATIME, so that its reads may update its access
+/// time: the broker says so at startup, as a stall risk on socket threads.
+pub fn noatime_refused() -> bool {
+    NOATIME_REFUSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Storage for RealStorage {
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         std::fs::create_dir_all(path)
@@ -59,7 +68,10 @@ impl Storage for RealStorage {
         // threads (`sendfile`, the residency check), which must never wait on the disk.
         // Only the file's owner (or CAP_FOWNER) may ask for it; anyone else reads without.
         let file = match open(libc::O_NOATIME) {
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0)?,
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                NOATIME_REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+                open(0)?
+            }
             other => other?,
         };
         Ok(Arc::new(RealFile {
