@@ -15,7 +15,10 @@
 #            acks=1 to hot-acks1 and acks=all to hot-acksall) run for DURATION_S with the
 #            follower down ("alone"), then again right after the follower is started, while it
 #            catches up on `big` from the leader's cold, throttled disk ("catch-up"). The
-#            follower's copy of `big` is measured when the phase ends.
+#            follower's copy of `big` is measured when the phase ends. PRODUCER=java runs the
+#            two producers with Kafka's own ProducerPerformance (the Java client) instead, each
+#            phase RATE*(WARMUP_S+DURATION_S) records of which the first RATE*WARMUP_S are its
+#            --warmup-records (left out of its steady-state percentiles).
 # Raw output goes to OUT/raw, a summary with ratios to OUT/summary.md.
 # Needs root for s1f (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
 #
@@ -24,7 +27,8 @@
 #        MAX_S (20), WARMUP_S (10), FILL_BYTES (2000000000), READ_BPS (52428800), READ_IOPS (400),
 #        PORT (19200: node i listens on PORT+10*(i-1), its controller on that +1),
 #        NETWORK_THREADS (2), IO_THREADS (4), TOOL_HEAP (-Xmx512M), KAFKA_HEAP (-Xmx1g -Xms256m),
-#        LOAD_TIMEOUT_S (1200), SKIP_BUILD=1, KAFKA_LIB (/tmp/kafka-lib).
+#        LOAD_TIMEOUT_S (1200), SKIP_BUILD=1, KAFKA_LIB (/tmp/kafka-lib),
+#        PRODUCER (librdkafka, or java: the s1f producers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
@@ -40,6 +44,8 @@ RATE=${RATE:-2000}
 DURATION_S=${DURATION_S:-30}
 MAX_S=${MAX_S:-20}
 WARMUP_S=${WARMUP_S:-10}
+PRODUCER=${PRODUCER:-librdkafka}
+[[ $PRODUCER == librdkafka || $PRODUCER == java ]] || { echo "PRODUCER: librdkafka or java" >&2; exit 2; }
 FILL_BYTES=${FILL_BYTES:-2000000000}
 READ_BPS=${READ_BPS:-52428800}
 READ_IOPS=${READ_IOPS:-400}
@@ -119,7 +125,7 @@ TOML
   else
     echo "fill: $FILL_BYTES bytes of 1 KiB records into big (1 partition) with one follower stopped, then evicted"
     echo "leader's disk reads throttled to $READ_BPS B/s, $READ_IOPS IOPS ($DEVICE)"
-    echo "producers: $RATE records/s of 512 B each, acks=1 to hot-acks1, acks=all to hot-acksall (3 partitions each), linger.ms=0, $DURATION_S s per phase after a $WARMUP_S s warm-up"
+    echo "producers ($PRODUCER): $RATE records/s of 512 B each, acks=1 to hot-acks1, acks=all to hot-acksall (3 partitions each), linger.ms=0, $DURATION_S s per phase after a $WARMUP_S s warm-up"
   fi
 } > "$out/config.txt"
 cat "$out/config.txt"
@@ -276,10 +282,19 @@ big_bytes() { # DATA: bytes of `big`'s segments in DATA
 measure_hot() { # BROKER TAG PHASE
   local broker=$1 tag=$2 phase=$3 acks pids=()
   for acks in 1 all; do
-    timeout "$LOAD_TIMEOUT_S" "$bin" perf latency --bootstrap "$bootstrap" --topic "hot-acks$acks" \
-      --records-per-s "$RATE" --record-bytes 512 --duration-s "$DURATION_S" --acks "$acks" --json \
-      --series-out "$out/series/$tag-$phase-acks$acks.json" \
-      --label "$(display_name "$broker") $phase acks=$acks" > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
+    if [[ $PRODUCER == java ]]; then
+      # The Java client disables idempotence by itself at acks=1.
+      timeout "$LOAD_TIMEOUT_S" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
+        --bootstrap-server "$bootstrap" --topic "hot-acks$acks" --record-size 512 \
+        --num-records $((RATE * (WARMUP_S + DURATION_S))) --warmup-records $((RATE * WARMUP_S)) \
+        --throughput "$RATE" --command-property "acks=$acks" linger.ms=0 \
+        > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
+    else
+      timeout "$LOAD_TIMEOUT_S" "$bin" perf latency --bootstrap "$bootstrap" --topic "hot-acks$acks" \
+        --records-per-s "$RATE" --record-bytes 512 --duration-s "$DURATION_S" --acks "$acks" --json \
+        --series-out "$out/series/$tag-$phase-acks$acks.json" \
+        --label "$(display_name "$broker") $phase acks=$acks" > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
+    fi
     pids+=($!)
   done
   load_pids=("${pids[@]}")

@@ -14,6 +14,10 @@ PRODUCER = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
     r"([\d.]+) ms max latency, ([\d.]+) ms 50th, ([\d.]+) ms 95th, ([\d.]+) ms 99th, "
     r"([\d.]+) ms 99.9th")
+# Its steady-state line: count, max, p50, p99, p99.9.
+STEADY = re.compile(
+    r"(\d+) steady state records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+    r"([\d.]+) ms max latency, ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th")
 NAMES = {"laminar": "Laminar", "kafka": "Kafka"}
 
 
@@ -44,6 +48,16 @@ def perf_latency(path):
                     "p50": lat["p50"] / 1000, "p99": lat["p99"] / 1000,
                     "p999": lat["p999"] / 1000, "max": lat["max"] / 1000}
     return None
+
+
+def steady_state(path):
+    # ProducerPerformance with --warmup-records: its steady-state line (whole milliseconds).
+    m = STEADY.findall(text(path))
+    if not m:
+        return None
+    n, mx, p50, p99, p999 = int(m[-1][0]), *map(float, m[-1][1:])
+    return {"delivered": n, "sent": n, "failed": 0, "p50": p50, "p99": p99, "p999": p999,
+            "max": mx}
 
 
 def rounds_of(out):
@@ -111,7 +125,8 @@ def produce(out, rounds):
 
 def s1f(out, rounds):
     lines = ["## S1 with a follower as the cold reader", "",
-             "Produce latency to the `hot` topics (librdkafka) with `big`'s follower down (alone) "
+             "Produce latency to the `hot` topics (librdkafka, or Kafka's ProducerPerformance: "
+             "see the configuration) with `big`'s follower down (alone) "
              "and while it catches up from the leader's cold, throttled disk (catch-up).", "",
              "| round | broker | phase | acks | delivered | p50 ms | p99 ms | p99.9 ms | max ms |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -121,7 +136,8 @@ def s1f(out, rounds):
         for b in order:
             for phase in ("alone", "catch-up"):
                 for acks in ("1", "all"):
-                    x = perf_latency(f"{out}/raw/r{r}-{b}-{phase}-acks{acks}.txt")
+                    raw = f"{out}/raw/r{r}-{b}-{phase}-acks{acks}.txt"
+                    x = perf_latency(raw) or steady_state(raw)
                     got[(b, phase, acks)] = x
                     if x is None:
                         lines.append(f"| {r} | {NAMES.get(b, b)} | {phase} | {acks} | no summary | | | | |")
