@@ -1,7 +1,8 @@
 //! The control socket: one command per line, one answer per line (`ok ...` or `err ...`).
 //!
 //! ```text
-//! delay OP GLOB MS [MAX_MS]   delay OP (read, write, fsync, create, all) on matching paths
+//! delay OP GLOB MS [MAX_MS]   delay OP (read, write, fsync, create, fallocate, rename, unlink,
+//!                              truncate, all) on matching paths
 //! fail OP GLOB ERRNO          fail OP on matching paths with ENOSPC, EIO or EDQUOT
 //! clear                       remove every delay and failure
 //! powercut [torn]             drop unsynced writes (lazy mode); torn keeps a random prefix

@@ -485,55 +485,64 @@ impl Filesystem for FaultFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let s = &self.shared;
-        let r = (|| -> Result<FileAttr, Errno> {
-            let rel = s.rel(ino)?;
-            let full = s.full(&rel);
-            if let Some(mode) = mode {
-                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode & 0o7777))
-                    .map_err(Errno::from)?;
-            }
-            if uid.is_some() || gid.is_some() {
-                std::os::unix::fs::lchown(&full, uid, gid).map_err(Errno::from)?;
-            }
-            if let Some(size) = size {
-                match s.file(ino) {
-                    Ok(f) => {
-                        let mut f = f.lock().unwrap();
-                        let FileState {
-                            backing, unsynced, ..
-                        } = &mut *f;
-                        unsynced.truncate(backing, size).map_err(Errno::from)?;
+        let s = self.shared.clone();
+        let (delay, error) = match size {
+            Some(_) => s.verdict_for(Op::Truncate, ino),
+            None => (None, None),
+        };
+        self.after(delay, move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                let rel = s.rel(ino)?;
+                let full = s.full(&rel);
+                if let Some(mode) = mode {
+                    std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode & 0o7777))
+                        .map_err(Errno::from)?;
+                }
+                if uid.is_some() || gid.is_some() {
+                    std::os::unix::fs::lchown(&full, uid, gid).map_err(Errno::from)?;
+                }
+                if let Some(size) = size {
+                    match s.file(ino) {
+                        Ok(f) => {
+                            let mut f = f.lock().unwrap();
+                            let FileState {
+                                backing, unsynced, ..
+                            } = &mut *f;
+                            unsynced.truncate(backing, size).map_err(Errno::from)?;
+                        }
+                        Err(_) => OpenOptions::new()
+                            .write(true)
+                            .open(&full)
+                            .and_then(|f| f.set_len(size))
+                            .map_err(Errno::from)?,
                     }
-                    Err(_) => OpenOptions::new()
-                        .write(true)
-                        .open(&full)
-                        .and_then(|f| f.set_len(size))
-                        .map_err(Errno::from)?,
                 }
-            }
-            if atime.is_some() || mtime.is_some() {
-                let times = [timespec(atime), timespec(mtime)];
-                let c = cstring(&full)?;
-                // SAFETY: a valid C string and a two-element timespec array.
-                let rc = unsafe {
-                    libc::utimensat(
-                        libc::AT_FDCWD,
-                        c.as_ptr(),
-                        times.as_ptr(),
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                };
-                if rc != 0 {
-                    return Err(Errno::from(io::Error::last_os_error()));
+                if atime.is_some() || mtime.is_some() {
+                    let times = [timespec(atime), timespec(mtime)];
+                    let c = cstring(&full)?;
+                    // SAFETY: a valid C string and a two-element timespec array.
+                    let rc = unsafe {
+                        libc::utimensat(
+                            libc::AT_FDCWD,
+                            c.as_ptr(),
+                            times.as_ptr(),
+                            libc::AT_SYMLINK_NOFOLLOW,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(Errno::from(io::Error::last_os_error()));
+                    }
                 }
+                s.attr(ino.0, &rel)
+            })();
+            match r {
+                Ok(attr) => reply.attr(s.ttl(), &attr),
+                Err(e) => reply.error(e),
             }
-            s.attr(ino.0, &rel)
-        })();
-        match r {
-            Ok(attr) => reply.attr(s.ttl(), &attr),
-            Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
@@ -562,19 +571,28 @@ impl Filesystem for FaultFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let s = &self.shared;
-        let r = (|| -> Result<(), Errno> {
-            let rel = s.rel(parent)?.join(name);
-            std::fs::remove_file(s.full(&rel)).map_err(Errno::from)?;
-            if let Some(ino) = s.nodes.lock().unwrap().forget_path(&rel) {
-                s.unlinked(ino);
+        let s = self.shared.clone();
+        let rel = match s.rel(parent) {
+            Ok(p) => p.join(name),
+            Err(e) => return reply.error(e),
+        };
+        let (delay, error) = s.verdict(Op::Unlink, &rel);
+        self.after(delay, move || {
+            let r = error.map_or_else(
+                || -> Result<(), Errno> {
+                    std::fs::remove_file(s.full(&rel)).map_err(Errno::from)?;
+                    if let Some(ino) = s.nodes.lock().unwrap().forget_path(&rel) {
+                        s.unlinked(ino);
+                    }
+                    Ok(())
+                },
+                Err,
+            );
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
             }
-            Ok(())
-        })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -601,29 +619,41 @@ impl Filesystem for FaultFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let s = &self.shared;
-        let r = (|| -> Result<(), Errno> {
-            if !flags.is_empty() {
-                return Err(Errno::EINVAL);
+        let s = self.shared.clone();
+        let paths = s
+            .rel(parent)
+            .and_then(|p| s.rel(newparent).map(|n| (p.join(name), n.join(newname))));
+        let (from, to) = match paths {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let (d1, e1) = s.verdict(Op::Rename, &from);
+        let (d2, e2) = s.verdict(Op::Rename, &to);
+        self.after(d1.max(d2), move || {
+            let r = (|| -> Result<(), Errno> {
+                if let Some(e) = e1.or(e2) {
+                    return Err(e);
+                }
+                if !flags.is_empty() {
+                    return Err(Errno::EINVAL);
+                }
+                std::fs::rename(s.full(&from), s.full(&to)).map_err(Errno::from)?;
+                let replaced = {
+                    let mut nodes = s.nodes.lock().unwrap();
+                    let replaced = nodes.forget_path(&to);
+                    nodes.rename(&from, &to);
+                    replaced
+                };
+                if let Some(ino) = replaced {
+                    s.unlinked(ino);
+                }
+                Ok(())
+            })();
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
             }
-            let from = s.rel(parent)?.join(name);
-            let to = s.rel(newparent)?.join(newname);
-            std::fs::rename(s.full(&from), s.full(&to)).map_err(Errno::from)?;
-            let replaced = {
-                let mut nodes = s.nodes.lock().unwrap();
-                let replaced = nodes.forget_path(&to);
-                nodes.rename(&from, &to);
-                replaced
-            };
-            if let Some(ino) = replaced {
-                s.unlinked(ino);
-            }
-            Ok(())
-        })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -874,25 +904,32 @@ impl Filesystem for FaultFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let r = self.shared.file(ino).and_then(|f| {
-            let f = f.lock().unwrap();
-            // SAFETY: a valid descriptor; the kernel checks the range and mode.
-            let rc = unsafe {
-                libc::fallocate(
-                    f.backing.as_raw_fd(),
-                    mode,
-                    offset as libc::off_t,
-                    length as libc::off_t,
-                )
-            };
-            if rc != 0 {
-                return Err(Errno::from(io::Error::last_os_error()));
+        let s = self.shared.clone();
+        let (delay, error) = s.verdict_for(Op::Allocate, ino);
+        self.after(delay, move || {
+            let r = s.file(ino).and_then(|f| {
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                let f = f.lock().unwrap();
+                // SAFETY: a valid descriptor; the kernel checks the range and mode.
+                let rc = unsafe {
+                    libc::fallocate(
+                        f.backing.as_raw_fd(),
+                        mode,
+                        offset as libc::off_t,
+                        length as libc::off_t,
+                    )
+                };
+                if rc != 0 {
+                    return Err(Errno::from(io::Error::last_os_error()));
+                }
+                Ok(())
+            });
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
             }
-            Ok(())
         });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
     }
 }

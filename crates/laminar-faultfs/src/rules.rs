@@ -14,6 +14,14 @@ pub enum Op {
     Fsync,
     /// Creating a file or directory.
     Create,
+    /// `fallocate` of a file.
+    Allocate,
+    /// Renaming a file (matched on its old path and on its new one).
+    Rename,
+    /// Removing a file.
+    Unlink,
+    /// Changing a file's size (`ftruncate`, `truncate`).
+    Truncate,
 }
 
 impl Op {
@@ -24,10 +32,15 @@ impl Op {
             "write" => Op::Write,
             "fsync" => Op::Fsync,
             "create" => Op::Create,
+            "fallocate" => Op::Allocate,
+            "rename" => Op::Rename,
+            "unlink" => Op::Unlink,
+            "truncate" => Op::Truncate,
             "all" => return Ok(None),
             other => {
                 return Err(format!(
-                    "unknown operation {other:?} (read, write, fsync, create, all)"
+                    "unknown operation {other:?} (read, write, fsync, create, fallocate, rename, \
+                     unlink, truncate, all)"
                 ))
             }
         }))

@@ -9,76 +9,34 @@
 //! fsync for seconds holds up only one flusher thread, not every partition's durability.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::log::{Flushed, Log};
+use crate::log_threads::LogThreads;
 use crate::types::now_ms;
 
 /// The longest a flusher thread sleeps without looking at its logs.
 const FLUSHER_IDLE_WAIT_MS: u64 = 200;
 
-#[derive(Default)]
-struct State {
-    logs: Vec<Weak<Log>>,
-    wakeups: u64,
-    shutdown: bool,
-}
-
-#[derive(Default)]
-pub struct FlusherShared {
-    state: Mutex<State>,
-    cv: Condvar,
-}
-
-impl FlusherShared {
-    pub(crate) fn wake(&self) {
-        self.state.lock().unwrap().wakeups += 1;
-        // One idle thread is enough: a busy one sees `wakeups` changed before it sleeps.
-        self.cv.notify_one();
-    }
-}
-
 pub struct Flusher {
-    shared: Arc<FlusherShared>,
-    threads: Vec<JoinHandle<()>>,
+    threads: LogThreads,
 }
 
 impl Flusher {
     pub fn start(threads: usize) -> Flusher {
-        let shared = Arc::new(FlusherShared::default());
-        let threads = (0..threads.max(1))
-            .map(|i| {
-                let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("laminar-flush-{i}"))
-                    .spawn(move || run(&shared))
-                    .expect("spawn flusher thread")
-            })
-            .collect();
-        Flusher { shared, threads }
+        Flusher {
+            threads: LogThreads::start("laminar-flush", threads, pass),
+        }
     }
 
     pub fn register(&self, log: &Arc<Log>) {
-        log.attach_flusher(Arc::downgrade(&self.shared));
-        self.shared.state.lock().unwrap().logs.push(Arc::downgrade(log));
-        self.shared.wake();
+        log.attach_flusher(self.threads.register(log));
     }
 
     /// Stops the threads after their current flush. Logs are flushed by their own `close`.
     pub fn stop(&mut self) {
-        self.shared.state.lock().unwrap().shutdown = true;
-        self.shared.cv.notify_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Flusher {
-    fn drop(&mut self) {
-        self.stop();
+        self.threads.stop();
     }
 }
 
@@ -115,51 +73,30 @@ fn due(log: &Log, now: i64) -> Result<(), Option<i64>> {
     }
 }
 
-fn run(shared: &FlusherShared) {
-    loop {
-        let seen_wakeups;
-        let logs: Vec<Arc<Log>> = {
-            let mut st = shared.state.lock().unwrap();
-            if st.shutdown {
-                return;
-            }
-            st.logs.retain(|l| l.strong_count() > 0);
-            seen_wakeups = st.wakeups;
-            st.logs.iter().filter_map(Weak::upgrade).collect()
-        };
-        let mut next_deadline: Option<i64> = None;
-        for log in &logs {
-            match due(log, now_ms()) {
-                // An error takes the log offline and fails its waiters; the broker reports it
-                // from `offline_reason`. Nothing to retry here.
-                Ok(()) => match log.try_flush() {
-                    // Waiters that queued during this fsync want the next one at once: that
-                    // is group commit, one fsync after another while appends go on.
-                    Ok(Flushed::Synced) if log.flush_requested.load(Ordering::Acquire) => {
-                        next_deadline = Some(now_ms())
-                    }
-                    // The thread that is flushing it looks again when its fsync is done (see
-                    // above), so this one does not spin on it meanwhile.
-                    Ok(Flushed::Busy | Flushed::Synced | Flushed::Nothing) | Err(_) => {}
-                },
-                Err(Some(at)) => next_deadline = Some(next_deadline.map_or(at, |d| d.min(at))),
-                Err(None) => {}
-            }
+/// One look at every log: flushes those that are due, and says how long to sleep.
+fn pass(logs: &[Arc<Log>]) -> Duration {
+    let mut next_deadline: Option<i64> = None;
+    for log in logs {
+        match due(log, now_ms()) {
+            // An error takes the log offline and fails its waiters; the broker reports it
+            // from `offline_reason`. Nothing to retry here.
+            Ok(()) => match log.try_flush() {
+                // Waiters that queued during this fsync want the next one at once: that
+                // is group commit, one fsync after another while appends go on.
+                Ok(Flushed::Synced) if log.flush_requested.load(Ordering::Acquire) => {
+                    next_deadline = Some(now_ms())
+                }
+                // The thread that is flushing it looks again when its fsync is done (see
+                // above), so this one does not spin on it meanwhile.
+                Ok(Flushed::Busy | Flushed::Synced | Flushed::Nothing) | Err(_) => {}
+            },
+            Err(Some(at)) => next_deadline = Some(next_deadline.map_or(at, |d| d.min(at))),
+            Err(None) => {}
         }
-        drop(logs);
-        let wait_ms = match next_deadline {
-            Some(at) => (at - now_ms()).clamp(0, FLUSHER_IDLE_WAIT_MS as i64) as u64,
-            None => FLUSHER_IDLE_WAIT_MS,
-        };
-        if wait_ms == 0 {
-            continue;
-        }
-        let st = shared.state.lock().unwrap();
-        let _ = shared
-            .cv
-            .wait_timeout_while(st, Duration::from_millis(wait_ms), |s| {
-                !s.shutdown && s.wakeups == seen_wakeups
-            })
-            .unwrap();
     }
+    let wait_ms = match next_deadline {
+        Some(at) => (at - now_ms()).clamp(0, FLUSHER_IDLE_WAIT_MS as i64) as u64,
+        None => FLUSHER_IDLE_WAIT_MS,
+    };
+    Duration::from_millis(wait_ms)
 }

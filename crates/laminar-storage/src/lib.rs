@@ -6,7 +6,9 @@
 //!
 //! Threads: appends run on the caller's thread, which must be a storage thread, never a
 //! socket thread. Reads that may touch disk likewise. Flushes run on the store's flusher
-//! threads. Every file access goes through [`backend::Storage`].
+//! threads, and the next segment of each log is made ready (created and allocated) by its
+//! preparer threads, so that no append creates or allocates a file. Every file access goes
+//! through [`backend::Storage`].
 
 pub mod backend;
 pub mod checkpoint;
@@ -18,7 +20,9 @@ pub mod flusher;
 pub mod index;
 pub mod log;
 pub mod log_start;
+mod log_threads;
 pub mod metrics;
+pub mod prepare;
 pub mod residency;
 pub mod segment;
 pub mod store;

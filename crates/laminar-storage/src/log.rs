@@ -11,11 +11,19 @@
 //! take it: flushing never blocks appending (seed 001).
 //!
 //! `layout` serialises the changes to the segment list other than appends and rolls:
-//! retention, DeleteRecords and the cleaner's swaps. It is taken before `appender`, and
-//! held across file removals and renames, so only those three wait behind a slow disk.
+//! retention, DeleteRecords and the cleaner's swaps. It is held across file removals and
+//! renames, so only those three wait behind a slow disk; appends never take it.
+//!
+//! `prepare_lock` serialises the making of the next segment's file (created and allocated
+//! ahead of the roll that needs it, on a preparer thread). Appends never take it either.
+//!
+//! Nothing an append does may wait for a read or a journal commit that another client's
+//! work can cause (issue 27): no `fallocate`, no file creation, rename, truncation or
+//! directory sync. A roll swaps in a file the preparer made; the flusher renames it to its
+//! base offset's name and trims the sealed segment, before it reports either durable.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Instant;
 
@@ -27,13 +35,14 @@ use laminar_records::{
 use crate::backend::{read_exact_at, Storage, StorageFile};
 use crate::checkpoint;
 use crate::config::LogConfig;
+use crate::config::SEGMENT_BYTES_MAX;
 use crate::epochs::LeaderEpochs;
 use crate::error::{IoContext, Result, StorageError};
-use crate::flusher::FlusherShared;
 use crate::log_start;
+use crate::log_threads::LogThreadsShared;
 use crate::metrics::StorageMetrics;
 use crate::segment::{
-    self, Segment, CLEANED_SUFFIX, DATA_SUFFIX, INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    self, Segment, CLEANED_SUFFIX, DATA_SUFFIX, INDEX_SUFFIX, PREPARED_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::txn::{AbortedTxn, OpenTxns, TxnIndex, TXN_INDEX_CLEANED_SUFFIX, TXN_INDEX_SUFFIX};
 use crate::types::{now_ms, FilePos, Offset, RecoveryPoint};
@@ -41,11 +50,10 @@ use crate::wait::{Completion, FlushWait};
 
 /// Record bodies decoded for a timestamp lookup are bounded by this.
 const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
-/// Data-file fsyncs running anywhere in the process. ext4 has one journal per filesystem,
-/// and a `fallocate` that starts while an fsync commits it can wait tens of milliseconds
-/// for block bitmaps. Measured with `perf log` on this project's 2-core ext4 machine
-/// (bench/results): appends therefore defer preallocation while any fsync runs.
-static FSYNCS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// A prepared segment is allocated for about this long of its log's recent append rate
+/// (at least `preallocate_bytes`, at most `segment_bytes`): a busy log's segments are
+/// allocated whole, an idle one's hold a step, not a gigabyte each.
+const PREALLOCATE_AHEAD_S: u64 = 60;
 /// Segments one read looks through for a batch that holds records (see `Log::read`).
 const READ_SEGMENTS_MAX: usize = 16;
 /// Recovery reads the data file in chunks of this size.
@@ -134,6 +142,14 @@ struct Appender {
     allocated_bytes: u64,
 }
 
+/// A data file made ready for the next segment before a roll needs it: created under a
+/// temporary name in the log's directory and allocated.
+struct PreparedFile {
+    file: Arc<dyn StorageFile>,
+    path: PathBuf,
+    allocated_bytes: u64,
+}
+
 struct FlushState {
     flushed: RecoveryPoint,
     /// `(offset, completion)`: completes once `offset < flushed.next_offset`.
@@ -171,7 +187,16 @@ pub struct Log {
     last_flush_ms: AtomicI64,
     /// Set when a durability waiter or the message threshold wants a flush now.
     pub(crate) flush_requested: AtomicBool,
-    flusher: Mutex<Option<Weak<FlusherShared>>>,
+    flusher: Mutex<Option<Weak<LogThreadsShared>>>,
+    /// The next segment's file, once the preparer has made it.
+    prepared: Mutex<Option<PreparedFile>>,
+    /// Held while a file is being prepared (see the module's notes on locks).
+    prepare_lock: Mutex<()>,
+    /// Set when an append wants the next segment's file made; the preparer clears it.
+    pub(crate) prepare_requested: AtomicBool,
+    preparer: Mutex<Option<Weak<LogThreadsShared>>>,
+    /// Numbers the prepared files' temporary names.
+    prepared_seq: AtomicU64,
     recovery: RecoveryReport,
     /// Where each leader epoch began. Changed under the append lock.
     epochs: Mutex<LeaderEpochs>,
@@ -270,6 +295,11 @@ impl Log {
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_requested: AtomicBool::new(false),
             flusher: Mutex::new(None),
+            prepared: Mutex::new(None),
+            prepare_lock: Mutex::new(()),
+            prepare_requested: AtomicBool::new(false),
+            preparer: Mutex::new(None),
+            prepared_seq: AtomicU64::new(0),
             recovery: report,
             epochs: Mutex::new(epochs),
         });
@@ -339,7 +369,7 @@ impl Log {
         Ok(())
     }
 
-    pub(crate) fn attach_flusher(&self, flusher: Weak<FlusherShared>) {
+    pub(crate) fn attach_flusher(&self, flusher: Weak<LogThreadsShared>) {
         *self.flusher.lock().unwrap() = Some(flusher);
     }
 
@@ -519,15 +549,39 @@ impl Log {
             }
         }
         let relative_end = (end_offset.0 - active.base.0) as u64;
-        let too_old = config
-            .segment_ms
-            .is_some_and(|ms| now_ms() - active.created_ms >= ms as i64);
-        if !active.is_empty()
-            && (active.end_pos().0 + bytes > config.segment_bytes
-                || too_old
-                || relative_end > u32::MAX as u64)
+        let age_ms = now_ms() - active.created_ms;
+        let too_old = config.segment_ms.is_some_and(|ms| age_ms >= ms as i64);
+        // Past these the segment cannot take the batches at all: index positions are 32-bit
+        // (as Kafka's) and relative offsets too.
+        let full = active.end_pos().0 + bytes > SEGMENT_BYTES_MAX || relative_end > u32::MAX as u64;
+        if !active.is_empty() && (active.end_pos().0 + bytes > config.segment_bytes || too_old || full) {
+            let prepared = self.prepared.lock().unwrap().take();
+            match prepared {
+                Some(next) => active = self.roll(&mut app, &active, log_end, next),
+                // The preparer is behind (its disk is slow): the segment grows past
+                // `segment.bytes` or `segment.ms` rather than the append waiting for a file
+                // to be created. Only a segment that cannot take the batches at all, or a
+                // log without a preparer (tools and tests that open one alone), makes its
+                // next file here.
+                None if full || !self.has_preparer() => {
+                    let next = self.prepare_file(&config)?;
+                    if self.has_preparer() {
+                        self.metrics.rolls_inline.fetch_add(1, Ordering::Relaxed);
+                    }
+                    active = self.roll(&mut app, &active, log_end, next);
+                }
+                None => {
+                    self.metrics.rolls_deferred.fetch_add(1, Ordering::Relaxed);
+                    self.want_next_segment();
+                }
+            }
+        } else if active.end_pos().0 + bytes >= config.segment_bytes / 2
+            || config.segment_ms.is_some_and(|ms| age_ms >= ms as i64 / 2)
+            || relative_end > (u32::MAX / 2) as u64
         {
-            active = self.roll(&mut app, &active, log_end)?;
+            // Half way to a roll: time enough for the preparer, and no more than one
+            // unused file per log at any time.
+            self.want_next_segment();
         }
 
         let mut next = log_end;
@@ -545,19 +599,18 @@ impl Log {
 
         let position = active.end_pos().0;
         let end = position + bytes;
-        // Preallocation waits while any fsync runs: see FSYNCS_IN_FLIGHT. The write then
-        // extends the file, and the next append after the fsync allocates ahead again.
-        if config.preallocate_bytes > 0
-            && end > app.allocated_bytes
-            && FSYNCS_IN_FLIGHT.load(Ordering::Acquire) == 0
-        {
-            let step = config.preallocate_bytes;
-            let target = end.div_ceil(step) * step;
-            let t = Instant::now();
-            active.file.allocate(target).ctx("fallocate", &active.data_path)?;
-            self.metrics.segment_allocate_us.record_since(t);
-            app.allocated_bytes = target;
-        } else if end > app.allocated_bytes {
+        assert!(
+            end <= SEGMENT_BYTES_MAX,
+            "a segment never grows past 32-bit positions"
+        );
+        // Past its allocation the write extends the file itself (ext4 allocates the blocks at
+        // writeback). Never `fallocate` here: it can wait seconds for a block bitmap read
+        // queued behind a consumer's cold reads, and would hold the file's inode lock
+        // meanwhile, which every write to the file takes.
+        if end > app.allocated_bytes {
+            self.metrics
+                .appends_past_allocation
+                .fetch_add(1, Ordering::Relaxed);
             app.allocated_bytes = end;
         }
         let t = Instant::now();
@@ -635,18 +688,11 @@ impl Log {
             aborted.extend(open.on_batch(&h, marker, Offset(h.next_offset())));
         }
         if !aborted.is_empty() {
-            // Written with the data, synced by the flusher before the checkpoint passes it.
-            // Readers may see the entries before the batches: harmless, as the transaction
-            // stays open (and the stable offset below it) until they are published.
-            let created = TxnIndex::append(
-                &active.txns,
-                aborted,
-                self.storage.as_ref(),
-                &active.txn_index_path,
-            )?;
-            if created {
-                self.dir_unsynced.store(true, Ordering::Release);
-            }
+            // In memory now; written and synced by the flusher before the checkpoint passes
+            // it (creating the file here could wait on the directory). Readers may see the
+            // entries before the batches: harmless, as the transaction stays open (and the
+            // stable offset below it) until they are published.
+            TxnIndex::append(&active.txns, aborted);
         }
         Ok(Some(open))
     }
@@ -738,28 +784,124 @@ impl Log {
         out
     }
 
-    /// Seals the active segment and starts a new one at `log_end`. The sealed file is
-    /// trimmed to its real end; its final fsync and index files are left to the flusher.
-    fn roll(&self, app: &mut Appender, old: &Arc<Segment>, log_end: Offset) -> Result<Arc<Segment>> {
-        old.file
-            .set_len(old.end_pos().0)
-            .ctx("truncate", &old.data_path)?;
+    /// Seals the active segment and starts a new one at `log_end` in the prepared file
+    /// `next`. No disk call: the flusher syncs the directory (the new file's entry) and trims
+    /// the sealed file to its real end before it reports any byte of either durable, and
+    /// gives the sealed one its base offset's name and its index files. The new file keeps
+    /// its prepared name while it is active (see `flush_locked`).
+    fn roll(
+        &self,
+        app: &mut Appender,
+        old: &Arc<Segment>,
+        log_end: Offset,
+        next: PreparedFile,
+    ) -> Arc<Segment> {
         old.seal();
-        let new = Arc::new(Segment::new(
-            self.storage.as_ref(),
+        old.mark_untrimmed();
+        let new = Arc::new(Segment::prepared(
             &self.dir,
             log_end,
-            true,
+            next.file,
+            next.path,
             now_ms(),
-        )?);
-        // The new file must survive a crash once data in it is acknowledged as flushed: the
-        // flusher syncs the directory before that, off the append path.
+        ));
         self.dir_unsynced.store(true, Ordering::Release);
         new.set_end(FilePos(0), log_end);
         self.view.write().unwrap().segments.push(new.clone());
-        app.allocated_bytes = 0;
+        app.allocated_bytes = next.allocated_bytes;
         self.notify_flusher();
-        Ok(new)
+        self.want_next_segment();
+        new
+    }
+
+    pub(crate) fn attach_preparer(&self, preparer: Weak<LogThreadsShared>) {
+        *self.preparer.lock().unwrap() = Some(preparer);
+    }
+
+    fn has_preparer(&self) -> bool {
+        self.preparer
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|p| p.strong_count() > 0)
+    }
+
+    /// Asks the preparer for the next segment's file, unless one is ready or asked for.
+    fn want_next_segment(&self) {
+        if self.prepared.lock().unwrap().is_some() || self.prepare_requested.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(p) = self.preparer.lock().unwrap().as_ref().and_then(Weak::upgrade) {
+            p.wake();
+        }
+    }
+
+    /// Makes the next segment's file if it was asked for and none is ready. Runs on a
+    /// preparer thread; returns at once if another thread is preparing for this log.
+    pub(crate) fn prepare_next(&self) -> Result<()> {
+        let Ok(_only_one) = self.prepare_lock.try_lock() else {
+            return Ok(());
+        };
+        if !self.prepare_requested.swap(false, Ordering::AcqRel)
+            || self.is_offline_or_closed()
+            || self.prepared.lock().unwrap().is_some()
+        {
+            return Ok(());
+        }
+        let next = self.prepare_file(&self.config()).inspect_err(|_| {
+            self.metrics.prepare_failures.fetch_add(1, Ordering::Relaxed);
+        })?;
+        if self.closed.load(Ordering::Acquire) {
+            // Closed meanwhile: `close` found nothing to remove, so this does it.
+            return self.storage.remove_file(&next.path).ctx("remove", &next.path);
+        }
+        *self.prepared.lock().unwrap() = Some(next);
+        Ok(())
+    }
+
+    /// Creates a file for the next segment under a temporary name and allocates it for about
+    /// `PREALLOCATE_AHEAD_S` of this log's recent appends. Its directory entry is not synced:
+    /// the flusher renames it when a roll swaps it in, and syncs the directory then. If the
+    /// allocation fails (ENOSPC) the file is still used, as a file that appends extend.
+    fn prepare_file(&self, config: &LogConfig) -> Result<PreparedFile> {
+        let seq = self.prepared_seq.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("{:020}{PREPARED_SUFFIX}", seq));
+        let t = Instant::now();
+        let file = self.storage.open(&path, true).ctx("create", &path)?;
+        self.metrics.segment_create_us.record_since(t);
+        let mut allocated_bytes = 0;
+        let want = self.preallocation_bytes(config);
+        if want > 0 {
+            let t = Instant::now();
+            match file.allocate(want) {
+                Ok(()) => allocated_bytes = want,
+                Err(_) => {
+                    self.metrics.allocate_failures.fetch_add(1, Ordering::Relaxed);
+                    // Whatever a failed fallocate left allocated goes back.
+                    file.set_len(0).ctx("truncate", &path)?;
+                }
+            }
+            self.metrics.segment_allocate_us.record_since(t);
+        }
+        Ok(PreparedFile {
+            file,
+            path,
+            allocated_bytes,
+        })
+    }
+
+    /// How much to allocate for the next segment: the active segment's append rate over its
+    /// life times `PREALLOCATE_AHEAD_S`, in whole `preallocate_bytes` steps, at least one
+    /// step and at most `segment_bytes`. 0 when preallocation is off.
+    fn preallocation_bytes(&self, config: &LogConfig) -> u64 {
+        let step = config.preallocate_bytes;
+        if step == 0 {
+            return 0;
+        }
+        let active = self.view.read().unwrap().segments.last().unwrap().clone();
+        let age_ms = (now_ms() - active.created_ms).max(1000) as u64;
+        let ahead = active.end_pos().0.saturating_mul(PREALLOCATE_AHEAD_S * 1000) / age_ms;
+        (ahead.div_ceil(step).max(1).saturating_mul(step)).min(config.segment_bytes)
     }
 
     /// The start of a batch roughly `bytes_back` bytes before the end of the active segment
@@ -865,28 +1007,61 @@ impl Log {
             return Ok(Flushed::Nothing);
         }
         let started = Instant::now();
+        // What rolls left to do, off the append path: trim each sealed segment's preallocated
+        // tail and give it its base offset's name; then write the aborted-transaction
+        // entries appended since the last flush (their file may be new). The active segment
+        // keeps the name it was prepared under: a rename holds the file's inode lock, which
+        // every write to it takes, for as long as the directory makes it wait. Its data is
+        // durable under either name (recovery adopts a prepared file that holds batches).
+        // A failure leaves what is on disk unknown to this log, as a failed fsync does.
+        let mut dir_changed = false;
+        for seg in segments.iter().filter(|s| s.is_sealed()) {
+            let t = Instant::now();
+            let trimmed = seg.trim();
+            if let Err(e) = &trimmed {
+                return Err(self.go_offline(e));
+            }
+            if trimmed.is_ok_and(|t| t) {
+                self.metrics.segment_trim_us.record_since(t);
+            }
+            let t = Instant::now();
+            match seg.finish_name(self.storage.as_ref()) {
+                Ok(renamed) => {
+                    if renamed {
+                        self.metrics.segment_rename_us.record_since(t);
+                    }
+                    dir_changed |= renamed;
+                }
+                Err(e) => return Err(self.go_offline(&e)),
+            }
+        }
+        for seg in &segments {
+            if seg.txns.lock().unwrap().pending() {
+                let t = Instant::now();
+                match TxnIndex::persist(&seg.txns, self.storage.as_ref(), &seg.txn_index_path) {
+                    Ok(created) => dir_changed |= created,
+                    Err(e) => return Err(self.go_offline(&e)),
+                }
+                self.metrics.metadata_fsync_us.record_since(t);
+            }
+        }
         // Segments created by rolls since the last flush: their names must be durable before
         // any of their data is reported durable. Taken after `target` was read, so every
         // segment in `target` is covered (a later roll sets the flag again).
-        if dir_unsynced {
+        if dir_unsynced || dir_changed {
             let t = Instant::now();
-            // A journal commit like any fsync: appends do not preallocate meanwhile.
-            FSYNCS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             let synced = self.storage.sync_dir(&self.dir).ctx("fsync directory", &self.dir);
-            FSYNCS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
             self.metrics.metadata_fsync_us.record_since(t);
             if let Err(e) = synced {
                 return Err(self.go_offline(&e));
             }
         }
         // Every segment from the recovery point's on, even one whose bytes were all synced
-        // before it rolled: the roll trimmed it, and recovery must not find the old
-        // preallocated zeros past its end (it would truncate the log there).
+        // before it rolled: it was trimmed above, and the trim must be durable before any
+        // later segment is.
         for seg in &segments {
             let t = Instant::now();
-            FSYNCS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             let synced = seg.file.sync_data().ctx("fdatasync", &seg.data_path);
-            FSYNCS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
             self.metrics.segment_fsync_us.record_since(t);
             if let Err(e) = synced {
                 return Err(self.go_offline(&e));
@@ -900,19 +1075,8 @@ impl Log {
             self.metrics.metadata_fsync_us.record_since(t);
         }
         // Aborted-transaction entries cannot be rebuilt once the checkpoint passes their
-        // markers: they are durable first. (Written before `target` was read, like the data.)
-        for seg in &segments {
-            let unsynced = seg.txns.lock().unwrap().unsynced();
-            if let Some((file, written)) = unsynced {
-                let t = Instant::now();
-                if let Err(e) = file.sync_data().ctx("fdatasync", &seg.txn_index_path) {
-                    return Err(self.go_offline(&e));
-                }
-                self.metrics.metadata_fsync_us.record_since(t);
-                let mut txns = seg.txns.lock().unwrap();
-                txns.synced = txns.synced.max(written);
-            }
-        }
+        // markers: they were made durable above, with every entry appended before `target`
+        // was read (and perhaps some after).
         // Group commit: everything appended before the fsync started is durable, so every
         // waiter for an offset below `target` completes now, together.
         let done: Vec<Arc<Completion>> = {
@@ -1250,10 +1414,11 @@ impl Log {
     /// not above it); `before` past the log end is OffsetOutOfRange.
     pub fn delete_records(&self, before: Offset) -> Result<Offset> {
         self.check_online()?;
-        // Serializes with retention and the cleaner's swaps, then with appends and rolls, so
-        // the segment list below is the current one.
+        // Serializes with retention and the cleaner's swaps, so the segments below are the
+        // current ones. Not with appends: they only add at the end, which stays, and they must
+        // not wait behind the start's file write and its fsyncs (Kafka Streams deletes
+        // records of its repartition topics every 30 s while it produces to them).
         let _layout = self.layout.lock().unwrap();
-        let _app = self.appender.lock().unwrap();
         let (log_start, log_end) = {
             let view = self.view.read().unwrap();
             (view.log_start, view.log_end)
@@ -1355,18 +1520,7 @@ impl Log {
                 .sync_dir(&self.dir)
                 .ctx("fsync directory", &self.dir)?;
             for seg in old {
-                for path in [
-                    &seg.index_path,
-                    &seg.time_index_path,
-                    &seg.txn_index_path,
-                    &seg.data_path,
-                ] {
-                    match self.storage.remove_file(path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(StorageError::io("remove", path, e)),
-                    }
-                }
+                seg.remove_files(self.storage.as_ref())?;
             }
             self.storage
                 .sync_dir(&self.dir)
@@ -1408,18 +1562,7 @@ impl Log {
     fn remove_segments(&self, doomed: &[Arc<Segment>]) -> Result<()> {
         for seg in doomed {
             // Readers holding this segment keep their open descriptor; unlinking is safe.
-            for path in [
-                &seg.data_path,
-                &seg.index_path,
-                &seg.time_index_path,
-                &seg.txn_index_path,
-            ] {
-                match self.storage.remove_file(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(StorageError::io("remove", path, e)),
-                }
-            }
+            seg.remove_files(self.storage.as_ref())?;
         }
         if !doomed.is_empty() {
             self.storage
@@ -1442,6 +1585,11 @@ impl Log {
                 reason,
             });
         }
+        // The next segment's file, if one was prepared, is not needed (nor named: recovery
+        // would remove it anyway). One being prepared is removed by its preparer.
+        if let Some(next) = self.prepared.lock().unwrap().take() {
+            self.storage.remove_file(&next.path).ctx("remove", &next.path)?;
+        }
         let active = self.view.read().unwrap().segments.last().unwrap().clone();
         active
             .file
@@ -1452,6 +1600,11 @@ impl Log {
         // preallocated zeros, which the next recovery reads as a torn tail.
         active.file.sync_data().ctx("fdatasync", &active.data_path)?;
         active.indexes.lock().unwrap().add_time_entry();
+        // Closed, the active segment takes no more writes: it gets its name now, so a clean
+        // shutdown leaves every segment named as Kafka names them.
+        if active.finish_name(self.storage.as_ref())? {
+            self.dir_unsynced.store(true, Ordering::Release);
+        }
         self.flush()?;
         active.persist_indexes(self.storage.as_ref(), true)?;
         // A clean start trusts the checkpoint for the transactions open at the end, so it
@@ -1487,16 +1640,7 @@ impl Log {
         let mut end = to;
         for seg in segments.iter().rev() {
             if seg.base >= to && seg.base > segments[0].base {
-                for path in [
-                    seg.data_path.clone(),
-                    seg.index_path.clone(),
-                    seg.time_index_path.clone(),
-                    seg.txn_index_path.clone(),
-                ] {
-                    if self.storage.exists(&path) {
-                        self.storage.remove_file(&path).ctx("remove", &path)?;
-                    }
-                }
+                seg.remove_files(self.storage.as_ref())?;
                 continue;
             }
             // The segment that holds `to` (or the first, which always stays): find the
@@ -1564,6 +1708,8 @@ impl Log {
     /// Removes the log's directory. The log must not be used afterwards.
     pub fn delete(&self) -> Result<()> {
         self.closed.store(true, Ordering::Release);
+        // A file being prepared in the directory would make its removal fail.
+        let _no_preparation = self.prepare_lock.lock().unwrap();
         let waiters = std::mem::take(&mut self.flush_state.lock().unwrap().waiters);
         for (_, c) in waiters {
             c.complete(Err(StorageError::UnknownLog(self.name.clone())));
@@ -1583,7 +1729,7 @@ fn recover(
     clean: bool,
 ) -> Result<(Vec<Arc<Segment>>, RecoveryReport, OpenTxns)> {
     let mut names = storage.list_dir(dir).ctx("list", dir)?;
-    if finish_swaps(storage, dir, &names)? {
+    if finish_swaps(storage, dir, &names)? | adopt_prepared(storage, dir, &names)? {
         names = storage.list_dir(dir).ctx("list", dir)?;
     }
     let mut bases: Vec<Offset> = names
@@ -1636,6 +1782,15 @@ fn recover(
         // leader's log start) at the start it recorded.
         let base = log_start::read(storage, dir).unwrap_or(Offset(0));
         let seg = Segment::new(storage, dir, base, true, now_ms())?;
+        // A new log's first segment gets one step here, where a topic is created, not on
+        // the append path; the preparer makes every later one. A failure (ENOSPC) only
+        // leaves appends to extend the file.
+        if config.preallocate_bytes > 0 {
+            let want = config.preallocate_bytes.min(config.segment_bytes);
+            if seg.file.allocate(want).is_err() {
+                seg.file.set_len(0).ctx("truncate", &seg.data_path)?;
+            }
+        }
         storage.sync_dir(dir).ctx("fsync directory", dir)?;
         return Ok((vec![Arc::new(seg)], report, OpenTxns::default()));
     }
@@ -1667,7 +1822,7 @@ fn recover(
                 _ => 0,
             }
         };
-        let stopped = load_segment(
+        let mut stopped = load_segment(
             storage,
             &seg,
             config,
@@ -1675,10 +1830,21 @@ fn recover(
             file_len,
             &mut report,
             &mut open_txns,
-        )?;
+        )?
+        .stopped;
+        if stopped.is_some() && !last && bases[i + 1] == seg.next_offset() && zeros_to_end(&seg, file_len)? {
+            // A sealed segment the flusher had not trimmed yet (a crash soon after a roll):
+            // its batches end exactly where the next segment begins, and only preallocated
+            // zeros follow them. Trimmed here as the flusher would have; nothing is lost.
+            seg.file
+                .set_len(seg.end_pos().0)
+                .ctx("truncate", &seg.data_path)?;
+            seg.file.sync_data().ctx("fdatasync", &seg.data_path)?;
+            stopped = None;
+        }
         expected = Some(seg.next_offset());
         let seg = Arc::new(seg);
-        if let Some(reason) = stopped.stopped {
+        if let Some(reason) = stopped {
             let at = seg.end_pos();
             report.truncated_at.get_or_insert((seg.next_offset(), at, reason));
             seg.file.set_len(at.0).ctx("truncate", &seg.data_path)?;
@@ -1718,6 +1884,78 @@ fn recover(
     let end = segments.last().map_or(Offset(0), |s| s.next_offset());
     open_txns.retain(|first| first < end);
     Ok((segments, report, open_txns))
+}
+
+/// Whether every byte of `seg`'s file from its end to `file_len` is zero.
+fn zeros_to_end(seg: &Segment, file_len: u64) -> Result<bool> {
+    let mut pos = seg.end_pos().0;
+    let mut buf = vec![0u8; RECOVERY_READ_BYTES];
+    while pos < file_len {
+        let n = (file_len - pos).min(buf.len() as u64) as usize;
+        read_exact_at(seg.file.as_ref(), &mut buf[..n], pos).ctx("read", &seg.data_path)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n as u64;
+    }
+    Ok(true)
+}
+
+/// Gives each prepared file that holds batches (the active segment, which keeps its
+/// prepared name, or one sealed since the flusher last ran) its base offset's name, and
+/// removes the others (made ahead, never used). The batches are then validated or trusted
+/// like any others: the checkpoint names segments by base offset, and the flusher synced
+/// the prepared file's directory entry before it reported any of its batches durable. Only a file whose first batch is whole (its CRC holds) and starts above
+/// every named segment is adopted: a damaged base offset must not place a file among the
+/// older segments, where the continuity check would cut off the good ones after it.
+/// Returns whether it changed the directory.
+fn adopt_prepared(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<bool> {
+    let mut found: Vec<(Option<Offset>, PathBuf)> = Vec::new();
+    for name in names.iter().filter(|n| n.ends_with(PREPARED_SUFFIX)) {
+        let path = dir.join(name);
+        let file = storage.open(&path, false).ctx("open", &path)?;
+        found.push((first_batch_base(file.as_ref(), &path)?, path));
+    }
+    if found.is_empty() {
+        return Ok(false);
+    }
+    found.sort();
+    let mut above = names
+        .iter()
+        .filter_map(|n| segment::parse_file_name(n, DATA_SUFFIX))
+        .max();
+    for (base, path) in found {
+        match base.filter(|b| above.is_none_or(|a| *b > a)) {
+            Some(b) => {
+                let to = dir.join(segment::file_name(b, DATA_SUFFIX));
+                storage.rename(&path, &to).ctx("rename", &path)?;
+                above = Some(b);
+            }
+            None => storage.remove_file(&path).ctx("remove", &path)?,
+        }
+    }
+    storage.sync_dir(dir).ctx("fsync directory", dir)?;
+    Ok(true)
+}
+
+/// The base offset of the first batch of `file`, if that batch is whole and valid.
+fn first_batch_base(file: &dyn StorageFile, path: &Path) -> Result<Option<Offset>> {
+    let len = file.len().ctx("stat", path)?;
+    let mut header = [0u8; BATCH_HEADER_BYTES];
+    if len < BATCH_HEADER_BYTES as u64 {
+        return Ok(None);
+    }
+    read_exact_at(file, &mut header, 0).ctx("read", path)?;
+    let total = laminar_records::peek_total_bytes(&header).unwrap_or(0);
+    if total < BATCH_HEADER_BYTES as i64 || total as u64 > len.min(SEGMENT_BYTES_MAX) {
+        return Ok(None);
+    }
+    let mut batch = vec![0u8; total as usize];
+    read_exact_at(file, &mut batch, 0).ctx("read", path)?;
+    Ok(validate_stored_batch(&batch)
+        .ok()
+        .filter(|h| h.base_offset >= 0)
+        .map(|h| Offset(h.base_offset)))
 }
 
 /// Finishes every cleaner swap a crash interrupted after its commit point: a `B.log.swap`

@@ -13,8 +13,26 @@ pub struct StorageMetrics {
     pub segment_read_us: LatencyHistogram,
     /// One whole flush of one log: its data syncs, index writes and checkpoint.
     pub log_flush_us: LatencyHistogram,
-    /// `fallocate` steps.
+    /// `fallocate` of a prepared segment's file (on a preparer thread, never an append's).
     pub segment_allocate_us: LatencyHistogram,
+    /// Creation of a prepared segment's file.
+    pub segment_create_us: LatencyHistogram,
+    /// The flusher's rename of a rolled segment's file to its base offset's name.
+    pub segment_rename_us: LatencyHistogram,
+    /// The flusher's trim of a sealed segment's preallocated tail.
+    pub segment_trim_us: LatencyHistogram,
+    /// Appends that wrote past their segment's allocation (the file grew with the write).
+    pub appends_past_allocation: std::sync::atomic::AtomicU64,
+    /// Appends whose due roll waited because the preparer had no file ready (the segment
+    /// grew past `segment.bytes` or `segment.ms`).
+    pub rolls_deferred: std::sync::atomic::AtomicU64,
+    /// Rolls that had to create their file on the append path (a segment at its 2 GiB limit
+    /// with no file ready).
+    pub rolls_inline: std::sync::atomic::AtomicU64,
+    /// Preparations of a next segment's file that failed (its log asks again later).
+    pub prepare_failures: std::sync::atomic::AtomicU64,
+    /// Preparations whose `fallocate` failed (the file was used unallocated).
+    pub allocate_failures: std::sync::atomic::AtomicU64,
     /// Checkpoint, index and directory syncs.
     pub metadata_fsync_us: LatencyHistogram,
     /// Checkpoint (or active index) writes that failed after a successful data fsync; the

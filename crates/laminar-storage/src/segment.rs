@@ -18,6 +18,10 @@ pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 pub const CLEANED_SUFFIX: &str = ".log.cleaned";
 /// A cleaning pass's output once committed: recovery finishes its swap.
 pub const SWAP_SUFFIX: &str = ".log.swap";
+/// A data file created (and allocated) ahead of a roll, under a name of its own until the
+/// flusher renames it to its base offset's: see `Log::roll`. Recovery adopts one that
+/// holds batches and removes one that does not.
+pub const PREPARED_SUFFIX: &str = ".prepared";
 
 /// Segment file names are the base offset in 20 digits, as Kafka names them, so that a
 /// directory listing sorts in offset order.
@@ -102,6 +106,11 @@ pub struct Segment {
     sealed: AtomicBool,
     /// Sealed, and its index files are written and synced.
     indexes_durable: AtomicBool,
+    /// The name the data file still has, if it was prepared under a temporary one and not
+    /// yet renamed to `data_path`. Taken by whoever renames or removes the file.
+    pending_name: Mutex<Option<PathBuf>>,
+    /// Sealed with preallocated bytes past its end, which the flusher trims.
+    untrimmed: AtomicBool,
 }
 
 impl Segment {
@@ -142,7 +151,81 @@ impl Segment {
             txns: Mutex::new(Default::default()),
             sealed: AtomicBool::new(false),
             indexes_durable: AtomicBool::new(false),
+            pending_name: Mutex::new(None),
+            untrimmed: AtomicBool::new(false),
         }
+    }
+
+    /// A segment over a file prepared ahead under the temporary name `temp_path`, which
+    /// [`Segment::finish_name`] later renames to `dir/<base>.log`.
+    pub(crate) fn prepared(
+        dir: &Path,
+        base: Offset,
+        file: Arc<dyn StorageFile>,
+        temp_path: PathBuf,
+        created_ms: i64,
+    ) -> Segment {
+        let seg = Segment::with_file(dir, base, file, created_ms);
+        *seg.pending_name.lock().unwrap() = Some(temp_path);
+        seg
+    }
+
+    /// Whether the data file still has its temporary name.
+    pub fn name_pending(&self) -> bool {
+        self.pending_name.lock().unwrap().is_some()
+    }
+
+    /// Renames a prepared data file to `data_path`; returns whether it did (the directory
+    /// then needs a sync). Runs on the flusher, never on the append path.
+    pub(crate) fn finish_name(&self, storage: &dyn Storage) -> Result<bool> {
+        let mut pending = self.pending_name.lock().unwrap();
+        let Some(temp) = pending.as_ref() else {
+            return Ok(false);
+        };
+        storage.rename(temp, &self.data_path).ctx("rename", temp)?;
+        *pending = None;
+        Ok(true)
+    }
+
+    /// Removes the segment's files, its data file under whichever name it has. Files that
+    /// are already gone are not an error. The caller syncs the directory.
+    pub(crate) fn remove_files(&self, storage: &dyn Storage) -> Result<()> {
+        let mut pending = self.pending_name.lock().unwrap();
+        let data = pending.clone().unwrap_or_else(|| self.data_path.clone());
+        for path in [
+            &data,
+            &self.index_path,
+            &self.time_index_path,
+            &self.txn_index_path,
+        ] {
+            match storage.remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(crate::StorageError::io("remove", path, e)),
+            }
+        }
+        *pending = None;
+        Ok(())
+    }
+
+    /// Marks a sealed segment as having preallocated bytes past its end.
+    pub(crate) fn mark_untrimmed(&self) {
+        self.untrimmed.store(true, Ordering::Release);
+    }
+
+    /// Cuts the preallocated bytes past the end of a sealed segment, if it has any; returns
+    /// whether it did. Recovery must not meet them in a segment that has a successor
+    /// (see `recover`), so the flusher does this before it syncs the segment.
+    pub(crate) fn trim(&self) -> Result<bool> {
+        if !self.untrimmed.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        debug_assert!(self.is_sealed(), "only a sealed segment is trimmed");
+        self.file
+            .set_len(self.end_pos().0)
+            .ctx("truncate", &self.data_path)?;
+        self.untrimmed.store(false, Ordering::Release);
+        Ok(true)
     }
 
     pub fn end_pos(&self) -> FilePos {

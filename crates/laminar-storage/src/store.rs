@@ -16,6 +16,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::Flusher;
 use crate::log::Log;
 use crate::metrics::StorageMetrics;
+use crate::prepare::Preparer;
 use crate::types::Offset;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".laminar-clean-shutdown";
@@ -24,6 +25,8 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".laminar-clean-shutdown";
 pub struct StoreConfig {
     /// Threads that fsync logs in the background.
     pub flush_threads: usize,
+    /// Threads that make each log's next segment file ahead of its roll.
+    pub prepare_threads: usize,
     /// The config of logs found at startup, until their owner sets their own.
     pub default_log: LogConfig,
     pub cleaner: CleanerConfig,
@@ -33,6 +36,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             flush_threads: 2,
+            prepare_threads: 2,
             default_log: LogConfig::default(),
             cleaner: CleanerConfig::default(),
         }
@@ -86,6 +90,7 @@ pub struct Store {
     metrics: Arc<StorageMetrics>,
     config: StoreConfig,
     flusher: std::sync::Mutex<Flusher>,
+    preparer: std::sync::Mutex<Preparer>,
     cleaner: std::sync::Mutex<Cleaner>,
     /// Socket threads read this on every produce and fetch, so it is never held across a
     /// disk call: a log being created is reserved in `creating` instead.
@@ -103,6 +108,7 @@ impl Store {
         let clean = storage.exists(&marker);
         let metrics = Arc::new(StorageMetrics::default());
         let flusher = Flusher::start(config.flush_threads);
+        let preparer = Preparer::start(config.prepare_threads);
         let cleaner = Cleaner::start(config.cleaner.clone());
         let mut logs = BTreeMap::new();
         for name in storage.list_dir(dir).ctx("list", dir)? {
@@ -118,6 +124,7 @@ impl Store {
                 clean,
             )?;
             flusher.register(&log);
+            preparer.register(&log);
             cleaner.register(&log);
             logs.insert(id, log);
         }
@@ -131,6 +138,7 @@ impl Store {
             metrics,
             config,
             flusher: std::sync::Mutex::new(flusher),
+            preparer: std::sync::Mutex::new(preparer),
             cleaner: std::sync::Mutex::new(cleaner),
             logs: RwLock::new(logs),
             creating: std::sync::Mutex::new(Default::default()),
@@ -205,6 +213,7 @@ impl Store {
             .sync_dir(&self.dir)
             .ctx("fsync directory", &self.dir)?;
         self.flusher.lock().unwrap().register(&log);
+        self.preparer.lock().unwrap().register(&log);
         self.cleaner.lock().unwrap().register(&log);
         Ok(log)
     }
@@ -268,6 +277,7 @@ impl Store {
             false,
         )?;
         self.flusher.lock().unwrap().register(&reopened);
+        self.preparer.lock().unwrap().register(&reopened);
         self.cleaner.lock().unwrap().register(&reopened);
         self.logs.write().unwrap().insert(id.clone(), reopened.clone());
         Ok(reopened)
@@ -285,6 +295,7 @@ impl Store {
     /// failed to close cleanly the marker is not written, so the next start recovers.
     pub fn close(&self) -> Result<()> {
         self.cleaner.lock().unwrap().stop();
+        self.preparer.lock().unwrap().stop();
         self.flusher.lock().unwrap().stop();
         let mut first_error = None;
         for (_, log) in self.logs() {

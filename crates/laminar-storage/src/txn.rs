@@ -190,49 +190,51 @@ impl TxnIndex {
         })
     }
 
-    /// Adds `entries` and writes them at the end of the file of `index`, without holding its
-    /// lock across the I/O (fetches read the entries under it). Only one thread may call it
-    /// at a time for one index: the log's appender. Returns whether it created the file (its
-    /// directory entry is then not yet durable). On failure the entries are taken back.
-    pub fn append(
-        index: &std::sync::Mutex<TxnIndex>,
-        entries: Vec<AbortedTxn>,
-        storage: &dyn Storage,
-        path: &Path,
-    ) -> Result<bool> {
-        let (file, at, bytes, count) = {
-            let mut idx = index.lock().unwrap();
-            let at = (idx.written * ABORTED_TXN_BYTES) as u64;
-            let bytes: Vec<u8> = entries.iter().flat_map(|e| e.encode()).collect();
-            idx.entries.extend(entries);
-            (idx.file.clone(), at, bytes, idx.entries.len())
-        };
-        let written = (|| -> Result<(Arc<dyn StorageFile>, bool)> {
-            let (file, created) = match file {
-                Some(f) => (f, false),
-                None => (storage.open(path, true).ctx("open", path)?, true),
-            };
-            file.write_all_at(&bytes, at).ctx("write", path)?;
-            Ok((file, created))
-        })();
-        let mut idx = index.lock().unwrap();
-        match written {
-            Ok((file, created)) => {
-                idx.file = Some(file);
-                idx.written = count;
-                Ok(created)
-            }
-            Err(e) => {
-                let keep = idx.written;
-                idx.entries.truncate(keep);
-                Err(e)
-            }
-        }
+    /// Adds `entries` (in memory: readers see them at once). The append path calls it, so
+    /// it does no I/O: the flusher writes and syncs them with [`TxnIndex::persist`] before
+    /// the checkpoint passes their markers, and recovery rebuilds any it did not.
+    pub fn append(index: &std::sync::Mutex<TxnIndex>, entries: Vec<AbortedTxn>) {
+        index.lock().unwrap().entries.extend(entries);
     }
 
-    /// The file to fsync, if entries were written since the last sync, and how many.
-    pub fn unsynced(&self) -> Option<(Arc<dyn StorageFile>, usize)> {
-        (self.synced < self.written).then(|| (self.file.clone().unwrap(), self.written))
+    /// Whether some entries are not yet written and synced.
+    pub fn pending(&self) -> bool {
+        self.synced < self.entries.len()
+    }
+
+    /// Writes and fsyncs the entries of `index` that are not yet in its file at `path`,
+    /// creating the file if needed, without holding the lock across the I/O (fetches read
+    /// the entries under it). Only the log's flusher calls it for one index at a time.
+    /// Returns whether it created the file: the directory then needs a sync.
+    pub fn persist(index: &std::sync::Mutex<TxnIndex>, storage: &dyn Storage, path: &Path) -> Result<bool> {
+        let (file, at, bytes, count) = {
+            let idx = index.lock().unwrap();
+            if idx.synced == idx.entries.len() {
+                return Ok(false);
+            }
+            let at = (idx.written * ABORTED_TXN_BYTES) as u64;
+            let bytes: Vec<u8> = idx.entries[idx.written..]
+                .iter()
+                .flat_map(|e| e.encode())
+                .collect();
+            (idx.file.clone(), at, bytes, idx.entries.len())
+        };
+        let (file, created) = match file {
+            Some(f) => (f, false),
+            None => (storage.open(path, true).ctx("open", path)?, true),
+        };
+        if !bytes.is_empty() {
+            file.write_all_at(&bytes, at).ctx("write", path)?;
+        }
+        {
+            let mut idx = index.lock().unwrap();
+            idx.file = Some(file.clone());
+            idx.written = idx.written.max(count);
+        }
+        file.sync_data().ctx("fdatasync", path)?;
+        let mut idx = index.lock().unwrap();
+        idx.synced = idx.synced.max(count);
+        Ok(created)
     }
 
     /// Replaces the file with exactly `entries`, synced (recovery, cleaning).

@@ -65,8 +65,19 @@ fn run_case(seed: u64) {
         }
     }
     let flushed_end = log.flushed_end();
-    let active = segment_files(&sim, &dir, ".log").pop().unwrap();
-    let active_base: i64 = active.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let active_base = log.segment_bases().last().unwrap().0;
+    // The active segment's file, under its base offset's name or, if the flusher has not
+    // renamed it since its roll, under the name it was prepared with.
+    let active = segment_files(&sim, &dir, ".log")
+        .into_iter()
+        .chain(segment_files(&sim, &dir, ".prepared"))
+        .find(|p| {
+            p.file_stem().unwrap().to_str().unwrap().parse() == Ok(active_base)
+                || sim
+                    .read_file(p)
+                    .is_some_and(|d| d.len() >= 8 && d[..8] == active_base.to_be_bytes())
+        })
+        .unwrap();
     // The recovery point's position in the active segment, if it lies there: damage is only
     // ever done after it, as a crash only ever damages what was not yet synced.
     let rp = laminar_storage::checkpoint::read(sim.as_ref(), &dir).map(|c| c.point);

@@ -200,3 +200,108 @@ fn a_partition_whose_writes_stall_does_not_hold_up_fetches_of_the_others() {
     broker.terminate();
     mount.unmount().unwrap();
 }
+
+/// Keeps the longest time from a send to its acknowledgement; fails on any error.
+#[derive(Default)]
+struct Timed(std::sync::Mutex<Duration>);
+
+impl Timed {
+    fn worst(&self) -> Duration {
+        *self.0.lock().unwrap()
+    }
+}
+
+impl rdkafka::ClientContext for Timed {}
+impl rdkafka::producer::ProducerContext for Timed {
+    type DeliveryOpaque = Box<Instant>;
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, sent: Box<Instant>) {
+        assert!(result.is_ok(), "a record was not acknowledged");
+        let took = sent.elapsed();
+        let mut worst = self.0.lock().unwrap();
+        *worst = (*worst).max(took);
+    }
+}
+
+/// How long the disk takes for each metadata change in the stalled partition's directory.
+const METADATA_STALL: Duration = Duration::from_secs(3);
+
+/// Issue 27: a `fallocate` that waited 2.5-5 s for a block bitmap read (queued behind a
+/// consumer's cold reads) stalled every produce to its partition. Here every fallocate,
+/// file creation, rename, unlink and truncation in one partition's directory takes 3 s,
+/// while small segments make that partition roll and retention removes its old segments:
+/// every produce to it (acks=1) and to another topic (acks=all) is acknowledged within 1 s.
+/// With the `fallocate` on the append path as it was, the first produce to it took 3 s.
+#[test]
+fn produce_does_not_wait_for_a_slow_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(
+        &config,
+        "\"log.segment.bytes\" = 262144\n\
+         \"log.retention.bytes\" = 1048576\n\
+         \"log.retention.check.interval.ms\" = 500\n",
+    )
+    .unwrap();
+    let broker = common::serve_with(
+        &mnt.join("data"),
+        "127.0.0.1:0",
+        &["--config", config.to_str().unwrap()],
+    );
+    let addr = broker.addr.clone();
+    common::create_topic(&addr, "slow", 1);
+    common::create_topic(&addr, "fast", 1);
+    for op in ["fallocate", "create", "rename", "unlink", "truncate"] {
+        mount
+            .command(&format!(
+                "delay {op} data/slow-0/* {}",
+                METADATA_STALL.as_millis()
+            ))
+            .unwrap();
+    }
+    let timed = |acks: &str| -> ThreadedProducer<Timed> {
+        ClientConfig::new()
+            .set("bootstrap.servers", &addr)
+            .set("acks", acks)
+            .set("linger.ms", "0")
+            .create_with_context(Timed::default())
+            .unwrap()
+    };
+    let (acks_1, acks_all) = (timed("1"), timed("all"));
+    let value = "v".repeat(1000);
+    // 500 records/s of 1 kB to each for 12 s: 6 MB, two dozen segments of 256 KiB, and
+    // time for the slow directory's creates, allocations, renames, truncations and unlinks
+    // (retention keeps 1 MiB) to stall, one after another, while the producers run.
+    const RECORDS: usize = 6000;
+    for _ in 0..RECORDS {
+        for (p, topic) in [(&acks_1, "slow"), (&acks_all, "fast")] {
+            p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, Box::new(Instant::now())).payload(&value))
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    acks_1.flush(Duration::from_secs(60)).unwrap();
+    acks_all.flush(Duration::from_secs(60)).unwrap();
+    let slow_worst = acks_1.context().worst();
+    let fast_worst = acks_all.context().worst();
+    let stats = mount.command("stats").unwrap();
+    mount.command("clear").unwrap();
+    eprintln!("worst produce: acks=1 to slow {slow_worst:?}, acks=all to fast {fast_worst:?}; {stats}");
+    assert!(
+        !stats.contains("\"delayed\":0"),
+        "the slow directory's calls were delayed: {stats}"
+    );
+    assert!(
+        slow_worst < Duration::from_millis(1000),
+        "acks=1 to the slow partition waited {slow_worst:?} behind its directory"
+    );
+    assert!(
+        fast_worst < Duration::from_millis(1000),
+        "acks=all to another topic waited {fast_worst:?} behind the slow directory"
+    );
+    assert_eq!(common::high_watermark(&addr, "slow"), RECORDS as i64);
+    assert_eq!(common::high_watermark(&addr, "fast"), RECORDS as i64);
+    drop((acks_1, acks_all));
+    broker.terminate();
+    mount.unmount().unwrap();
+}

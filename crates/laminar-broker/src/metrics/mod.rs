@@ -82,10 +82,13 @@ impl BrokerMetrics {
 
         let s = store.metrics();
         let n = &self.net;
-        let disk: [(&str, Histogram<u64>); 7] = [
+        let disk: [(&str, Histogram<u64>); 10] = [
             ("pwrite", s.segment_write_us.snapshot()),
             ("fdatasync", s.segment_fsync_us.snapshot()),
             ("fallocate", s.segment_allocate_us.snapshot()),
+            ("create", s.segment_create_us.snapshot()),
+            ("rename", s.segment_rename_us.snapshot()),
+            ("truncate", s.segment_trim_us.snapshot()),
             ("read", s.segment_read_us.snapshot()),
             ("metadata_fsync", s.metadata_fsync_us.snapshot()),
             ("sendfile", n.sendfile_us.snapshot()),
@@ -94,7 +97,9 @@ impl BrokerMetrics {
         let disk_labels: Vec<[(&str, &str); 1]> = disk.iter().map(|(c, _)| [("call", *c)]).collect();
         e.latency_histograms(
             "laminar_disk_call_seconds",
-            "Latency of each disk call: segment pwrite, fdatasync and fallocate, reads through \
+            "Latency of each disk call: segment pwrite and fdatasync; fallocate and create of \
+             the next segment's file (on a preparer thread); the flusher's rename of a rolled \
+             segment and truncate of a sealed one's preallocated tail; reads through \
              the storage interface, checkpoint/index/directory fsyncs, sendfile of resident \
              ranges, and reads of cold ranges on the I/O pool.",
             disk_labels.iter().zip(disk).map(|(l, (_, h))| (&l[..], h)),
@@ -182,6 +187,32 @@ impl BrokerMetrics {
             "laminar_checkpoint_failures_total",
             "Recovery-point checkpoints (or index writes) that failed after their data fsync succeeded; the log stayed online.",
             [(&[][..], store.metrics().checkpoint_failures.load(Ordering::Relaxed))],
+        );
+        let m = store.metrics();
+        e.counters(
+            "laminar_segment_appends_past_allocation_total",
+            "Appends that wrote past their segment's preallocated blocks (the write grew the file; ext4 allocates at writeback).",
+            [(&[][..], m.appends_past_allocation.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_segment_rolls_deferred_total",
+            "Appends whose due roll waited because no next segment file was prepared yet (the segment grew past segment.bytes or segment.ms).",
+            [(&[][..], m.rolls_deferred.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_segment_rolls_inline_total",
+            "Rolls that created their segment file on the append path (a segment at its 2 GiB limit with no file prepared).",
+            [(&[][..], m.rolls_inline.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_segment_prepare_failures_total",
+            "Failures to create the next segment's file ahead of its roll (retried at the next append).",
+            [(&[][..], m.prepare_failures.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_segment_allocate_failures_total",
+            "fallocate failures of a prepared segment file (ENOSPC: the file was used unallocated).",
+            [(&[][..], m.allocate_failures.load(Ordering::Relaxed))],
         );
         e.counters(
             "laminar_storage_threads_added_total",

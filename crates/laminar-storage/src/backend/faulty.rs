@@ -18,6 +18,10 @@ pub enum Fault {
     SyncLatency(Duration),
     /// Every `read_at` sleeps this long first.
     ReadLatency(Duration),
+    /// Every call that changes a file's allocation or a directory (creating a file,
+    /// `allocate`, `set_len`, rename and remove) sleeps this long first: a file system
+    /// whose metadata reads queue behind other reads.
+    MetadataLatency(Duration),
     /// `is_resident` says `false`, and reads of more than [`COLD_READ_BYTES_MIN`] (record
     /// data, not the 61-byte batch headers an index walk reads) sleep this long: a disk that
     /// makes reading cold data slow.
@@ -104,6 +108,27 @@ impl FaultyStorage {
     pub fn clear(&self) {
         self.rules.lock().unwrap().rules.clear();
     }
+
+    /// Sleeps for each [`Fault::MetadataLatency`] that applies to `path`.
+    fn metadata_call(&self, path: &Path) {
+        metadata_latency(&self.rules, path);
+    }
+}
+
+fn metadata_latency(rules: &Mutex<Rules>, path: &Path) {
+    let delays: Vec<Duration> = rules
+        .lock()
+        .unwrap()
+        .rules
+        .iter()
+        .filter_map(|(p, f)| match f {
+            Fault::MetadataLatency(d) if path.starts_with(p) => Some(*d),
+            _ => None,
+        })
+        .collect();
+    for d in delays {
+        std::thread::sleep(d);
+    }
 }
 
 impl FaultyFile {
@@ -142,6 +167,9 @@ impl Storage for FaultyStorage {
         self.inner.exists(path)
     }
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
+        if create && !self.inner.exists(path) {
+            self.metadata_call(path);
+        }
         let inner = self.inner.open(path, create)?;
         Ok(Arc::new(FaultyFile {
             inner,
@@ -151,12 +179,14 @@ impl Storage for FaultyStorage {
         }))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.metadata_call(path);
         self.inner.remove_file(path)
     }
     fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
         self.inner.remove_dir_all(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.metadata_call(from);
         self.inner.rename(from, to)
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
@@ -217,10 +247,12 @@ impl StorageFile for FaultyFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        metadata_latency(&self.rules, &self.path);
         self.inner.set_len(len)
     }
 
     fn allocate(&self, len: u64) -> io::Result<()> {
+        metadata_latency(&self.rules, &self.path);
         self.inner.allocate(len)
     }
 
