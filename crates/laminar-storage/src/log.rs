@@ -51,9 +51,11 @@ use crate::wait::{Completion, FlushWait};
 /// Record bodies decoded for a timestamp lookup are bounded by this.
 const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
 /// A prepared segment is allocated for about this long of its log's recent append rate
-/// (at least `preallocate_bytes`, at most `segment_bytes`): a busy log's segments are
-/// allocated whole, an idle one's hold a step, not a gigabyte each.
+/// (at least `preallocate_bytes`): an idle log's segments hold a step, not a gigabyte each.
 const PREALLOCATE_AHEAD_S: u64 = 60;
+/// A log whose rate fills a whole segment within this long gets its segments allocated
+/// whole (Kafka's `preallocate=true`), so its appends never grow a file.
+const PREALLOCATE_WHOLE_S: u64 = 600;
 /// Segments one read looks through for a batch that holds records (see `Log::read`).
 const READ_SEGMENTS_MAX: usize = 16;
 /// Recovery reads the data file in chunks of this size.
@@ -557,7 +559,7 @@ impl Log {
         if !active.is_empty() && (active.end_pos().0 + bytes > config.segment_bytes || too_old || full) {
             let prepared = self.prepared.lock().unwrap().take();
             match prepared {
-                Some(next) => active = self.roll(&mut app, &active, log_end, next),
+                Some(next) => active = self.roll(&mut app, &active, log_end, next, true),
                 // The preparer is behind (its disk is slow): the segment grows past
                 // `segment.bytes` or `segment.ms` rather than the append waiting for a file
                 // to be created. Only a segment that cannot take the batches at all, or a
@@ -568,19 +570,37 @@ impl Log {
                     if self.has_preparer() {
                         self.metrics.rolls_inline.fetch_add(1, Ordering::Relaxed);
                     }
-                    active = self.roll(&mut app, &active, log_end, next);
+                    active = self.roll(&mut app, &active, log_end, next, true);
                 }
                 None => {
                     self.metrics.rolls_deferred.fetch_add(1, Ordering::Relaxed);
                     self.want_next_segment();
                 }
             }
+        } else if !active.is_empty()
+            && app.allocated_bytes > 0
+            && active.end_pos().0 + bytes > app.allocated_bytes
+            && age_ms < (PREALLOCATE_AHEAD_S * 1000) as i64
+            && self.prepared.lock().unwrap().is_some()
+        {
+            // The segment outgrew its allocation within a minute: its allocation was sized
+            // for a slower log (a new log's first segment gets one step). Rather than grow
+            // it with writes for the rest of its life, roll into the file the preparer
+            // sized for this log's rate.
+            // The flusher is not woken: this roll leaves no preallocated tail to trim, and an
+            // fsync now would compete with the appends that outgrew the allocation; the next
+            // flush, whenever it is due, syncs the directory and this segment first.
+            let next = self.prepared.lock().unwrap().take().expect("checked above");
+            active = self.roll(&mut app, &active, log_end, next, false);
         } else if active.end_pos().0 + bytes >= config.segment_bytes / 2
             || config.segment_ms.is_some_and(|ms| age_ms >= ms as i64 / 2)
             || relative_end > (u32::MAX / 2) as u64
+            || (app.allocated_bytes > 0
+                && active.end_pos().0 + bytes >= app.allocated_bytes / 2
+                && age_ms < (PREALLOCATE_AHEAD_S * 1000) as i64)
         {
-            // Half way to a roll: time enough for the preparer, and no more than one
-            // unused file per log at any time.
+            // Half way to a roll, or to the end of an allocation filling fast: time enough
+            // for the preparer, and no more than one unused file per log at any time.
             self.want_next_segment();
         }
 
@@ -795,6 +815,7 @@ impl Log {
         old: &Arc<Segment>,
         log_end: Offset,
         next: PreparedFile,
+        wake_flusher: bool,
     ) -> Arc<Segment> {
         old.seal();
         old.mark_untrimmed();
@@ -809,7 +830,9 @@ impl Log {
         new.set_end(FilePos(0), log_end);
         self.view.write().unwrap().segments.push(new.clone());
         app.allocated_bytes = next.allocated_bytes;
-        self.notify_flusher();
+        if wake_flusher {
+            self.notify_flusher();
+        }
         self.want_next_segment();
         new
     }
@@ -890,9 +913,10 @@ impl Log {
         })
     }
 
-    /// How much to allocate for the next segment: the active segment's append rate over its
-    /// life times `PREALLOCATE_AHEAD_S`, in whole `preallocate_bytes` steps, at least one
-    /// step and at most `segment_bytes`. 0 when preallocation is off.
+    /// How much to allocate for the next segment, from the active segment's append rate
+    /// over its life: the whole `segment_bytes` for a log that fills one within
+    /// `PREALLOCATE_WHOLE_S`, else `PREALLOCATE_AHEAD_S` of its appends in whole
+    /// `preallocate_bytes` steps, at least one step. 0 when preallocation is off.
     fn preallocation_bytes(&self, config: &LogConfig) -> u64 {
         let step = config.preallocate_bytes;
         if step == 0 {
@@ -900,8 +924,15 @@ impl Log {
         }
         let active = self.view.read().unwrap().segments.last().unwrap().clone();
         let age_ms = (now_ms() - active.created_ms).max(1000) as u64;
-        let ahead = active.end_pos().0.saturating_mul(PREALLOCATE_AHEAD_S * 1000) / age_ms;
-        (ahead.div_ceil(step).max(1).saturating_mul(step)).min(config.segment_bytes)
+        let per_s = |s: u64| active.end_pos().0.saturating_mul(s * 1000) / age_ms;
+        if per_s(PREALLOCATE_WHOLE_S) >= config.segment_bytes {
+            return config.segment_bytes;
+        }
+        (per_s(PREALLOCATE_AHEAD_S)
+            .div_ceil(step)
+            .max(1)
+            .saturating_mul(step))
+        .min(config.segment_bytes)
     }
 
     /// The start of a batch roughly `bytes_back` bytes before the end of the active segment
