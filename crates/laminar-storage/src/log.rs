@@ -19,8 +19,8 @@
 //!
 //! Nothing an append does may wait for a read or a journal commit that another client's
 //! work can cause (issue 27): no `fallocate`, no file creation, rename, truncation or
-//! directory sync. A roll swaps in a file the preparer made; the flusher renames it to its
-//! base offset's name and trims the sealed segment, before it reports either durable.
+//! directory sync. A roll swaps in a file the preparer made; once a segment is sealed the
+//! flusher trims it and gives it its base offset's name (see `Log::roll`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -142,6 +142,11 @@ impl View {
 struct Appender {
     /// Size of the active data file: appends below it do not change the file size.
     allocated_bytes: u64,
+    /// The active segment began in this process (a roll, or a new log), so its allocation
+    /// was sized for it: outgrowing it within a minute means the log is faster than that
+    /// size assumed. A segment found at startup was trimmed at the last close, and rolling
+    /// it early would only add a segment boundary at every restart.
+    sized_here: bool,
 }
 
 /// A data file made ready for the next segment before a roll needs it: created under a
@@ -273,7 +278,10 @@ impl Log {
             storage,
             metrics,
             config: RwLock::new(config),
-            appender: Mutex::new(Appender { allocated_bytes }),
+            appender: Mutex::new(Appender {
+                allocated_bytes,
+                sized_here: active.is_empty(),
+            }),
             view: RwLock::new(View {
                 segments,
                 log_start,
@@ -578,6 +586,7 @@ impl Log {
                 }
             }
         } else if !active.is_empty()
+            && app.sized_here
             && app.allocated_bytes > 0
             && active.end_pos().0 + bytes > app.allocated_bytes
             && age_ms < (PREALLOCATE_AHEAD_S * 1000) as i64
@@ -587,15 +596,16 @@ impl Log {
             // for a slower log (a new log's first segment gets one step). Rather than grow
             // it with writes for the rest of its life, roll into the file the preparer
             // sized for this log's rate.
-            // The flusher is not woken: this roll leaves no preallocated tail to trim, and an
-            // fsync now would compete with the appends that outgrew the allocation; the next
-            // flush, whenever it is due, syncs the directory and this segment first.
+            // The flusher is not woken: this roll leaves less than a batch of preallocation to
+            // trim, and an fsync now would compete with the appends that outgrew it; the next
+            // flush, whenever it is due, trims and syncs it first.
             let next = self.prepared.lock().unwrap().take().expect("checked above");
             active = self.roll(&mut app, &active, log_end, next, false);
         } else if active.end_pos().0 + bytes >= config.segment_bytes / 2
             || config.segment_ms.is_some_and(|ms| age_ms >= ms as i64 / 2)
             || relative_end > (u32::MAX / 2) as u64
-            || (app.allocated_bytes > 0
+            || (app.sized_here
+                && app.allocated_bytes > 0
                 && active.end_pos().0 + bytes >= app.allocated_bytes / 2
                 && age_ms < (PREALLOCATE_AHEAD_S * 1000) as i64)
         {
@@ -830,6 +840,7 @@ impl Log {
         new.set_end(FilePos(0), log_end);
         self.view.write().unwrap().segments.push(new.clone());
         app.allocated_bytes = next.allocated_bytes;
+        app.sized_here = true;
         if wake_flusher {
             self.notify_flusher();
         }
@@ -913,8 +924,9 @@ impl Log {
         })
     }
 
-    /// How much to allocate for the next segment, from the active segment's append rate
-    /// over its life: the whole `segment_bytes` for a log that fills one within
+    /// How much to allocate for the next segment, from the log's append rate over its last
+    /// two segments (a roll asks for the next file at once, when the active one is still
+    /// empty): the whole `segment_bytes` for a log that fills one within
     /// `PREALLOCATE_WHOLE_S`, else `PREALLOCATE_AHEAD_S` of its appends in whole
     /// `preallocate_bytes` steps, at least one step. 0 when preallocation is off.
     fn preallocation_bytes(&self, config: &LogConfig) -> u64 {
@@ -922,9 +934,14 @@ impl Log {
         if step == 0 {
             return 0;
         }
-        let active = self.view.read().unwrap().segments.last().unwrap().clone();
-        let age_ms = (now_ms() - active.created_ms).max(1000) as u64;
-        let per_s = |s: u64| active.end_pos().0.saturating_mul(s * 1000) / age_ms;
+        let (bytes, since_ms) = {
+            let view = self.view.read().unwrap();
+            let recent = &view.segments[view.segments.len().saturating_sub(2)..];
+            let bytes: u64 = recent.iter().map(|s| s.end_pos().0).sum();
+            (bytes, recent[0].created_ms)
+        };
+        let age_ms = (now_ms() - since_ms).max(1000) as u64;
+        let per_s = |s: u64| bytes.saturating_mul(s * 1000) / age_ms;
         if per_s(PREALLOCATE_WHOLE_S) >= config.segment_bytes {
             return config.segment_bytes;
         }

@@ -195,3 +195,90 @@ fn recovery_removes_prepared_files_that_hold_no_batch() {
     let names = sim.list_dir(Path::new("/data/t-0")).unwrap();
     assert!(!names.iter().any(|n| n.ends_with(".prepared")), "{names:?}");
 }
+
+/// DeleteRecords writes the new log start durably (a file, fsyncs and a rename) while the
+/// log's appends go on: Kafka Streams deletes records of its repartition topics every 30 s
+/// while it produces to them.
+#[test]
+fn delete_records_does_not_hold_up_appends() {
+    let sim = SimStorage::new();
+    let faulty = FaultyStorage::new(sim.clone());
+    let log = open_log(faulty.clone(), "/data/t-0", config(), false);
+    for i in 0..50u64 {
+        let mut b = batch(2, 100, 1_000 + i as i64, i);
+        log.append(&mut b).unwrap();
+    }
+    faulty.inject("/data/t-0", Fault::MetadataLatency(METADATA_STALL));
+    let deleting = {
+        let log = log.clone();
+        std::thread::spawn(move || log.delete_records(laminar_storage::Offset(10)))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let mut worst = Duration::ZERO;
+    for i in 0..20u64 {
+        let mut b = batch(2, 100, 2_000 + i as i64, 100 + i);
+        let t = Instant::now();
+        log.append(&mut b).unwrap();
+        worst = worst.max(t.elapsed());
+    }
+    let started = Instant::now();
+    assert_eq!(deleting.join().unwrap().unwrap(), laminar_storage::Offset(10));
+    faulty.clear();
+    assert!(
+        started.elapsed() > Duration::from_millis(500),
+        "DeleteRecords was still writing the log start while the appends ran"
+    );
+    assert!(
+        worst < APPEND_BOUND,
+        "an append waited {worst:?} behind DeleteRecords"
+    );
+    assert_eq!(log.log_start(), laminar_storage::Offset(10));
+}
+
+/// A busy log's segments are allocated whole once its rate is known, and stay so: the file a
+/// roll asks for at once is sized from the segment just sealed, not from the empty new one.
+#[test]
+fn a_busy_log_keeps_whole_segments() {
+    let sim = SimStorage::new();
+    // Segments of 1 MiB: one batch (about 850 B) in the new segment would look like a
+    // gigabyte a minute to a rate measured over that segment alone.
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        preallocate_bytes: 16 << 10,
+        ..small_config()
+    };
+    let store_config = StoreConfig {
+        default_log: config.clone(),
+        ..StoreConfig::default()
+    };
+    let store = Store::open(Path::new("/data"), sim.clone(), store_config).unwrap();
+    let log = store.create_log(&LogId::new("busy", 0), config).unwrap();
+    let mut i = 0u64;
+    let mut segments = 1;
+    while segments < 5 {
+        let mut b = batch(2, 400, 1_000 + i as i64, i);
+        log.append(&mut b).unwrap();
+        i += 1;
+        if i.is_multiple_of(8) {
+            // Time for the preparer: a producer's pace, not a memory copy's.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if log.segment_count() > segments {
+            // A roll asks for the next file at once: let the preparer make it while the new
+            // segment is still empty, as it does at a producer's pace.
+            segments = log.segment_count();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(i < 100_000, "the log never rolled four times");
+    }
+    // The first segment held one 16 KiB step and rolled early; every later one but the
+    // active segment was allocated whole and rolled at segment.bytes, none early.
+    let bases = log.segment_bases();
+    let sizes: Vec<u64> = bases.windows(2).map(|w| (w[1].0 - w[0].0) as u64).collect();
+    let records_per_segment = sizes[1..].to_vec();
+    assert!(
+        records_per_segment.iter().all(|&n| n > sizes[0] * 4),
+        "later segments are whole, not steps: records per segment {sizes:?}"
+    );
+    store.close().unwrap();
+}
