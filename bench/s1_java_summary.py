@@ -13,6 +13,7 @@ and the bucket their slowest one fell in, and the Produce request phases.
 
 Usage: bench/s1_java_summary.py OUT
 """
+import gzip
 import os
 import re
 import statistics
@@ -37,8 +38,13 @@ KEYS = ["records", "records_s", "mib_s", "avg", "max", "p50", "p95", "p99", "p99
 
 
 def text(name):
+    """A raw file's text; NAME.gz (kept results compress their metrics) if NAME is gone."""
+    path = os.path.join(RAW, name)
     try:
-        with open(os.path.join(RAW, name), errors="replace") as f:
+        if not os.path.exists(path) and os.path.exists(path + ".gz"):
+            with gzip.open(path + ".gz", "rt", errors="replace") as f:
+                return f.read()
+        with open(path, errors="replace") as f:
             return f.read()
     except OSError:
         return ""
