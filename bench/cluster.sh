@@ -89,10 +89,7 @@ top_pid=""
 cleanup() {
   local p n
   for p in "${load_pids[@]}" $top_pid; do kill -TERM "$p" 2>/dev/null || true; done
-  if [[ -d $cgroup ]]; then
-    while read -r p; do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done < "$cgroup/cgroup.procs"
-    rmdir "$cgroup" || true
-  fi
+  remove_blkio_cgroup "$cgroup"
   for n in "${!launcher_pid[@]}"; do
     p=${launcher_pid[$n]}
     if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then kill -TERM "$p" 2>/dev/null || true; fi

@@ -77,3 +77,14 @@ settle_disk() {
     echo "disk still busy after ${waited} s; going on" >&2
   fi
 }
+
+# Moves every process left in the blkio cgroup $1 back to the root cgroup and removes it (the
+# scripts' cleanup on exit); nothing if it is gone.
+remove_blkio_cgroup() {
+  local cg=$1 p
+  [[ -d $cg ]] || return 0
+  if [[ -r $cg/cgroup.procs ]]; then
+    while read -r p; do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done < "$cg/cgroup.procs"
+  fi
+  rmdir "$cg" || true
+}

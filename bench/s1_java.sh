@@ -117,12 +117,7 @@ cleanup() {
     if kill -0 "$p" 2>/dev/null; then kill -TERM "$p" 2>/dev/null || true; fi
   done
   for p in "${client_pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [[ -d $cgroup ]]; then
-    if [[ -r $cgroup/cgroup.procs ]]; then
-      while read -r p; do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done < "$cgroup/cgroup.procs"
-    fi
-    rmdir "$cgroup" || true
-  fi
+  remove_blkio_cgroup "$cgroup"
   if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
     kill -TERM "$launcher_pid" 2>/dev/null || true
     wait "$launcher_pid" 2>/dev/null || true

@@ -75,12 +75,7 @@ broker_pid=""
 launcher_pid=""
 
 cleanup() {
-  if [[ -d $cgroup ]]; then
-    if [[ -r $cgroup/cgroup.procs ]]; then
-      while read -r p; do echo "$p" > /sys/fs/cgroup/blkio/cgroup.procs || true; done < "$cgroup/cgroup.procs"
-    fi
-    rmdir "$cgroup" || true
-  fi
+  remove_blkio_cgroup "$cgroup"
   if [[ -n $launcher_pid ]] && kill -0 "$launcher_pid" 2>/dev/null; then
     kill -TERM "$launcher_pid" 2>/dev/null || true
     wait "$launcher_pid" 2>/dev/null || true
