@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by bench/s5.sh and bench/transactions.sh: Laminar or Kafka started and stopped on one
+# Sourced by bench/s5.sh and bench/transactions.sh: Laminar or Kafka started (and stopped, with
+# machine.sh's stop_broker) on one
 # port, and loads run with a time limit (Kafka's Java tools: `java_tool_setup` in machine.sh).
 # The sourcing script sets: PORT, bootstrap, work (a scratch dir), bin (laminar), out,
 # KAFKA_LIB, TOOL_HEAP, NETWORK_THREADS, IO_THREADS, REBALANCE_DELAY_MS, LOAD_TIMEOUT_S, and
@@ -17,16 +18,6 @@ cleanup() {
     wait "$launcher_pid" 2>/dev/null || true
   fi
   rm -rf "$work"
-}
-
-wait_port() {
-  for _ in $(seq 1 120); do
-    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0
-    kill -0 "$launcher_pid" 2>/dev/null || { echo "broker exited before listening" >&2; return 1; }
-    sleep 1
-  done
-  echo "broker did not start listening on $PORT in 120 s" >&2
-  return 1
 }
 
 status_kb() { # PID FIELD: a VmRSS/VmHWM line of /proc/PID/status, in kB
@@ -59,13 +50,6 @@ start_broker() {
     # that runs before it has exited by the time the port is open).
     broker_pid=$(pgrep -P "$launcher_pid" -x java)
   fi
-}
-
-stop_broker() {
-  kill -TERM "$launcher_pid"
-  wait "$launcher_pid" || true
-  launcher_pid=""
-  broker_pid=""
 }
 
 # run_load NAME COMMAND...: runs it with a time limit, all output to OUT/raw/NAME.txt after a

@@ -88,3 +88,23 @@ remove_blkio_cgroup() {
   fi
   rmdir "$cg" || true
 }
+
+# wait_port: waits (at most 120 s) until 127.0.0.1:$PORT accepts, while $launcher_pid lives.
+wait_port() {
+  for _ in $(seq 1 120); do
+    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0
+    kill -0 "$launcher_pid" 2>/dev/null || { echo "broker exited before listening" >&2; return 1; }
+    sleep 1
+  done
+  echo "broker did not start listening on $PORT in 120 s" >&2
+  return 1
+}
+
+# stop_broker: stops $launcher_pid (SIGTERM: a clean shutdown) and forgets it and $broker_pid.
+stop_broker() {
+  kill -TERM "$launcher_pid"
+  wait "$launcher_pid" || true
+  launcher_pid=""
+  # shellcheck disable=SC2034 # the caller's
+  broker_pid=""
+}

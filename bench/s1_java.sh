@@ -164,16 +164,6 @@ TOML
 } > "$out/config.txt"
 cat "$out/config.txt"
 
-wait_port() {
-  for _ in $(seq 1 120); do
-    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && return 0
-    kill -0 "$launcher_pid" 2>/dev/null || { echo "broker exited before listening" >&2; return 1; }
-    sleep 1
-  done
-  echo "broker did not start listening on $PORT in 120 s" >&2
-  return 1
-}
-
 # start_broker BROKER DATA_DIR: in the background; waits for its port, sets launcher_pid and
 # broker_pid.
 start_broker() {
@@ -197,13 +187,6 @@ start_broker() {
     broker_pid=$(pgrep -P "$launcher_pid" -x java)
   fi
   echo "$broker: launcher pid $launcher_pid, broker pid $broker_pid" | tee -a "$out/raw/pids.txt"
-}
-
-stop_broker() {
-  kill -TERM "$launcher_pid"
-  wait "$launcher_pid" || true
-  launcher_pid=""
-  broker_pid=""
 }
 
 create_topic() { # NAME PARTITIONS TAG
