@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does the log cleaner slow producers? (Issue 11.) A compacted topic, `table`, takes keyed
-# records (`laminar perf latency --keys`, librdkafka, 512 B) while its segments roll every
+# records (`laminar-load latency --keys`, librdkafka, 512 B) while its segments roll every
 # SEGMENT_BYTES and the cleaner, with a low dirty ratio and a 1 s backoff, cleans it again
 # and again. The measured producer sends RATE records/s at acks=ACKS:
 #   TARGET=other (default): to its own topic, `plain`, while a second producer writes
@@ -46,10 +46,11 @@ BACKOFF_MS="${BACKOFF_MS:-1000}"
 INTERLEAVE_S="${INTERLEAVE_S:-0}"
 SKIP_S="${SKIP_S:-2}"
 LAMINAR="$repo/target/release/laminar"
+LOAD="$repo/target/release/laminar-load"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
-(cd "$repo" && cargo build --release -p laminar) || exit 1
+(cd "$repo" && cargo build --release -p laminar -p laminar-load) || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
 (cd "$repo" && machine_info /tmp &&
@@ -147,7 +148,7 @@ run() { # run MODE ROUND: MODE is "on", "off" or "ab" (interleaved)
   if [ "$TARGET" = other ]; then
     "$LAMINAR" topics create plain --partitions 1 --bootstrap "127.0.0.1:$PORT" >/dev/null
     measured=(--topic plain)
-    "$LAMINAR" perf latency --bootstrap "127.0.0.1:$PORT" --topic table --keys "$KEYS" \
+    "$LOAD" latency --bootstrap "127.0.0.1:$PORT" --topic table --keys "$KEYS" \
       --records-per-s "$BG_RATE" --record-bytes 512 --duration-s $((SECS + 10)) --acks 1 \
       --json >"$OUT/keyed-writer-$mode-r$round.json" &
     bg=$!
@@ -162,7 +163,7 @@ run() { # run MODE ROUND: MODE is "on", "off" or "ab" (interleaved)
     windows=(--window-s "$INTERLEAVE_S" --window-skip-s "$SKIP_S")
   fi
   schedstat "$pid" >"$data/sched-before.txt"
-  "$LAMINAR" perf latency --bootstrap "127.0.0.1:$PORT" "${measured[@]}" \
+  "$LOAD" latency --bootstrap "127.0.0.1:$PORT" "${measured[@]}" \
     --records-per-s "$RATE" --record-bytes 512 --duration-s "$SECS" --acks "$ACKS" \
     --label "cleaner $mode" --series-out "$OUT/series-$mode-r$round.json" --json "${windows[@]}" \
     >"$OUT/latency-$mode-r$round.json"

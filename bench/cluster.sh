@@ -5,7 +5,7 @@
 #
 #   produce: ProducerPerformance (Kafka's own tool, the Java client): N records of 1024 B,
 #            --throughput -1, acks=all, to a 1-partition and a 6-partition topic; then
-#            `laminar perf latency` (librdkafka): as fast as it goes for MAX_S, acks=all, and at
+#            `laminar-load latency` (librdkafka): as fast as it goes for MAX_S, acks=all, and at
 #            RATE records/s of 512 B for DURATION_S, acks=all. ROUNDS rounds, alternating order.
 #   s1f:     scenario S1 with a follower as the cold reader (seed 000): topic `big` (1 partition)
 #            and topics `hot-acks1`, `hot-acksall` (3 partitions each); one follower of `big`
@@ -76,8 +76,9 @@ if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
   exit 1
 fi
 if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
-[[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet
+[[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet -p laminar -p laminar-load
 bin=$PWD/target/release/laminar
+load=$PWD/target/release/laminar-load
 mkdir -p "$out/raw" "$out/series"
 work=$(mktemp -d "$PWD/.bench-cluster.XXXXXX")
 cgroup=/sys/fs/cgroup/blkio/laminar-cluster-$$
@@ -259,12 +260,12 @@ produce_round() { # BROKER ROUND
       --bootstrap-server "$bootstrap" --topic "pp-p$p" --num-records "$N" --record-size 1024 \
       --throughput -1 --command-property acks=all
   done
-  run_load "$out/raw/$tag-max-p1.txt" "$bin" perf latency --bootstrap "$bootstrap" --topic max-p1 \
+  run_load "$out/raw/$tag-max-p1.txt" "$load" latency --bootstrap "$bootstrap" --topic max-p1 \
     --records-per-s 0 --record-bytes 1024 --duration-s "$MAX_S" --acks all --json
   # The fixed-rate load is measured after WARMUP_S of the same load (a fresh JVM needs it).
-  "$bin" perf latency --bootstrap "$bootstrap" --topic latency-p1 --records-per-s "$RATE" \
+  "$load" latency --bootstrap "$bootstrap" --topic latency-p1 --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" --acks all > /dev/null 2>&1
-  run_load "$out/raw/$tag-latency-p1.txt" "$bin" perf latency --bootstrap "$bootstrap" \
+  run_load "$out/raw/$tag-latency-p1.txt" "$load" latency --bootstrap "$bootstrap" \
     --topic latency-p1 --records-per-s "$RATE" --record-bytes 512 --duration-s "$DURATION_S" \
     --acks all --json --series-out "$out/series/$tag-latency-p1.json" \
     --label "$(display_name "$broker") acks=all r$round"
@@ -287,7 +288,7 @@ measure_hot() { # BROKER TAG PHASE
         --throughput "$RATE" --command-property "acks=$acks" linger.ms=0 \
         > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
     else
-      timeout "$LOAD_TIMEOUT_S" "$bin" perf latency --bootstrap "$bootstrap" --topic "hot-acks$acks" \
+      timeout "$LOAD_TIMEOUT_S" "$load" latency --bootstrap "$bootstrap" --topic "hot-acks$acks" \
         --records-per-s "$RATE" --record-bytes 512 --duration-s "$DURATION_S" --acks "$acks" --json \
         --series-out "$out/series/$tag-$phase-acks$acks.json" \
         --label "$(display_name "$broker") $phase acks=$acks" > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
@@ -311,11 +312,11 @@ s1f_round() { # BROKER ROUND
   follower=$(( leader % 3 + 1 ))
   echo "big: leader $leader, stopped follower $follower" | tee "$out/raw/$tag-roles.txt"
   stop_node "$follower"
-  fill=$("$bin" perf fill --bootstrap "$bootstrap" --topic big --bytes "$FILL_BYTES" --json)
+  fill=$("$load" fill --bootstrap "$bootstrap" --topic big --bytes "$FILL_BYTES" --json)
   echo "$fill" > "$out/raw/$tag-fill.txt"
-  "$bin" perf latency --bootstrap "$bootstrap" --topic hot-acks1 --records-per-s "$RATE" \
+  "$load" latency --bootstrap "$bootstrap" --topic hot-acks1 --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null 2>&1
-  "$bin" perf latency --bootstrap "$bootstrap" --topic hot-acksall --records-per-s "$RATE" \
+  "$load" latency --bootstrap "$bootstrap" --topic hot-acksall --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" --acks all > /dev/null 2>&1
   sync
   for i in "${NODES[@]}"; do evict_big "$work/$tag-n$i"; done

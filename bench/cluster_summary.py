@@ -38,7 +38,7 @@ def producer(path):
 
 
 def perf_latency(path):
-    # `laminar perf latency --json`: one JSON object on one line, latencies in us.
+    # `laminar-load latency --json`: one JSON object on one line, latencies in us.
     for line in text(path).splitlines():
         if line.startswith("{"):
             r = json.loads(line)

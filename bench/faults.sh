@@ -10,7 +10,7 @@
 # ERR_CYCLES cycles each of ENOSPC and of EIO: every write(2) to partition 1 of the cycle's
 # topic fails for ERR_SECS seconds, then the fault is lifted; whether the broker is still up
 # is recorded, and it is restarted if it is not. In each
-# cycle `laminar perf verify` produces RATE records/s for SECS seconds at acks=all with the
+# cycle `laminar-load verify` produces RATE records/s for SECS seconds at acks=all with the
 # idempotent producer into a fresh topic of PARTITIONS partitions; the fault strikes at a
 # random moment inside the run; the verifier rides out the restart, reads everything back and
 # prints its counts, one JSON line per cycle, into OUT_DIR/<broker>.jsonl. A summary goes to
@@ -37,11 +37,12 @@ PARTITIONS="${PARTITIONS:-4}"
 LAMINAR_PORT="${LAMINAR_PORT:-19192}"
 KAFKA_PORT="${KAFKA_PORT:-19193}"
 LAMINAR="$repo/target/release/laminar"
+LOAD="$repo/target/release/laminar-load"
 FAULTFS="$repo/target/release/laminar-faultfs"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
-(cd "$repo" && cargo build --release -p laminar -p laminar-faultfs) || exit 1
+(cd "$repo" && cargo build --release -p laminar -p laminar-load -p laminar-faultfs) || exit 1
 [[ "$WHICH" == laminar ]] || "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
 
 work="$(mktemp -d /tmp/laminar-faults.XXXXXX)"
@@ -119,7 +120,7 @@ run_broker() {
     for i in $(seq 1 "$n"); do
       cycle=$((cycle + 1))
       local topic="faults-$fault-$i"
-      "$LAMINAR" perf verify --bootstrap "127.0.0.1:$port" --topic "$topic" --partitions "$PARTITIONS" \
+      "$LOAD" verify --bootstrap "127.0.0.1:$port" --topic "$topic" --partitions "$PARTITIONS" \
         --records-per-s "$RATE" --duration-s "$SECS" --json >"$work/verify.json" 2>"$work/verify.err" &
       local vpid=$!
       # Strike somewhere in the middle of the run (after the topic exists and records flow).

@@ -3,7 +3,7 @@
 #
 #   bench/hostile.sh OUT_DIR [laminar|kafka|both]
 #
-# `laminar perf hostile` runs a well-behaved producer (librdkafka, RATE records/s of 512 B,
+# `laminar-load hostile` runs a well-behaved producer (librdkafka, RATE records/s of 512 B,
 # acks=1) through phases: a baseline, then one hostile kind per phase (10,000 idle
 # connections, 1,000 consumers that never read their fetch responses, a connection flood,
 # decompression bombs, requests with huge counts, 100 frames announcing 100 MB that never
@@ -34,10 +34,11 @@ ATTACKS="${ATTACKS:-idle,non-reading,flood,bombs,huge-counts,unfinished-frames}"
 LAMINAR_PORT="${LAMINAR_PORT:-19492}"
 KAFKA_PORT="${KAFKA_PORT:-19493}"
 LAMINAR="$repo/target/release/laminar"
+LOAD="$repo/target/release/laminar-load"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
-(cd "$repo" && cargo build --release -p laminar) || exit 1
+(cd "$repo" && cargo build --release -p laminar -p laminar-load) || exit 1
 [[ "$WHICH" == laminar ]] || "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
@@ -96,7 +97,7 @@ run_one() {  # laminar|kafka ROUND
   local name="$1-r$2" port
   echo "== $name $(date -Is)" | tee -a "$OUT/run.log"
   start_broker "$1" "$OUT/$name.broker.log" || return 1
-  "$LAMINAR" perf hostile --bootstrap "127.0.0.1:$port" --broker-pid "$rss_pid" \
+  "$LOAD" hostile --bootstrap "127.0.0.1:$port" --broker-pid "$rss_pid" \
     --records-per-s "$RATE" --phase-s "$PHASE_S" --long-phase-s "$LONG_PHASE_S" \
     --attacks "$ATTACKS" --cycles "$CYCLES" --json >"$OUT/$name.json" 2>>"$OUT/run.log"
   echo "exit $?" >>"$OUT/run.log"

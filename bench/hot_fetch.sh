@@ -3,7 +3,7 @@
 # when every byte is in the page cache (the consumer at the tail, the common case), to price
 # a change to the send path (the residency check runs on every range sent).
 #
-# One topic of 1 partition is filled once (`laminar perf fill`, 1 KiB records) with BIN_A;
+# One topic of 1 partition is filled once (`laminar-load fill`, 1 KiB records, LOAD) with BIN_A;
 # then per round, each build in turn (order alternating: A B, B A, ...) starts on that data
 # directory and Kafka's ConsumerPerformance reads all of it (a fresh group, from the start).
 # The broker's CPU time (utime + stime of /proc/PID/stat) over the read, divided by the MiB
@@ -23,6 +23,8 @@ source bench/brokers.sh
 
 out=${1:?usage: BIN_A=... BIN_B=... bench/hot_fetch.sh OUT}
 : "${BIN_A:?}" "${BIN_B:?}"
+load=${LOAD:-target/release/laminar-load}
+[[ -x $load ]] || cargo build --release -p laminar-load
 FILL_BYTES=${FILL_BYTES:-$((2 << 30))}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-19300}
@@ -71,7 +73,7 @@ data=$work/data
 bin=$BIN_A
 start_broker laminar "$data" "$out/raw/fill-broker.log"
 "$bin" topics create hot --partitions 1 --bootstrap "$bootstrap" > /dev/null
-"$bin" perf fill --bootstrap "$bootstrap" --topic hot --bytes "$FILL_BYTES" > "$out/raw/fill.txt"
+"$load" fill --bootstrap "$bootstrap" --topic hot --bytes "$FILL_BYTES" > "$out/raw/fill.txt"
 stop_broker
 
 hz=$(getconf CLK_TCK)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Network partitions of a leader (issue 12): three `laminar serve` processes, each in its own
 # network namespace, joined by a bridge in a fourth namespace where the delivery verifier
-# (librdkafka's idempotent producer at acks=all, `laminar perf verify`) runs. ROUNDS times,
+# (librdkafka's idempotent producer at acks=all, `laminar-load verify`) runs. ROUNDS times,
 # the leader of partition 0 is cut off (its veth on the bridge set down: its peers and the
 # clients see nothing, no RST) for ISOLATED_S seconds, then healed for HEALED_S seconds.
 #
@@ -21,6 +21,7 @@ HEALED_S=${HEALED_S:-8}
 RATE=${RATE:-500}
 SESSION_MS=${SESSION_MS:-3000}
 bin=${BIN:-target/release/laminar}
+load=${LOAD:-target/release/laminar-load}
 out=${OUT:-bench/results/$(date +%F)-vm-partitions}
 hub=lmhub
 nets=(lmn1 lmn2 lmn3)
@@ -43,7 +44,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-[[ -x $bin ]] || cargo build --release -p laminar
+[[ -x $bin && -x $load ]] || cargo build --release -p laminar -p laminar-load
 voters="1@10.77.0.1:9093,2@10.77.0.2:9093,3@10.77.0.3:9093"
 bootstrap="10.77.0.1:9092,10.77.0.2:9092,10.77.0.3:9092"
 
@@ -85,7 +86,7 @@ in_hub "$bin" topics create part --partitions 3 --replication-factor 3 --config 
 sleep 3
 
 duration=$((ROUNDS * (ISOLATED_S + HEALED_S) + 10))
-in_hub "$bin" perf verify --bootstrap "$bootstrap" --topic part --partitions 3 --records-per-s "$RATE" \
+in_hub "$load" verify --bootstrap "$bootstrap" --topic part --partitions 3 --records-per-s "$RATE" \
   --duration-s "$duration" --message-timeout-ms 120000 --json >"$out/verify.json" 2>"$out/verify.log" &
 verifier=$!
 pids+=("$verifier")

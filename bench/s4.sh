@@ -28,11 +28,12 @@ BROKERS="${BROKERS:-laminar kafka}"
 LAMINAR_PORT="${LAMINAR_PORT:-19292}"
 KAFKA_PORT="${KAFKA_PORT:-19293}"
 LAMINAR="$repo/target/release/laminar"
+LOAD="$repo/target/release/laminar-load"
 FAULTFS="$repo/target/release/laminar-faultfs"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
-(cd "$repo" && cargo build --release -p laminar -p laminar-faultfs) || exit 1
+(cd "$repo" && cargo build --release -p laminar -p laminar-load -p laminar-faultfs) || exit 1
 "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
@@ -76,7 +77,7 @@ run() {  # BROKER MODE ROUND
      "$FAULTFS" ctl "$work/ctl.sock" delay fsync '*s4-3/*' 2000 >/dev/null) &
     stall_pid=$!
   fi
-  "$LAMINAR" perf partitions --bootstrap "127.0.0.1:$port" --topic s4 --partitions 8 \
+  "$LOAD" partitions --bootstrap "127.0.0.1:$port" --topic s4 --partitions 8 \
     --records-per-s "$RATE" --duration-s "$SECS" --watch-partition 3 --json \
     --series-out "$OUT/$name.series.json" --label "$broker ($mode)" >"$OUT/$name.json" 2>"$work/perf.err" ||
     { echo "perf failed: $(tail -3 "$work/perf.err")" >&2; }

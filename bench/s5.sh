@@ -12,7 +12,7 @@
 #      (reports MB/s, fetch MB/s and rebalance.time.ms);
 #   3. EndToEndLatency (produce one record, wait until the consumer sees it, repeat):
 #      E2E_RECORDS records of 512 B, acks=all and acks=1;
-#   4. `laminar perf latency` (librdkafka, linger.ms=0): E2E_RATE records/s of 512 B for
+#   4. `laminar-load latency` (librdkafka, linger.ms=0): E2E_RATE records/s of 512 B for
 #      E2E_DURATION_S, acks=all and acks=1 (produce latency: send to delivery report);
 #   5. the broker's RSS: VmRSS 2 s after it starts listening (idle) and VmHWM after the loads.
 # Every tool's stdout+stderr goes to OUT/raw/r<round>-<broker>-<load>.txt; bench/s5_summary.py
@@ -64,8 +64,9 @@ if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
 fi
 
 if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
-[[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet
+[[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet -p laminar -p laminar-load
 bin=$PWD/target/release/laminar
+load=$PWD/target/release/laminar-load
 
 # Stale raw files from another run would be summarised with these ones.
 if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
@@ -99,7 +100,7 @@ TOML
   echo "laminar work tree: $(git status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null | wc -l) changed file(s) under crates/, Cargo.toml, Cargo.lock"
   echo "kafka: $("${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance --version 2>/dev/null | tail -1) (jars from Maven Central in $KAFKA_LIB)"
   echo "java: $(java -version 2>&1 | paste -sd ';' | sed 's/;/; /g')"
-  echo "librdkafka (laminar perf latency): rdkafka-sys $(awk '/^name = "rdkafka-sys"/ {getline; gsub(/"/, "", $3); print $3}' Cargo.lock)"
+  echo "librdkafka (laminar-load latency): rdkafka-sys $(awk '/^name = "rdkafka-sys"/ {getline; gsub(/"/, "", $3); print $3}' Cargo.lock)"
   echo "N: $N"
   echo "rounds: $ROUNDS"
   echo "brokers: $BROKERS"
@@ -158,7 +159,7 @@ run_broker() { # BROKER ROUND
 
   for acks in all 1; do
     topic=latency-$(acks_tag $acks)
-    run_load "$tag-$topic" "$bin" perf latency --bootstrap "$bootstrap" --topic "$topic" \
+    run_load "$tag-$topic" "$load" latency --bootstrap "$bootstrap" --topic "$topic" \
       --records-per-s "$E2E_RATE" --record-bytes "$E2E_BYTES" --duration-s "$E2E_DURATION_S" \
       --acks "$acks" --json --series-out "$out/series/$tag-$topic.json" \
       --label "$(display_name "$broker") acks=$acks r$round"

@@ -5,7 +5,7 @@ in OUT/raw/, writes OUT/summary.md and prints it.  Standard library only.
 It also draws charts with `laminar perf plot` (the binary in $LAMINAR, default
 target/release/laminar of this repository), linked from summary.md: per ProducerPerformance
 load, the percentiles it prints (p50, p95, p99, p99.9, max), which it first saves as series in
-OUT/series/r<round>-<broker>-produce-p<P>-acks<A>.json; per acks, the `laminar perf latency`
+OUT/series/r<round>-<broker>-produce-p<P>-acks<A>.json; per acks, the `laminar-load latency`
 series that s5.sh saved in OUT/series/. Every chart has both brokers and every round. Without
 the binary the summary is written without charts.
 
@@ -82,7 +82,7 @@ def e2e(text):
 
 
 def perf_latency(text):
-    # `laminar perf latency --json` prints one JSON object on one line; latencies in us.
+    # `laminar-load latency --json` prints one JSON object on one line; latencies in us.
     for line in (text or "").splitlines():
         if line.startswith("{"):
             try:
@@ -199,7 +199,7 @@ out += [
     f"- EndToEndLatency: {config.get('e2e records')} records of 512 B, one at a time (send, "
     "then poll until the consumer has it), acks=all and acks=1, fresh 1-partition topics. It "
     "prints whole milliseconds for the percentiles and no max.",
-    f"- `laminar perf latency` (librdkafka {config.get('librdkafka (laminar perf latency)', '')}, "
+    f"- `laminar-load latency` (librdkafka {config.get('librdkafka (laminar-load latency)', '')}, "
     f"linger.ms=0): {config.get('perf latency')}, 512 B, acks=all and acks=1, fresh "
     "1-partition topics; latency from the send call to the delivery report (produce latency, "
     "not end to end).",
@@ -207,7 +207,7 @@ out += [
     "latency for Laminar.",
     "- Charts (`laminar perf plot`, latency on a log scale, both brokers and every round): "
     "ProducerPerformance's five printed percentiles (p50, p95, p99, p99.9, max) per load; "
-    "`laminar perf latency`'s whole distribution, and its max per 100 ms over time, per acks.",
+    "`laminar-load latency`'s whole distribution, and its max per 100 ms over time, per acks.",
     "",
 ]
 
@@ -303,7 +303,7 @@ for p in (1, 8):
 for acks in ("all", "1"):
     load = f"latency-acks{acks}"
     charts[load] = draw(
-        load, f"S5 laminar perf latency, acks={acks}",
+        load, f"S5 laminar-load latency, acks={acks}",
         [os.path.join(SERIES, f"r{r}-{b}-{load}.json") for r, b in runs_by_broker])
 
 PCOLS = [("records/s", "records_s", 0), ("MB/s", "mb_s", 1), ("avg ms", "avg", 1),
@@ -329,7 +329,7 @@ for acks in ("all", "1"):
 LCOLS = [("delivered", "delivered", 0), ("records/s", "records_s", 0), ("p50 ms", "p50", 3),
          ("p99 ms", "p99", 3), ("p99.9 ms", "p999", 3), ("max ms", "max", 3)]
 for acks in ("all", "1"):
-    out += table(f"Produce latency at a fixed rate, acks={acks} (laminar perf latency, librdkafka)",
+    out += table(f"Produce latency at a fixed rate, acks={acks} (laminar-load latency, librdkafka)",
                  None, f"latency-acks{acks}", perf_latency, LCOLS)
     out += images(charts[f"latency-acks{acks}"])
 

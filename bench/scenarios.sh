@@ -64,10 +64,11 @@ if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
   exit 1
 fi
 mkdir -p "$out/series"
-cargo build --release --quiet
+cargo build --release --quiet -p laminar -p laminar-load
 # The client tools (perf fill, latency, plot) are always this tree's; LAMINAR_BIN runs another
 # build as the broker (an older commit, for an A/B run).
 bin=$PWD/target/release/laminar
+load=$PWD/target/release/laminar-load
 broker_bin=${LAMINAR_BIN:-$bin}
 work=$(mktemp -d "$PWD/.bench-s1.XXXXXX")
 cgroup=/sys/fs/cgroup/blkio/laminar-s1-$$
@@ -150,7 +151,7 @@ measure() { # BROKER PHASE [perf latency options...]
   shift 2
   local r name series=$out/series/$broker-$phase.json
   case $broker in laminar) name=Laminar ;; kafka) name=Kafka ;; *) name=$broker ;; esac
-  r=$("$bin" perf latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
+  r=$("$load" latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$DURATION_S" "$@" --json \
     --series-out "$series" --label "$name $phase")
   series_files+=("$series")
@@ -158,7 +159,7 @@ measure() { # BROKER PHASE [perf latency options...]
 }
 
 warm_up() {
-  "$bin" perf latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
+  "$load" latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null
 }
 
@@ -176,7 +177,7 @@ for broker in $BROKERS; do
   fi
   data="$work/$broker"
   start_broker "$broker" "$data"
-  fill=$("$bin" perf fill --bootstrap "127.0.0.1:$PORT" --topic big --bytes "$FILL_BYTES" --json)
+  fill=$("$load" fill --bootstrap "127.0.0.1:$PORT" --topic big --bytes "$FILL_BYTES" --json)
   echo "{\"broker\":\"$broker\",\"phase\":\"fill\",\"result\":$fill}" >> "$out/runs.jsonl"
   warm_up
   sync

@@ -1,9 +1,7 @@
-//! Laminar's performance suites. Each is a program that prints histogram percentiles, the
-//! configuration and the versions; none of them is a test.
+//! Laminar's log performance suite (`laminar perf log`) and the charts of every suite's
+//! series (`laminar perf plot`). Each suite prints histogram percentiles, the configuration and
+//! the versions; none of them is a test. The suites that drive Kafka clients are in
+//! `laminar-load`.
 
-pub mod client_perf;
-pub mod hostile;
 pub mod log_perf;
-pub mod partitions;
 pub mod plot;
-pub mod verify;

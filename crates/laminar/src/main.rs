@@ -6,7 +6,6 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 mod admin;
-use laminar_perf::client_perf;
 use laminar_perf::log_perf::{self, LogPerfConfig};
 use laminar_perf::plot;
 use laminar_records::Compression;
@@ -208,57 +207,6 @@ enum PerfSuite {
     /// from when it was due.
     /// MB are 10^6 bytes of record batches as stored.
     Log(PerfLogArgs),
-    /// Produce as fast as possible into a topic of any Kafka-compatible broker (through
-    /// librdkafka, acks=1): the data a catching-up consumer reads in scenarios S1 and S2.
-    Fill {
-        #[command(flatten)]
-        config: client_perf::FillConfig,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Produce at a fixed rate to any Kafka-compatible broker (through librdkafka) and report
-    /// each record's produce latency (send to delivery report), optionally while a consumer
-    /// reads another topic from its start (scenarios S1, S2, S3).
-    Latency {
-        #[command(flatten)]
-        config: client_perf::LatencyConfig,
-        #[arg(long)]
-        json: bool,
-    },
-    /// One producer per partition at a fixed rate (each on its own connection) and a consumer
-    /// reading every partition from its end, against any Kafka-compatible broker: produce and
-    /// end-to-end latency per partition, and for the partitions other than --watch-partition
-    /// together (scenario S4: one partition's disk stalls).
-    Partitions {
-        #[command(flatten)]
-        config: laminar_perf::partitions::PartitionsConfig,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Check delivery, as Kafka's validate_delivery does: produce at a fixed rate with the
-    /// idempotent producer at acks=all (through librdkafka) to any Kafka-compatible broker,
-    /// record every acknowledged (partition, offset, record), then read every partition back
-    /// and count lost, duplicated, reordered and corrupted records. Rides out a broker that
-    /// dies and comes back during the run.
-    Verify {
-        #[command(flatten)]
-        config: laminar_perf::verify::VerifyConfig,
-        /// Print one JSON object with the counts.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Hostile clients, one kind per phase, against any Kafka-compatible broker, while a
-    /// well-behaved producer (librdkafka) sends at a fixed rate: idle connections, consumers
-    /// that never read their responses, a connection flood, frames announcing 100 MB that
-    /// never come, decompression bombs, requests with huge counts. Per phase: the producer's
-    /// latency against the baseline phase, the broker's RSS (--broker-pid), and what the
-    /// hostile clients saw (an error code, a closed connection, or no answer).
-    Hostile {
-        #[command(flatten)]
-        config: laminar_perf::hostile::HostileConfig,
-        #[arg(long)]
-        json: bool,
-    },
     /// Draw the series that runs saved (perf latency or perf log --series-out) on one pair of
     /// charts: PREFIX-over-time.svg (latency against time) and PREFIX-percentiles.svg
     /// (latency by percentile, HdrHistogram's scale); no over-time chart when no series has
@@ -491,96 +439,6 @@ fn main() -> anyhow::Result<()> {
         },
         Command::Perf { suite } => match suite {
             PerfSuite::Log(args) => perf_log(args),
-            PerfSuite::Fill { config, json } => {
-                let report = client_perf::fill(&config)?;
-                if json {
-                    println!("{}", serde_json::to_string(&report)?);
-                } else {
-                    println!(
-                        "filled {} with {} records in {:.1} s: {:.1} MB/s",
-                        report.config.topic, report.records, report.seconds, report.mb_per_s
-                    );
-                }
-                Ok(())
-            }
-            PerfSuite::Latency { config, json } => {
-                let report = client_perf::latency(&config)?;
-                if json {
-                    println!("{}", serde_json::to_string(&report)?);
-                } else {
-                    report.print_table();
-                }
-                Ok(())
-            }
-            PerfSuite::Partitions { config, json } => {
-                let r = laminar_perf::partitions::run(&config)?;
-                if json {
-                    println!("{}", serde_json::to_string(&r)?);
-                } else {
-                    let ms4 = |p: &laminar_metrics::Percentiles| {
-                        let ms = |us: u64| us as f64 / 1000.0;
-                        format!(
-                            "{:.2}/{:.2}/{:.2}/{:.2}",
-                            ms(p.p50),
-                            ms(p.p99),
-                            ms(p.p999),
-                            ms(p.max)
-                        )
-                    };
-                    println!("sent {}, delivered {}, failed {}", r.sent, r.delivered, r.failed);
-                    println!("partition  produce p50/p99/p99.9/max ms  end-to-end p50/p99/p99.9/max ms");
-                    for p in &r.partitions {
-                        println!(
-                            "{:>9}  {}  {}",
-                            p.partition,
-                            ms4(&p.produce_us),
-                            ms4(&p.end_to_end_us)
-                        );
-                    }
-                    println!(
-                        "{:>9}  {}  {}",
-                        "others",
-                        ms4(&r.others_produce_us),
-                        ms4(&r.others_end_to_end_us)
-                    );
-                }
-                Ok(())
-            }
-            PerfSuite::Verify { config, json } => {
-                let r = laminar_perf::verify::verify(&config)?;
-                if json {
-                    println!("{}", serde_json::to_string(&r)?);
-                } else {
-                    println!(
-                        "{}: sent {}, acked {}, not acked {}, read back {} in {:.1} s\n\
-                         lost {}, duplicated {}, reordered {}, corrupted {} \
-                         (acked at another offset {}, not acked but present {}, producer restarts {})",
-                        config.topic,
-                        r.sent,
-                        r.acked,
-                        r.not_acked,
-                        r.read,
-                        r.seconds,
-                        r.lost,
-                        r.duplicated,
-                        r.reordered,
-                        r.corrupted,
-                        r.moved,
-                        r.not_acked_present,
-                        r.producer_restarts
-                    );
-                }
-                Ok(())
-            }
-            PerfSuite::Hostile { config, json } => {
-                let r = laminar_perf::hostile::run(&config)?;
-                if json {
-                    println!("{}", serde_json::to_string(&r)?);
-                } else {
-                    r.print_table();
-                }
-                Ok(())
-            }
             PerfSuite::Plot { title, out, files } => {
                 let mut series = Vec::new();
                 for f in &files {

@@ -526,21 +526,16 @@ fn acks_all_loses_and_duplicates_nothing_while_leaders_are_killed() {
     }
     // librdkafka's idempotent producer at acks=all (the delivery verifier), while the
     // leader of partition 0 is SIGKILLed three times, each time restarted and caught up.
-    let verifier = common::Program::spawn(std::process::Command::new(env!("CARGO_BIN_EXE_laminar")).args([
-        "perf",
-        "verify",
-        "--bootstrap",
-        &c.bootstrap(),
-        "--topic",
-        "verified",
-        "--partitions",
-        "3",
-        "--records-per-s",
-        "400",
-        "--duration-s",
-        "25",
-        "--json",
-    ]));
+    let cfg = laminar_load::verify::VerifyConfig {
+        bootstrap: c.bootstrap(),
+        topic: "verified".into(),
+        partitions: 3,
+        records_per_s: 400,
+        duration_s: 25,
+        record_bytes: 100,
+        message_timeout_ms: 60_000,
+    };
+    let verifier = std::thread::spawn(move || laminar_load::verify::verify(&cfg));
     std::thread::sleep(Duration::from_secs(3));
     for round in 0..3 {
         let via = (0..3).find(|i| c.nodes[*i].serve.is_some()).unwrap();
@@ -557,8 +552,7 @@ fn acks_all_loses_and_duplicates_nothing_while_leaders_are_killed() {
         // and was added again.
         wait_in_sync(&c, survivor, "verified", 0, &[1, 2, 3]);
     }
-    let printed = verifier.finish(Duration::from_secs(180));
-    let report: serde_json::Value = serde_json::from_str(printed.trim().lines().last().unwrap()).unwrap();
+    let report = serde_json::to_value(verifier.join().unwrap().unwrap()).unwrap();
     eprintln!("verifier: {report}");
     assert!(report["acked"].as_u64().unwrap() > 1000, "{report}");
     assert_eq!(report["lost"], 0, "{report}");

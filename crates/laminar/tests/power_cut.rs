@@ -1,6 +1,6 @@
 //! A power cut under the broker, for real: its data directory is on a lazy faultfs mount,
 //! which keeps every write that was not fsynced in memory and drops it at the cut. The
-//! delivery verifier (`laminar perf verify`, in-process) produces at acks=all across a
+//! delivery verifier (`laminar-load verify`, in-process) produces at acks=all across a
 //! SIGKILL, a power cut and a restart on the same address, and nothing it saw acknowledged
 //! may be lost, duplicated, reordered or corrupted. Records produced at acks=1 just before
 //! the cut, never fsynced, show that the cut really drops data.
@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use laminar_faultfs::{Mount, Options};
-use laminar_perf::verify::{verify, VerifyConfig};
+use laminar_load::verify::{verify, VerifyConfig};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 

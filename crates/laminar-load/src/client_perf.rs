@@ -22,12 +22,12 @@ use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer}
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
-use crate::plot::{Series, TimeSeries, OVER_TIME_BUCKET};
+use laminar_perf::plot::{Series, TimeSeries, OVER_TIME_BUCKET};
 
 /// How long the producer waits for outstanding deliveries at the end.
 pub(crate) const FLUSH_TIMEOUT_S: u64 = 60;
 
-/// `laminar perf fill`'s options (flattened into the command line).
+/// `laminar-load fill`'s options (flattened into the command line).
 #[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct FillConfig {
     #[arg(long, default_value = "127.0.0.1:9092")]
@@ -121,7 +121,7 @@ pub(crate) fn payload(bytes: usize) -> Vec<u8> {
     (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
-/// `laminar perf latency`'s options (flattened into the command line).
+/// `laminar-load latency`'s options (flattened into the command line).
 #[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct LatencyConfig {
     #[arg(long, default_value = "127.0.0.1:9092")]

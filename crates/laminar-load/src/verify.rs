@@ -1,4 +1,4 @@
-//! `laminar perf verify`: a delivery verifier, after Kafka's `validate_delivery`. It produces
+//! `laminar-load verify`: a delivery verifier, after Kafka's `validate_delivery`. It produces
 //! at a fixed rate with the idempotent producer at `acks=all`, remembers every acknowledged
 //! (partition, offset, sequence number), then reads every partition back and counts what
 //! came back wrong:

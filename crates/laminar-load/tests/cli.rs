@@ -1,19 +1,41 @@
-//! `laminar perf fill` and `laminar perf latency`: the scenario load, through librdkafka,
-//! against `laminar serve`.
+//! `laminar-load fill` and `laminar-load latency`: the scenario load, through librdkafka,
+//! against a Laminar broker started in this process.
 
-mod common;
+use std::process::Command;
 
-use common::laminar;
+use laminar_broker::{BrokerConfig, RunningBroker};
+
+/// Runs `laminar-load` with these arguments; its standard output.
+fn laminar_load(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_laminar-load"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "laminar-load {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
 
 #[test]
 fn fill_then_measure_produce_latency_with_a_catch_up_consumer() {
     let dir = tempfile::tempdir().unwrap();
-    let b = common::serve(dir.path());
-    let fill = laminar(&[
-        "perf",
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let broker = runtime
+        .block_on(RunningBroker::start(BrokerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: None,
+            data_dir: dir.path().join("data"),
+            ..Default::default()
+        }))
+        .unwrap();
+    let addr = broker.local_addr().to_string();
+    let fill = laminar_load(&[
         "fill",
         "--bootstrap",
-        &b.addr,
+        &addr,
         "--topic",
         "big",
         "--bytes",
@@ -24,11 +46,10 @@ fn fill_then_measure_produce_latency_with_a_catch_up_consumer() {
     assert_eq!(fill["records"], 1954, "2,000,000 bytes of 1 KiB records");
     assert!(fill["mb_per_s"].as_f64().unwrap() > 0.0);
 
-    let out = laminar(&[
-        "perf",
+    let out = laminar_load(&[
         "latency",
         "--bootstrap",
-        &b.addr,
+        &addr,
         "--topic",
         "hot",
         "--records-per-s",
@@ -51,5 +72,5 @@ fn fill_then_measure_produce_latency_with_a_catch_up_consumer() {
         c["records"].as_u64().unwrap() > 0,
         "the catch-up consumer read: {c}"
     );
-    b.terminate();
+    runtime.block_on(broker.shutdown()).unwrap();
 }

@@ -1,4 +1,4 @@
-//! `laminar perf hostile`: hostile clients against any Kafka-compatible broker, one kind at a
+//! `laminar-load hostile`: hostile clients against any Kafka-compatible broker, one kind at a
 //! time, while a well-behaved producer (librdkafka) sends at a fixed rate. For each phase it
 //! reports the well-behaved producer's latency, the broker's resident memory (from
 //! `/proc/PID/status`, given `--broker-pid`) and what the hostile clients saw: an answer with

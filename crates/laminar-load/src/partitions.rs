@@ -1,4 +1,4 @@
-//! `laminar perf partitions`: one producer per partition, each at a fixed rate on its own
+//! `laminar-load partitions`: one producer per partition, each at a fixed rate on its own
 //! connection, and one consumer that reads every partition from its end, against any
 //! Kafka-compatible broker (scenario S4: a disk that stalls one partition's writes).
 //!
@@ -24,7 +24,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::client_perf::{payload, send_retrying, timed_producer, Recorded, FLUSH_TIMEOUT_S};
-use crate::plot::{write_series_json_to, Series, TimeSeries, OVER_TIME_BUCKET};
+use laminar_perf::plot::{write_series_json_to, Series, TimeSeries, OVER_TIME_BUCKET};
 
 #[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct PartitionsConfig {
