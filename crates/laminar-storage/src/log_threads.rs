@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::log::Log;
+use crate::log::{Log, WakeThreads};
 
 #[derive(Default)]
 struct State {
@@ -17,13 +17,13 @@ struct State {
 
 /// What a log holds (weakly) to wake its threads.
 #[derive(Default)]
-pub struct LogThreadsShared {
+struct LogThreadsShared {
     state: Mutex<State>,
     cv: Condvar,
 }
 
-impl LogThreadsShared {
-    pub(crate) fn wake(&self) {
+impl WakeThreads for LogThreadsShared {
+    fn wake(&self) {
         self.state.lock().unwrap().wakeups += 1;
         // One idle thread is enough: a busy one sees `wakeups` changed before it sleeps.
         self.cv.notify_one();
@@ -58,10 +58,11 @@ impl LogThreads {
     }
 
     /// Adds `log` to the passes, and returns what the log keeps to wake the threads.
-    pub(crate) fn register(&self, log: &Arc<Log>) -> Weak<LogThreadsShared> {
+    pub(crate) fn register(&self, log: &Arc<Log>) -> Weak<dyn WakeThreads> {
         self.shared.state.lock().unwrap().logs.push(Arc::downgrade(log));
         self.shared.wake();
-        Arc::downgrade(&self.shared)
+        let shared: Arc<dyn WakeThreads> = self.shared.clone();
+        Arc::downgrade(&shared)
     }
 
     /// Stops the threads after their current pass.
