@@ -21,15 +21,15 @@ use crate::groups::store::{GroupRecord, GroupStore};
 use crate::groups::Coordinator;
 use crate::handlers;
 use crate::metrics::BrokerMetrics;
-use crate::net::{
-    self, CloseConnection, Handled, HandlerFuture, IoPool, RequestKind, SendFile, ServerHandle, ServerLimits,
-    Service,
-};
 use crate::producers::Producers;
 use crate::quotas::Quotas;
 use crate::storage_pool::partition_key;
 use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
+use laminar_net::{
+    CloseConnection, Handled, HandlerFuture, IoPool, RequestKind, SendFile, ServerHandle, ServerLimits,
+    Service,
+};
 
 /// Record data of a fetch response: a range of a segment file.
 pub struct RecordsFile {
@@ -69,7 +69,7 @@ pub type Response = Option<ResponseFrame<RecordsFile>>;
 /// rest of it, which only waits for fsyncs and may overlap the connection's next requests.
 pub enum Dispatched {
     Now(Response),
-    Later(net::LaterFuture<RecordsFile>),
+    Later(laminar_net::LaterFuture<RecordsFile>),
 }
 
 pub struct Broker {
@@ -357,7 +357,7 @@ impl Broker {
                 if let Some(r) = &replica {
                     r.on_leader_append(info.log_end.0);
                 }
-                let flushed = crate::net::waiting(self.group_store.flushed(info.last_offset))
+                let flushed = laminar_net::waiting(self.group_store.flushed(info.last_offset))
                     .await
                     .map(|_| (info.last_offset, apply))
                     .map_err(|e| e.to_string());
@@ -759,7 +759,7 @@ impl RunningBroker {
             txns_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
         });
         let limits = ServerLimits {
-            max_connections: net::open_files::fit_connections(config.max_connections),
+            max_connections: laminar_net::open_files::fit_connections(config.max_connections),
             max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
             socket_request_max_bytes: config.socket_request_max_bytes,
             queued_max_request_bytes: config.queued_max_request_bytes,
@@ -769,7 +769,7 @@ impl RunningBroker {
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
             cold_reads_inline: config.cold_reads_inline,
         };
-        let server = net::serve(
+        let server = laminar_net::serve(
             listener,
             broker.clone(),
             limits,

@@ -1,6 +1,5 @@
 //! Laminar's Kafka-compatible broker.
 //!
-//! - [`net`]: the network layer (bytes, frames, connections, response order, sendfile).
 //! - [`handlers`]: one module per Kafka API, with its version range in `laminar-protocol`'s
 //!   table.
 //! - [`broker`]: the state the handlers share, and the request dispatch.
@@ -15,9 +14,7 @@ pub mod dynamic_configs;
 pub mod error_codes;
 pub mod groups;
 pub mod handlers;
-pub mod logging;
 pub mod metrics;
-pub mod net;
 pub mod producers;
 pub mod quotas;
 pub mod storage_pool;
@@ -25,4 +22,6 @@ pub mod topics;
 pub mod txn;
 
 pub use broker::{Broker, RunningBroker};
+// The process's log: `crate::info!` and `crate::warn!` everywhere in this crate.
 pub use config::BrokerConfig;
+pub use laminar_metrics::{info, warn};

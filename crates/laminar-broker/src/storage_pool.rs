@@ -104,7 +104,7 @@ impl StoragePool {
         key: u64,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, JobPanicked> {
-        crate::net::waiting(self.run_job(key, f)).await
+        laminar_net::waiting(self.run_job(key, f)).await
     }
 
     async fn run_job<T: Send + 'static>(

@@ -1,6 +1,8 @@
 //! Latency histograms, shared by every layer so that a stall is measured the same way
-//! wherever it happens, and their Prometheus text exposition.
+//! wherever it happens, their Prometheus text exposition, and the process's own log
+//! ([`log`], the `info!` and `warn!` macros), which never blocks the thread that writes a line.
 
+pub mod log;
 pub mod prometheus;
 
 use std::sync::Mutex;

@@ -381,7 +381,7 @@ async fn fetch_once(
     // The fetch offset acknowledges everything below it: it must all be on disk (a previous
     // fetcher's last append may not be yet).
     if log.flushed_end() < fetch_offset {
-        crate::net::waiting(log.wait_flushed(laminar_storage::Offset(fetch_offset.0 - 1)))
+        laminar_net::waiting(log.wait_flushed(laminar_storage::Offset(fetch_offset.0 - 1)))
             .await
             .map_err(|e| io::Error::other(e.to_string()))?;
     }
@@ -457,7 +457,7 @@ async fn fetch_once(
         return Ok(Fetched::Nothing); // the leadership changed: the loop ends
     };
     // The next fetch acknowledges all this: it must be on disk first.
-    crate::net::waiting(log.wait_flushed(info.last_offset))
+    laminar_net::waiting(log.wait_flushed(info.last_offset))
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
     replica.set_follower_high_watermark(data.high_watermark.min(info.log_end.0));

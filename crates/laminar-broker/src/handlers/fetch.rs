@@ -424,11 +424,11 @@ pub async fn handle(
                 for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                     p.records.clear();
                 }
-                crate::net::throttle(throttle);
+                laminar_net::throttle(throttle);
             }
             return encode_fetch(version, correlation_id, resp);
         }
-        let _ = crate::net::waiting(tokio::time::timeout(deadline - now, notified)).await;
+        let _ = laminar_net::waiting(tokio::time::timeout(deadline - now, notified)).await;
     }
 }
 

@@ -32,7 +32,7 @@ pub async fn handle(
     });
     let outcome = match reply {
         Reply::Now(o) => o,
-        Reply::Later(rx) => crate::net::waiting(rx).await.unwrap_or_else(|_| JoinOutcome {
+        Reply::Later(rx) => laminar_net::waiting(rx).await.unwrap_or_else(|_| JoinOutcome {
             error: ec::UNKNOWN_MEMBER_ID,
             generation: -1,
             member_id: r.member_id,

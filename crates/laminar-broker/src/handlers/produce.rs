@@ -27,9 +27,9 @@ use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
 use crate::cluster::replica::Replica;
 use crate::error_codes as ec;
-use crate::net::{CloseConnection, ResponseOrClose};
 use crate::producers::{ProducerBatch, SeqCheck};
 use crate::storage_pool::partition_key;
+use laminar_net::{CloseConnection, ResponseOrClose};
 
 /// A compressed batch may expand to at most this much: the bound on a decompression bomb.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
@@ -655,7 +655,7 @@ async fn answer_when_durable(
     correlation_id: i32,
 ) -> ResponseOrClose<RecordsFile> {
     for (t, p, wait) in waits {
-        let error = match crate::net::waiting(wait.flush).await {
+        let error = match laminar_net::waiting(wait.flush).await {
             Err(e) => {
                 let tr = &resp.responses[t];
                 crate::warn!(
@@ -667,7 +667,7 @@ async fn answer_when_durable(
             }
             Ok(_) => match wait.replicated {
                 Some((replica, last, epoch, min_isr)) => {
-                    if crate::net::waiting(replica.wait_replicated(last, epoch, wait.timeout)).await {
+                    if laminar_net::waiting(replica.wait_replicated(last, epoch, wait.timeout)).await {
                         // As Kafka answers: replicated, but by fewer than the topic asks for
                         // (the ISR shrank after the append).
                         let isr = replica.isr().map_or(0, |isr| isr.len());
@@ -764,7 +764,7 @@ pub async fn handle(
             tr.name = topic_name(&name);
             for h in handles {
                 // The partitions' appends run in their own tasks; this request waits for them.
-                let (pr, durable) = crate::net::waiting(h)
+                let (pr, durable) = laminar_net::waiting(h)
                     .await
                     .map_err(|e| CloseConnection(format!("produce task failed: {e}")))?;
                 if let Some(wait) = durable {
@@ -805,7 +805,7 @@ pub async fn handle(
         .record(client_id, crate::quotas::QuotaKind::Produce, request_bytes);
     if !throttle.is_zero() {
         resp.throttle_time_ms = throttle.as_millis() as i32;
-        crate::net::throttle(throttle);
+        laminar_net::throttle(throttle);
     }
     if acks == 0 {
         return Ok(Dispatched::Now(None));

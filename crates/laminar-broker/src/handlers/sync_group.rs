@@ -19,7 +19,7 @@ pub async fn handle(b: &Broker, version: i16, correlation_id: i32, r: SyncGroupR
     );
     let outcome = match reply {
         Reply::Now(o) => o,
-        Reply::Later(rx) => crate::net::waiting(rx).await.unwrap_or(SyncOutcome {
+        Reply::Later(rx) => laminar_net::waiting(rx).await.unwrap_or(SyncOutcome {
             error: ec::REBALANCE_IN_PROGRESS,
             ..Default::default()
         }),

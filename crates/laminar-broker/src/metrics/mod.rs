@@ -12,7 +12,7 @@ use laminar_metrics::Histogram;
 use laminar_protocol::{ApiKey, API_TABLE};
 use laminar_storage::Store;
 
-use crate::net::{NetMetrics, RequestPhases};
+use laminar_net::{NetMetrics, RequestPhases};
 
 pub struct BrokerMetrics {
     pub net: Arc<NetMetrics>,
@@ -181,7 +181,10 @@ impl BrokerMetrics {
         e.counters(
             "laminar_log_lines_dropped_total",
             "Broker log lines dropped because the log queue was full.",
-            [(&[][..], crate::logging::DROPPED_LINES.load(Ordering::Relaxed))],
+            [(
+                &[][..],
+                laminar_metrics::log::DROPPED_LINES.load(Ordering::Relaxed),
+            )],
         );
         e.counters(
             "laminar_checkpoint_failures_total",

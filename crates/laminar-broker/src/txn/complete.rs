@@ -69,7 +69,7 @@ async fn persist_with(
     if !durable {
         return Ok(());
     }
-    crate::net::waiting(log.wait_flushed(info.last_offset))
+    laminar_net::waiting(log.wait_flushed(info.last_offset))
         .await
         .map_err(|e| {
             crate::warn!("syncing the transaction log: {e}");
@@ -129,7 +129,7 @@ pub async fn begin_when_free<T>(
         match decided {
             Err(ec::CONCURRENT_TRANSACTIONS) if tokio::time::Instant::now() < deadline => {
                 b.txns.metrics.waits.fetch_add(1, Ordering::Relaxed);
-                let _ = crate::net::waiting(tokio::time::timeout_at(deadline, changed)).await;
+                let _ = laminar_net::waiting(tokio::time::timeout_at(deadline, changed)).await;
             }
             other => return other,
         }
@@ -268,7 +268,7 @@ pub async fn write_marker(
         r.on_leader_append(appended.log_end.0);
     }
     b.data_arrived.notify_waiters();
-    crate::net::waiting(log.wait_flushed(appended.last_offset))
+    laminar_net::waiting(log.wait_flushed(appended.last_offset))
         .await
         .map_err(|e| {
             crate::warn!("a transaction marker for {topic}-{partition}: {e}");

@@ -31,7 +31,7 @@ pub fn fit_connections(wanted: usize) -> usize {
     };
     let allowed = soft.saturating_sub(RESERVED_FILES).max(1);
     if wanted > allowed {
-        crate::warn!(
+        laminar_metrics::warn!(
             "max.connections {wanted} does not fit the open-file limit {soft} (less {RESERVED_FILES} kept for logs): \
              accepting at most {allowed} connections; raise `ulimit -n` to allow more"
         );

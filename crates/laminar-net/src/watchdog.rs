@@ -198,7 +198,7 @@ impl Registry {
                 while !registry.stop.load(Ordering::Acquire) {
                     std::thread::sleep(check);
                     for line in registry.check() {
-                        crate::warn!("{line}");
+                        laminar_metrics::warn!("{line}");
                     }
                 }
             })

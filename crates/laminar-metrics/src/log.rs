@@ -1,4 +1,4 @@
-//! The broker's own log. Lines go through a bounded queue drained by one thread, so that a
+//! The process's own log. Lines go through a bounded queue drained by one thread, so that a
 //! slow log disk (or a blocked stderr pipe) can never stall a socket thread (seed 002): when
 //! the queue is full the line is dropped and counted.
 
@@ -41,8 +41,15 @@ fn sender() -> &'static SyncSender<String> {
     })
 }
 
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Queues one line: `seconds.millis LEVEL message`. Use the `info!` and `warn!` macros.
 pub fn log(level: &str, message: std::fmt::Arguments<'_>) {
-    let ms = laminar_storage::now_ms();
+    let ms = now_ms();
     let line = format!("{}.{:03} {level} {message}", ms / 1000, ms % 1000);
     if let Err(TrySendError::Full(_)) = sender().try_send(line) {
         DROPPED_LINES.fetch_add(1, Ordering::Relaxed);
@@ -51,10 +58,10 @@ pub fn log(level: &str, message: std::fmt::Arguments<'_>) {
 
 #[macro_export]
 macro_rules! info {
-    ($($arg:tt)*) => { $crate::logging::log("INFO", format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::log::log("INFO", format_args!($($arg)*)) };
 }
 
 #[macro_export]
 macro_rules! warn {
-    ($($arg:tt)*) => { $crate::logging::log("WARN", format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::log::log("WARN", format_args!($($arg)*)) };
 }

@@ -129,7 +129,7 @@ pub fn serve<S: Service>(
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
-                            crate::warn!("accept failed: {e}");
+                            laminar_metrics::warn!("accept failed: {e}");
                             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                             continue;
                         }
@@ -139,13 +139,13 @@ pub fn serve<S: Service>(
                     }
                     let Ok(permit) = connection_permits.clone().try_acquire_owned() else {
                         metrics.connections_refused_total.fetch_add(1, Ordering::Relaxed);
-                        crate::warn!("closing connection from {peer}: max.connections {} reached", limits.max_connections);
+                        laminar_metrics::warn!("closing connection from {peer}: max.connections {} reached", limits.max_connections);
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
                     if let Some(bytes) = limits.socket_send_buffer_bytes {
                         if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(bytes) {
-                            crate::warn!("socket.send.buffer.bytes on the connection from {peer}: {e}");
+                            laminar_metrics::warn!("socket.send.buffer.bytes on the connection from {peer}: {e}");
                         }
                     }
                     let conn = Conn {
@@ -338,11 +338,11 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                     match sent {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
-                            crate::info!("connection from {peer} closed while sending: {e}");
+                            laminar_metrics::info!("connection from {peer} closed while sending: {e}");
                             return;
                         }
                         Err(_) => {
-                            crate::warn!(
+                            laminar_metrics::warn!(
                                 "closing connection from {peer}: a response was not taken within {RESPONSE_SEND_TIMEOUT_MS} ms"
                             );
                             return;
@@ -354,7 +354,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                     writer_metrics
                         .connections_closed_for_errors_total
                         .fetch_add(1, Ordering::Relaxed);
-                    crate::warn!("closing connection from {peer}: {reason}");
+                    laminar_metrics::warn!("closing connection from {peer}: {reason}");
                     return;
                 }
             }
@@ -421,7 +421,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                         metrics
                             .connections_closed_for_errors_total
                             .fetch_add(1, Ordering::Relaxed);
-                        crate::warn!("closing connection from {peer}: {e}");
+                        laminar_metrics::warn!("closing connection from {peer}: {e}");
                         break 'read;
                     }
                 }
@@ -446,7 +446,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                 }
                 _ = tokio::time::sleep_until(frame_deadline), if budget.is_some() => {
                     metrics.connections_closed_for_errors_total.fetch_add(1, Ordering::Relaxed);
-                    crate::warn!(
+                    laminar_metrics::warn!(
                         "closing connection from {peer}: a frame was not received whole within {FRAME_READ_TIMEOUT_MS} ms"
                     );
                     break;
