@@ -10,6 +10,7 @@
 pub mod broker;
 pub mod cluster;
 pub mod config;
+pub mod dispatch;
 pub mod dynamic_configs;
 pub mod error_codes;
 pub mod groups;
@@ -17,11 +18,14 @@ pub mod handlers;
 pub mod metrics;
 pub mod producers;
 pub mod quotas;
+pub mod startup;
 pub mod storage_pool;
+pub mod stuck_reads;
 pub mod topics;
 pub mod txn;
 
-pub use broker::{Broker, RunningBroker};
+pub use broker::Broker;
+pub use startup::RunningBroker;
 // The process's log: `crate::info!` and `crate::warn!` everywhere in this crate.
 pub use config::BrokerConfig;
 pub use laminar_metrics::{info, warn};

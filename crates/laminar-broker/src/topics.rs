@@ -38,17 +38,6 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "min.insync.replicas",
 ];
 
-/// Whether a `message.timestamp.type` value is LogAppendTime (or CreateTime).
-pub fn log_append_time(value: &str) -> Result<bool, String> {
-    match value {
-        "CreateTime" => Ok(false),
-        "LogAppendTime" => Ok(true),
-        other => Err(format!(
-            "message.timestamp.type: {other:?} is neither CreateTime nor LogAppendTime"
-        )),
-    }
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TopicMeta {
     pub name: String,
@@ -381,7 +370,7 @@ fn log_config(c: &BrokerConfig, configs: &BTreeMap<String, String>) -> Result<Lo
             "delete.retention.ms" => lc.delete_retention_ms = int()?.max(0),
             // Applied by the produce path, not the log.
             "message.timestamp.type" => {
-                log_append_time(v)?;
+                crate::config::log_append_time(v)?;
             }
             // Applied by the produce path too.
             "min.insync.replicas" => {
@@ -409,7 +398,7 @@ impl Topics {
     /// Does this topic take the time of append as its records' timestamp?
     pub fn log_append_time(&self, topic: &TopicMeta) -> bool {
         match topic.configs.get("message.timestamp.type") {
-            Some(v) => log_append_time(v).unwrap_or(false),
+            Some(v) => crate::config::log_append_time(v).unwrap_or(false),
             None => self.effective_config().log_message_timestamp_log_append,
         }
     }

@@ -15,6 +15,7 @@
 
 pub mod records;
 pub mod store;
+pub mod write;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;

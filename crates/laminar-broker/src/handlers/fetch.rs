@@ -5,9 +5,8 @@
 //! on the I/O pool. The response carries file ranges; the network layer sends them with
 //! `sendfile` if they are resident and reads them on the I/O pool first if not.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use laminar_protocol::requests::FetchRequest;
@@ -29,47 +28,6 @@ pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
 pub const STUCK_READ_MS: u64 = 100;
 /// A fetch's `isolation_level` asking for committed records only.
 pub const READ_COMMITTED: i8 = 1;
-
-/// The partitions whose read is stuck on the I/O pool, and how many times one was found.
-#[derive(Default)]
-pub struct StuckReads {
-    partitions: Mutex<HashSet<(String, i32)>>,
-    /// The set's size, so that the common case (none) takes no lock.
-    len: AtomicUsize,
-    /// `laminar_fetch_stuck_reads_total`.
-    pub found_total: AtomicU64,
-}
-
-impl StuckReads {
-    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<(String, i32)>> {
-        self.partitions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn contains(&self, topic: &str, partition: i32) -> bool {
-        self.len.load(Ordering::SeqCst) > 0 && self.set().contains(&(topic.to_string(), partition))
-    }
-
-    fn mark(&self, topic: &str, partition: i32) -> bool {
-        let mut set = self.set();
-        let new = set.insert((topic.to_string(), partition));
-        self.len.store(set.len(), Ordering::SeqCst);
-        new
-    }
-
-    fn clear(&self, topic: &str, partition: i32) {
-        if self.len.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        let mut set = self.set();
-        set.remove(&(topic.to_string(), partition));
-        self.len.store(set.len(), Ordering::SeqCst);
-    }
-
-    /// How many partitions fetches skip now (`laminar_fetch_stuck_partitions`).
-    pub fn count(&self) -> usize {
-        self.len.load(Ordering::SeqCst)
-    }
-}
 
 struct Wanted {
     name: String,

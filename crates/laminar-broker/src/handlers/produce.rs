@@ -5,7 +5,7 @@
 //! finished (group commit on the flusher threads). Nothing else waits for an fsync, not
 //! even the same connection's next request: it is appended while this one's fsync runs.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,10 +45,6 @@ type LargeJob = (Bytes, tokio::sync::oneshot::Sender<Result<(), i16>>);
 /// CPU priority (nice 19): a stream of bombs then takes only the CPU nothing else wants.
 static LARGE_BATCHES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<LargeJob>>> =
     std::sync::OnceLock::new();
-/// Batches validated apart because they expanded past the inline bound
-/// (`laminar_produce_large_batches_total`), and those of them refused.
-pub static LARGE_BATCHES_VALIDATED: AtomicU64 = AtomicU64::new(0);
-pub static LARGE_BATCHES_REFUSED: AtomicU64 = AtomicU64::new(0);
 
 /// Why an append did not happen.
 enum Refused {
@@ -353,7 +349,7 @@ fn large_batches_thread() -> std::sync::mpsc::Sender<LargeJob> {
 
 /// Validates a request's batches up to the full bound, on the large-batch thread.
 async fn validate_large(records: Bytes) -> Result<(), i16> {
-    LARGE_BATCHES_VALIDATED.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::LARGE_BATCHES_VALIDATED.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let queue = LARGE_BATCHES.get_or_init(|| std::sync::Mutex::new(large_batches_thread()));
     let sent = queue
@@ -365,7 +361,7 @@ async fn validate_large(records: Bytes) -> Result<(), i16> {
         Err(_) => Err(ec::UNKNOWN_SERVER_ERROR),
     };
     if verdict.is_err() {
-        LARGE_BATCHES_REFUSED.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::LARGE_BATCHES_REFUSED.fetch_add(1, Ordering::Relaxed);
     }
     verdict
 }

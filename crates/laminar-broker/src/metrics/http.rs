@@ -10,14 +10,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::broker::Broker;
-
 const REQUEST_BYTES_MAX: usize = 8 << 10;
 const REQUEST_TIMEOUT_MS: u64 = 5_000;
 const CONNECTIONS_MAX: usize = 8;
 
+/// What the endpoint serves: the whole exposition, rendered when asked (a few milliseconds
+/// of CPU: called on a blocking thread, never a socket thread).
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Serves until the task is aborted.
-pub fn serve(listener: TcpListener, broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
+pub fn serve(listener: TcpListener, render: Render) -> tokio::task::JoinHandle<()> {
     let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     tokio::spawn(async move {
         loop {
@@ -29,10 +31,10 @@ pub fn serve(listener: TcpListener, broker: Arc<Broker>) -> tokio::task::JoinHan
                 crate::warn!("metrics: closing connection from {peer}: {CONNECTIONS_MAX} already open");
                 continue;
             };
-            let broker = broker.clone();
+            let render = render.clone();
             tokio::spawn(async move {
                 let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
-                if let Err(e) = tokio::time::timeout(timeout, answer(stream, &broker)).await {
+                if let Err(e) = tokio::time::timeout(timeout, answer(stream, render)).await {
                     crate::info!("metrics: connection from {peer} timed out: {e}");
                 }
                 drop(permit);
@@ -41,7 +43,7 @@ pub fn serve(listener: TcpListener, broker: Arc<Broker>) -> tokio::task::JoinHan
     })
 }
 
-async fn answer(mut stream: TcpStream, broker: &Arc<Broker>) {
+async fn answer(mut stream: TcpStream, render: Render) {
     let peer: Option<SocketAddr> = stream.peer_addr().ok();
     let mut buf = Vec::with_capacity(1024);
     loop {
@@ -65,11 +67,9 @@ async fn answer(mut stream: TcpStream, broker: &Arc<Broker>) {
         (b"GET", b"/metrics") => {
             // Snapshotting every histogram is a few milliseconds of CPU: not on a socket
             // thread.
-            let b = broker.clone();
-            let body =
-                tokio::task::spawn_blocking(move || b.metrics.render(&b.store, &b.stuck_reads, &b.txns))
-                    .await
-                    .unwrap_or_default();
+            let body = tokio::task::spawn_blocking(move || render())
+                .await
+                .unwrap_or_default();
             ("200 OK", body)
         }
         (b"GET", _) => ("404 Not Found", "only /metrics is here\n".to_string()),

@@ -1,0 +1,151 @@
+//! The request dispatch: what the network layer calls for each frame. It decodes the
+//! request, refuses what this broker cannot answer, and calls the API's handler.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use laminar_protocol::requests::{self, peek_header, Request};
+use laminar_protocol::responses::{self, ResponseFrame};
+use laminar_protocol::{ApiKey, ProtocolError};
+
+use crate::broker::{Broker, Dispatched, RecordsFile};
+use crate::handlers;
+use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
+
+impl Service for Broker {
+    type File = RecordsFile;
+
+    fn kind(&self, frame: &[u8]) -> RequestKind {
+        match peek_header(frame).and_then(|(key, _, _)| ApiKey::from_i16(key)) {
+            Some(api) => RequestKind {
+                name: api.name(),
+                phases: Some(self.metrics.phases(api)),
+            },
+            None => RequestKind {
+                name: "an unknown request",
+                phases: None,
+            },
+        }
+    }
+
+    fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<RecordsFile> {
+        Box::pin(async move {
+            match self.dispatch(frame, peer).await {
+                Ok(Dispatched::Now(response)) => Handled::Now(Ok(response)),
+                Ok(Dispatched::Later(rest)) => Handled::Later(rest),
+                Err(close) => Handled::Now(Err(close)),
+            }
+        })
+    }
+}
+
+impl Broker {
+    async fn dispatch(
+        self: Arc<Self>,
+        frame: Bytes,
+        peer: std::net::SocketAddr,
+    ) -> Result<Dispatched, CloseConnection> {
+        let (key, version, correlation_id) =
+            peek_header(&frame).ok_or_else(|| CloseConnection("request shorter than its header".into()))?;
+        let Some(api) = ApiKey::from_i16(key) else {
+            // Kafka closes the connection on an unknown API key; so do we, with a reason.
+            return Err(CloseConnection(format!("unknown API key {key}")));
+        };
+        if !api.supports(version) {
+            if api == ApiKey::ApiVersions {
+                return Ok(Dispatched::Now(Some(ResponseFrame::from_bytes(
+                    responses::api_versions_unsupported(correlation_id),
+                ))));
+            }
+            return Err(CloseConnection(format!("{api:?} v{version} is not supported")));
+        }
+        if trace_requests() {
+            eprintln!("TRACE api {api:?} v{version}");
+        }
+        let (header, request) = match requests::decode(frame) {
+            Ok(r) => r,
+            Err(
+                e @ (ProtocolError::Truncated { .. }
+                | ProtocolError::CountTooLarge { .. }
+                | ProtocolError::Malformed(_)),
+            ) => {
+                return Err(CloseConnection(format!(
+                    "malformed {api:?} v{version} request: {e}"
+                )));
+            }
+            Err(e) => return Err(CloseConnection(e.to_string())),
+        };
+        let b = &self;
+        let v = version;
+        let c = header.correlation_id;
+        if let Err(code) = b.group_coordinator_ready() {
+            if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code) {
+                return refused
+                    .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
+                    .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
+            }
+        }
+        let client_id = header.client_id.as_deref().unwrap_or("");
+        let encoded = match request {
+            Request::ApiVersions(r) => handlers::api_versions::handle(b, v, c, r),
+            Request::Metadata(r) => handlers::metadata::handle(b, v, c, r).await,
+            Request::Produce(r) => return handlers::produce::handle(b, v, c, client_id, r).await,
+            Request::Fetch(r) => {
+                return Ok(Dispatched::Now(Some(
+                    handlers::fetch::handle(b, v, c, client_id, r).await,
+                )))
+            }
+            Request::ListOffsets(r) => handlers::list_offsets::handle(b, v, c, r).await,
+            Request::CreateTopics(r) => handlers::create_topics::handle(b, v, c, r).await,
+            Request::DeleteTopics(r) => handlers::delete_topics::handle(b, v, c, r).await,
+            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, v, c, r).await,
+            Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, v, c, r),
+            Request::CreatePartitions(r) => handlers::create_partitions::handle(b, v, c, r).await,
+            Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, v, c, r),
+            Request::JoinGroup(r) => {
+                handlers::join_group::handle(b, v, c, client_id, &format!("/{}", peer.ip()), r).await
+            }
+            Request::SyncGroup(r) => handlers::sync_group::handle(b, v, c, r).await,
+            Request::Heartbeat(r) => handlers::heartbeat::handle(b, v, c, r),
+            Request::LeaveGroup(r) => handlers::leave_group::handle(b, v, c, r),
+            Request::OffsetCommit(r) => handlers::offset_commit::handle(b, v, c, r).await,
+            Request::OffsetFetch(r) => handlers::offset_fetch::handle(b, v, c, r),
+            Request::ListGroups(r) => handlers::list_groups::handle(b, v, c, r),
+            Request::DescribeGroups(r) => handlers::describe_groups::handle(b, v, c, r),
+            Request::DeleteGroups(r) => handlers::delete_groups::handle(b, v, c, r).await,
+            Request::OffsetDelete(r) => handlers::offset_delete::handle(b, v, c, r).await,
+            Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, v, c, r),
+            Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
+            Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, v, c, r).await,
+            Request::DeleteRecords(r) => handlers::delete_records::handle(b, v, c, r).await,
+            Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
+            Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
+            Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
+            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r).await,
+            Request::DescribeProducers(r) => handlers::describe_producers::handle(b, v, c, r),
+            Request::AlterPartitionReassignments(r) => {
+                handlers::alter_partition_reassignments::handle(b, v, c, r).await
+            }
+            Request::ListPartitionReassignments(r) => {
+                handlers::list_partition_reassignments::handle(b, v, c, r)
+            }
+            Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, v, c, r).await,
+            Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, v, c, r).await,
+            Request::EndTxn(r) => handlers::end_txn::handle(b, v, c, r).await,
+            Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, v, c, r).await,
+            Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, v, c, r).await,
+            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(b, v, c, r),
+            Request::ListTransactions(r) => handlers::list_transactions::handle(b, v, c, r),
+        };
+        encoded
+            .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
+            .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")))
+    }
+}
+
+/// `LAMINAR_TRACE` set: print every request's API and version. Read once: `getenv` on every
+/// request took measurable time on the socket threads.
+fn trace_requests() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("LAMINAR_TRACE").is_some())
+}

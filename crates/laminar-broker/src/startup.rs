@@ -1,0 +1,403 @@
+//! Startup and shutdown: opening (and recovering) the store, binding the listeners, the
+//! broker's background tasks, and the clean stop.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use laminar_storage::backend::{RealStorage, Storage};
+use laminar_storage::cleaner::{CleanerConfig, CleanerEvent, PassLimits};
+use laminar_storage::{Store, StoreConfig};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::broker::Broker;
+use crate::cluster::{Cluster, ClusterSettings};
+use crate::config::BrokerConfig;
+use crate::groups::store::GroupStore;
+use crate::groups::Coordinator;
+use crate::metrics::BrokerMetrics;
+use crate::producers::Producers;
+use crate::quotas::Quotas;
+use crate::storage_pool::StoragePool;
+use crate::topics::Topics;
+use laminar_net::{IoPool, ServerHandle, ServerLimits};
+
+/// A broker that is listening.
+pub struct RunningBroker {
+    pub broker: Arc<Broker>,
+    server: ServerHandle,
+    retention: tokio::task::JoinHandle<()>,
+    producer_expiry: tokio::task::JoinHandle<()>,
+    group_timer: tokio::task::JoinHandle<()>,
+    group_writer: tokio::task::JoinHandle<()>,
+    txn_timer: tokio::task::JoinHandle<()>,
+    /// In a cluster: the task that applies each new image to this broker's logs (first:
+    /// it runs on while the broker leaves), the heartbeats to the controller and the ISR
+    /// checks.
+    cluster_tasks: Vec<tokio::task::JoinHandle<()>>,
+    metrics_server: Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
+}
+
+/// How often session and rebalance timeouts are checked.
+const GROUP_TICK_MS: u64 = 50;
+
+impl RunningBroker {
+    /// Opens the store (recovering it if needed), binds the listener and starts serving.
+    /// Must be called inside a multi-threaded tokio runtime.
+    pub async fn start(config: BrokerConfig) -> io::Result<RunningBroker> {
+        if config.queued_max_request_bytes < config.socket_request_max_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "queued.max.request.bytes ({}) must be at least socket.request.max.bytes ({}), \
+                     or the largest frames could never be read",
+                    config.queued_max_request_bytes, config.socket_request_max_bytes
+                ),
+            ));
+        }
+        let listener = TcpListener::bind(config.listen).await?;
+        let bound = listener.local_addr()?;
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| io::Error::new(e.kind(), format!("metrics.listeners {addr}: {e}")))?,
+            ),
+            None => None,
+        };
+        let (advertised_host, advertised_port) = config.advertised(bound);
+        let cluster = if config.controller_quorum_voters.is_empty() {
+            None
+        } else {
+            let voters = config.controller_quorum_voters.clone();
+            let node_id = config.node_id;
+            let dir = config.data_dir.clone();
+            let settings = ClusterSettings {
+                broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+                broker_heartbeat_interval: Duration::from_millis(config.broker_heartbeat_interval_ms),
+                offsets_topic_segment_bytes: config.offsets_topic_segment_bytes,
+                transaction_state_log_segment_bytes: config.transaction_state_log_segment_bytes,
+                leader_imbalance_check_interval: config
+                    .auto_leader_rebalance_enable
+                    .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
+            };
+            let started =
+                tokio::task::spawn_blocking(move || Cluster::start(node_id, voters, &dir, settings))
+                    .await
+                    .expect("controller start task");
+            Some(started.map_err(io::Error::other)?)
+        };
+        let cfg = config.clone();
+        let (store, topics, producers, groups, group_store, quotas, was_empty, txns) =
+            tokio::task::spawn_blocking(move || -> io::Result<_> {
+                let mut storage: Arc<dyn Storage> = RealStorage::new();
+                if let Some(f) = &cfg.faults {
+                    storage = f.clone();
+                }
+                let store_config = StoreConfig {
+                    cleaner: CleanerConfig {
+                        enabled: cfg.log_cleaner_enable,
+                        threads: cfg.log_cleaner_threads,
+                        backoff_ms: cfg.log_cleaner_backoff_ms,
+                        limits: PassLimits {
+                            dedupe_buffer_bytes: cfg.log_cleaner_dedupe_buffer_size,
+                            io_buffer_bytes: cfg.log_cleaner_io_buffer_size,
+                            io_max_bytes_per_s: cfg.log_cleaner_io_max_bytes_per_second,
+                        },
+                    },
+                    ..StoreConfig::default()
+                };
+                let store = Store::open(&cfg.data_dir, storage, store_config).map_err(io::Error::other)?;
+                store.set_cleaner_events(Arc::new(|event| match event {
+                    CleanerEvent::Cleaned { log, stats } => crate::info!(
+                        "cleaned {log}: offsets {} to {} mapped, {} records removed, {} of {} segments left, {} bytes read, {} written, in {:?}",
+                        stats.first_dirty,
+                        stats.end,
+                        stats.records_removed,
+                        stats.segments_after,
+                        stats.segments_before,
+                        stats.bytes_read,
+                        stats.bytes_written,
+                        stats.elapsed
+                    ),
+                    CleanerEvent::Failed { log, error } => {
+                        crate::warn!("cleaning {log} failed (it waits log.cleaner.backoff.ms): {error}")
+                    }
+                }));
+                let store = Arc::new(store);
+                for (id, log) in store.logs() {
+                    let r = log.recovery_report();
+                    if let Some((offset, pos, reason)) = &r.truncated_at {
+                        crate::warn!("recovered {id}: truncated at offset {offset} ({pos}): {reason}");
+                    }
+                }
+                // Before the topics registry creates `__consumer_offsets` in a new directory.
+                let was_empty = store.logs().is_empty();
+                let topics = Topics::open(store.clone(), cfg.clone())?;
+                let quotas = Quotas::open(store.clone())?;
+                let producers = if cfg.controller_quorum_voters.is_empty() {
+                    Producers::new()
+                } else {
+                    Producers::for_node(cfg.node_id)
+                };
+                for t in topics.list() {
+                    for p in 0..t.partitions as i32 {
+                        if let Some(log) = topics.log(&t.name, p) {
+                            if let Err(e) = producers.rebuild_from_log(&t.name, p, &log) {
+                                crate::warn!("rebuilding producer state of {}-{p}: {e}", t.name);
+                            }
+                        }
+                    }
+                }
+                let group_store = GroupStore::open(&store).map_err(io::Error::other)?;
+                let groups = Coordinator::new(Duration::from_millis(cfg.group_initial_rebalance_delay_ms));
+                let replayed = group_store.replay(&groups).map_err(io::Error::other)?;
+                if replayed > 0 {
+                    crate::info!("restored {replayed} group records");
+                }
+                let txn_log = store
+                    .log(&laminar_storage::LogId::new(crate::txn::log::TRANSACTION_TOPIC, 0))
+                    .ok_or_else(|| io::Error::other("__transaction_state-0 does not exist"))?;
+                // In a cluster, read when this broker becomes the log's leader.
+                let txns = if cfg.controller_quorum_voters.is_empty() {
+                    let restored = crate::txn::log::replay(&txn_log).map_err(io::Error::other)?;
+                    if !restored.is_empty() {
+                        crate::info!("restored {} transactional ids", restored.len());
+                    }
+                    crate::txn::TxnCoordinator::new(restored.into_values())
+                } else {
+                    crate::txn::TxnCoordinator::new([])
+                };
+                Ok((
+                    store,
+                    Arc::new(topics),
+                    producers,
+                    groups,
+                    group_store,
+                    quotas,
+                    was_empty,
+                    txns,
+                ))
+            })
+            .await
+            .expect("startup task")?;
+        crate::info!(
+            "laminar listening on {bound} (advertised {advertised_host}:{advertised_port}), data in {}: {}",
+            config.data_dir.display(),
+            if store.opened_clean() {
+                "started after a clean shutdown"
+            } else if was_empty {
+                "new or empty data directory"
+            } else {
+                "recovered after an unclean shutdown"
+            }
+        );
+        let residency = laminar_storage::residency::describe();
+        if laminar_storage::residency::method() == laminar_storage::residency::Method::Cachestat {
+            crate::info!("{residency}");
+        } else {
+            crate::warn!("{residency}");
+        }
+        if laminar_storage::backend::noatime_refused() {
+            crate::warn!(
+                "some log files could not be opened with O_NOATIME (this user does not own them): \
+                 reading data written since its last read updates the file's access time, a \
+                 journal write that can stall a socket thread; run as their owner or mount the \
+                 data directory with noatime"
+            );
+        }
+        crate::info!("settings in effect:\n{}", config.describe());
+        let broker = Arc::new(Broker {
+            io: IoPool::new(config.num_io_threads),
+            storage: StoragePool::new(config.num_storage_threads),
+            producers,
+            groups,
+            group_store,
+            txns,
+            data_arrived: Notify::new(),
+            cluster_id: "laminar-cluster".to_string(),
+            advertised_host,
+            advertised_port,
+            store,
+            topics,
+            config: config.clone(),
+            metrics: BrokerMetrics::default(),
+            quotas,
+            stuck_reads: Default::default(),
+            cluster,
+            groups_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
+            txns_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
+        });
+        let limits = ServerLimits {
+            max_connections: laminar_net::open_files::fit_connections(config.max_connections),
+            max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
+            socket_request_max_bytes: config.socket_request_max_bytes,
+            queued_max_request_bytes: config.queued_max_request_bytes,
+            socket_send_chunk_bytes: config.socket_send_chunk_bytes,
+            socket_send_buffer_bytes: config.socket_send_buffer_bytes,
+            max_connection_creation_rate: config.max_connection_creation_rate,
+            event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
+            cold_reads_inline: config.cold_reads_inline,
+        };
+        let server = laminar_net::serve(
+            listener,
+            broker.clone(),
+            limits,
+            broker.io.clone(),
+            broker.metrics.net.clone(),
+        );
+        let metrics_server = match metrics_listener {
+            Some(l) => {
+                let addr = l.local_addr()?;
+                crate::info!("metrics on http://{addr}/metrics");
+                let b = broker.clone();
+                let render: crate::metrics::http::Render =
+                    Arc::new(move || b.metrics.render(&b.store, &b.stuck_reads, &b.txns));
+                Some((addr, crate::metrics::http::serve(l, render)))
+            }
+            None => None,
+        };
+        let b = broker.clone();
+        let retention = tokio::spawn(async move {
+            let interval = Duration::from_millis(b.config.log_retention_check_interval_ms);
+            loop {
+                tokio::time::sleep(interval).await;
+                let store = b.store.clone();
+                let deleted =
+                    b.io.run(move || store.apply_retention(laminar_storage::now_ms()))
+                        .await;
+                if deleted > 0 {
+                    crate::info!("retention deleted {deleted} segments");
+                }
+            }
+        });
+        let b = broker.clone();
+        let producer_expiry = tokio::spawn(async move {
+            let interval = Duration::from_millis(b.config.producer_id_expiration_check_interval_ms);
+            loop {
+                tokio::time::sleep(interval).await;
+                let expired = b
+                    .producers
+                    .expire(laminar_storage::now_ms(), b.config.producer_id_expiration_ms);
+                if expired > 0 {
+                    crate::info!("forgot {expired} expired idempotent producer states");
+                }
+            }
+        });
+        let b = broker.clone();
+        let group_timer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
+                b.groups.tick();
+            }
+        });
+        let b = broker.clone();
+        // Apart from the timer, so that a slow disk delays only the writing of group
+        // metadata and expiries, never the session timeouts.
+        let group_writer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
+                b.persist_group_changes().await;
+            }
+        });
+        // Transactions found prepared were decided before the stop: end them now.
+        for prepared in broker.txns.prepared() {
+            crate::info!(
+                "completing transaction {:?} ({}) decided before the restart",
+                prepared.transactional_id,
+                prepared.status.name()
+            );
+            tokio::spawn(crate::txn::complete::complete(broker.clone(), prepared, 0));
+        }
+        let b = broker.clone();
+        let txn_timer = tokio::spawn(async move {
+            let interval = Duration::from_millis(
+                b.config
+                    .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            );
+            loop {
+                tokio::time::sleep(interval).await;
+                crate::txn::complete::abort_timed_out(&b).await;
+                crate::txn::complete::expire_ids(&b).await;
+            }
+        });
+        let mut cluster_tasks = Vec::new();
+        if let Some(c) = &broker.cluster {
+            cluster_tasks.push(tokio::spawn(crate::cluster::publish::run(
+                broker.clone(),
+                c.subscribe(),
+            )));
+            cluster_tasks.push(tokio::spawn(
+                c.clone()
+                    .run_heartbeats(broker.advertised_host.clone(), broker.advertised_port),
+            ));
+            cluster_tasks
+                .push(tokio::spawn(c.clone().run_isr_checks(Duration::from_millis(
+                    config.replica_lag_time_max_ms,
+                ))));
+        }
+        Ok(RunningBroker {
+            broker,
+            server,
+            retention,
+            producer_expiry,
+            group_timer,
+            group_writer,
+            txn_timer,
+            cluster_tasks,
+            metrics_server,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.server.local_addr
+    }
+
+    /// Where `GET /metrics` is served, unless `metrics.listeners` is `none`.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_server.as_ref().map(|(a, _)| *a)
+    }
+
+    /// Clean shutdown: stop accepting, finish the requests in flight, flush every log and
+    /// write the clean-shutdown marker.
+    pub async fn shutdown(self) -> io::Result<()> {
+        // The heartbeats stop (one would unfence this broker again) but images are still
+        // applied while it leaves: its leaderships move first, as Kafka's controlled shutdown.
+        for task in self.cluster_tasks.iter().skip(1) {
+            task.abort();
+        }
+        if let Some(c) = &self.broker.cluster {
+            c.leave(&self.broker.advertised_host, self.broker.advertised_port)
+                .await;
+        }
+        for task in &self.cluster_tasks {
+            task.abort();
+        }
+        self.retention.abort();
+        self.producer_expiry.abort();
+        self.group_timer.abort();
+        self.group_writer.abort();
+        self.txn_timer.abort();
+        if let Some((_, task)) = &self.metrics_server {
+            task.abort();
+        }
+        // Requests in flight finish; those waiting on a rebalance are answered now.
+        self.broker.groups.shutdown();
+        self.server.shutdown().await;
+        // The group changes since the writer's last round, the requests just finished
+        // included. (A round the abort cut short either appended already or took nothing:
+        // the taking happens on the storage thread, with the append.)
+        let persisted = self.broker.persist_group_changes().await;
+        if persisted != crate::error_codes::NONE && persisted != crate::error_codes::NOT_COORDINATOR {
+            crate::warn!("the last group changes were not written: the next start restores older ones");
+        }
+        let store = self.broker.store.clone();
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .expect("close task")
+            .map_err(io::Error::other)?;
+        crate::info!("laminar stopped cleanly");
+        Ok(())
+    }
+}
