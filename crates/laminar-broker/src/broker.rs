@@ -111,6 +111,18 @@ impl Broker {
         }
     }
 
+    /// A write to a partition led here: its leader epoch now, and (in a cluster) its replica
+    /// state, for the one replicate path ([`crate::replicate`]). The error code a client gets
+    /// if this broker does not lead it.
+    pub fn leader_write(&self, topic: &str, partition: i32) -> Result<crate::replicate::LeaderWrite, i16> {
+        let epoch = self.leadership(topic, partition)?;
+        let replica = self
+            .cluster
+            .as_ref()
+            .and_then(|c| c.replicas.get(topic, partition));
+        Ok(crate::replicate::LeaderWrite::new(epoch, replica))
+    }
+
     /// Whether this broker coordinates groups now: in a cluster, it leads
     /// `__consumer_offsets-0` and has loaded the groups from it. The error code a group
     /// request gets if not.

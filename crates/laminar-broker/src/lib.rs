@@ -18,6 +18,7 @@ pub mod handlers;
 pub mod metrics;
 pub mod producers;
 pub mod quotas;
+pub mod replicate;
 pub mod startup;
 pub mod storage_pool;
 pub mod stuck_reads;

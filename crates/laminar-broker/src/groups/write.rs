@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::broker::Broker;
 use crate::groups::store::{GroupRecord, GroupStore};
+use crate::replicate::ReplicateError;
 use crate::storage_pool::partition_key;
 
 impl Broker {
@@ -50,16 +51,14 @@ impl Broker {
     async fn append_group_log(self: &Arc<Self>, write: GroupWrite) -> i16 {
         // In a cluster, only the coordinator writes the group log, at its leader epoch, and a
         // write counts once the in-sync replicas hold it.
-        let epoch = match self.group_coordinator_ready() {
-            Ok(()) => self
-                .leadership(crate::groups::store::OFFSETS_TOPIC, 0)
-                .unwrap_or(0),
-            Err(code) => return code,
+        if let Err(code) = self.group_coordinator_ready() {
+            return code;
+        }
+        let leader = match self.leader_write(crate::groups::store::OFFSETS_TOPIC, 0) {
+            Ok(leader) => leader,
+            Err(_) => return crate::error_codes::NOT_COORDINATOR,
         };
-        let replica = self
-            .cluster
-            .as_ref()
-            .and_then(|c| c.replicas.get(crate::groups::store::OFFSETS_TOPIC, 0));
+        let epoch = leader.epoch;
         let b = self.clone();
         // What to write is settled on the storage thread, which appends every batch of the
         // group log in turn: there, what is appended but not yet applied (`pending`) is
@@ -134,47 +133,41 @@ impl Broker {
                 Ok::<_, GroupLogError>(Some((info, apply)))
             })
             .await;
-        let durable = match appended {
+        let (info, apply) = match appended {
             Ok(Ok(None)) => return crate::error_codes::NONE,
-            Ok(Ok(Some((info, apply)))) => {
-                if let Some(r) = &replica {
-                    r.on_leader_append(info.log_end.0);
-                }
-                let flushed = laminar_net::waiting(self.group_store.flushed(info.last_offset))
-                    .await
-                    .map(|_| (info.last_offset, apply))
-                    .map_err(|e| e.to_string());
-                match (&flushed, &replica) {
-                    (Ok(_), Some(r))
-                        if !r
-                            .wait_replicated(info.last_offset.0, epoch, GROUP_WRITE_REPLICATION)
-                            .await =>
-                    {
-                        return crate::error_codes::REQUEST_TIMED_OUT
-                    }
-                    _ => flushed,
-                }
-            }
+            Ok(Ok(Some(appended))) => appended,
             Ok(Err(GroupLogError::Encode(e))) => {
                 crate::warn!("group records refused: {e}");
                 return crate::error_codes::INVALID_REQUEST;
             }
             Ok(Err(GroupLogError::NotCoordinator)) => return crate::error_codes::NOT_COORDINATOR,
             Ok(Err(GroupLogError::Refused(code))) => return code,
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(panicked) => Err(panicked.to_string()),
+            Ok(Err(GroupLogError::Storage(e))) => {
+                crate::warn!("persisting group records: {e}");
+                return ReplicateError::Storage(e.to_string()).coordinator_code();
+            }
+            Err(panicked) => {
+                crate::warn!("persisting group records: {panicked}");
+                return crate::error_codes::UNKNOWN_SERVER_ERROR;
+            }
         };
-        match durable {
-            Ok((last, txn)) => {
+        leader.appended(info.log_end, &self.data_arrived);
+        let log = self.group_store.log();
+        match leader
+            .durable(&log, info.last_offset, GROUP_WRITE_REPLICATION)
+            .wait()
+            .await
+        {
+            Ok(_) => {
                 // A transaction's offsets wait for its marker.
-                if txn.is_none() {
-                    self.group_store.apply_durable(&self.groups, last);
+                if apply.is_none() {
+                    self.group_store.apply_durable(&self.groups, info.last_offset);
                 }
                 crate::error_codes::NONE
             }
             Err(e) => {
                 crate::warn!("persisting group records: {e}");
-                crate::error_codes::KAFKA_STORAGE_ERROR
+                e.coordinator_code()
             }
         }
     }

@@ -21,13 +21,13 @@ use laminar_records::{
     decode_records, validate_batches, validate_compressed, BatchHeader, Compression, RecordsError,
     BATCH_HEADER_BYTES,
 };
-use laminar_storage::{AppendMode, FlushWait, Offset, StorageError};
+use laminar_storage::{AppendMode, Offset, StorageError};
 
 use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
-use crate::cluster::replica::Replica;
 use crate::error_codes as ec;
 use crate::producers::{ProducerBatch, SeqCheck};
+use crate::replicate::{self, ReplicateError, Replicated};
 use crate::storage_pool::partition_key;
 use laminar_net::{CloseConnection, ResponseOrClose};
 
@@ -501,8 +501,8 @@ async fn produce_partition(
         }
         return (out, None);
     }
-    let leader_epoch = match b.leadership(&topic, partition) {
-        Ok(epoch) => epoch,
+    let write = match b.leader_write(&topic, partition) {
+        Ok(write) => write,
         Err(code) => {
             out.error_code = code;
             // KIP-951: the leader the client should go to, so that it need not ask for
@@ -516,9 +516,9 @@ async fn produce_partition(
             return (out, None);
         }
     };
-    let replica = b.cluster.as_ref().and_then(|c| c.replicas.get(&topic, partition));
+    let leader_epoch = write.epoch;
     if acks == -1 {
-        if let Some(isr) = replica.as_ref().and_then(|r| r.isr()) {
+        if let Some(isr) = write.replica().and_then(|r| r.isr()) {
             // Checked before the append, as Kafka does: fewer in sync than the topic asks
             // for, and nothing is written.
             if isr.len() < b.topics.min_insync_replicas(&meta) {
@@ -600,10 +600,7 @@ async fn produce_partition(
             (out, None)
         }
         Ok(a) => {
-            if let Some(r) = &replica {
-                r.on_leader_append(a.log_end);
-            }
-            b.data_arrived.notify_waiters();
+            write.appended(Offset(a.log_end), &b.data_arrived);
             out.base_offset = a.base_offset;
             out.log_append_time_ms = a.log_append_time_ms;
             if version >= 5 {
@@ -613,16 +610,8 @@ async fn produce_partition(
                 .then(|| b.topics.log(&topic, partition))
                 .flatten()
                 .map(|log| Durable {
-                    flush: log.wait_flushed(Offset(a.last_offset)),
-                    replicated: replica.map(|r| {
-                        (
-                            r,
-                            a.last_offset,
-                            leader_epoch,
-                            b.topics.min_insync_replicas(&meta),
-                        )
-                    }),
-                    timeout,
+                    durable: write.durable(&log, Offset(a.last_offset), timeout),
+                    min_insync_replicas: b.topics.min_insync_replicas(&meta),
                 });
             (out, durable)
         }
@@ -632,12 +621,9 @@ async fn produce_partition(
 /// What an `acks=all` append waits for: the fsync that covers it here and, in a cluster,
 /// the high watermark passing it (every in-sync replica has it on its disk).
 struct Durable {
-    flush: FlushWait,
-    /// The partition, the last offset appended, the leader epoch it was appended at, and
-    /// the topic's `min.insync.replicas`.
-    replicated: Option<(Arc<Replica>, i64, i32, usize)>,
-    /// The request's `timeout_ms`, for the replication.
-    timeout: Duration,
+    durable: replicate::Durable,
+    /// The topic's `min.insync.replicas`.
+    min_insync_replicas: usize,
 }
 
 /// Waits for the fsyncs (and, in a cluster, the replication) that cover the appended
@@ -651,31 +637,24 @@ async fn answer_when_durable(
     correlation_id: i32,
 ) -> ResponseOrClose<RecordsFile> {
     for (t, p, wait) in waits {
-        let error = match laminar_net::waiting(wait.flush).await {
+        let error = match wait.durable.wait().await {
             Err(e) => {
-                let tr = &resp.responses[t];
-                crate::warn!(
-                    "acks=all on {}-{}: {e}",
-                    tr.name.as_str(),
-                    tr.partition_responses[p].index
-                );
-                Some(ec::KAFKA_STORAGE_ERROR)
-            }
-            Ok(_) => match wait.replicated {
-                Some((replica, last, epoch, min_isr)) => {
-                    if laminar_net::waiting(replica.wait_replicated(last, epoch, wait.timeout)).await {
-                        // As Kafka answers: replicated, but by fewer than the topic asks for
-                        // (the ISR shrank after the append).
-                        let isr = replica.isr().map_or(0, |isr| isr.len());
-                        (isr < min_isr).then_some(ec::NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-                    } else if replica.leader_epoch().is_none() {
-                        Some(ec::NOT_LEADER_OR_FOLLOWER)
-                    } else {
-                        Some(ec::REQUEST_TIMED_OUT)
-                    }
+                if let ReplicateError::Storage(_) = e {
+                    let tr = &resp.responses[t];
+                    crate::warn!(
+                        "acks=all on {}-{}: {e}",
+                        tr.name.as_str(),
+                        tr.partition_responses[p].index
+                    );
                 }
-                None => None,
-            },
+                Some(e.partition_code())
+            }
+            // As Kafka answers: replicated, but by fewer than the topic asks for (the ISR
+            // shrank after the append).
+            Ok(Replicated { isr_len: Some(isr) }) if isr < wait.min_insync_replicas => {
+                Some(ec::NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            }
+            Ok(_) => None,
         };
         if let Some(code) = error {
             let pr = &mut resp.responses[t].partition_responses[p];

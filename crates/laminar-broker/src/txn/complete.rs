@@ -14,6 +14,7 @@ use super::{Decision, TxnMeta, TxnStatus};
 use crate::broker::Broker;
 use crate::error_codes as ec;
 use crate::groups::store::GroupRecord;
+use crate::replicate::LeaderWrite;
 use crate::storage_pool::partition_key;
 
 /// How long a completion waits before trying a partition again whose marker failed.
@@ -32,6 +33,12 @@ async fn persist_with(
     durable: bool,
 ) -> Result<(), i16> {
     let epoch = b.txn_coordinator_epoch()?;
+    // The coordinator's epoch is its log's leader epoch.
+    let replica = b
+        .cluster
+        .as_ref()
+        .and_then(|c| c.replicas.get(TRANSACTION_TOPIC, 0));
+    let leader = LeaderWrite::new(epoch, replica);
     let b2 = b.clone();
     let appended = b
         .storage
@@ -59,31 +66,18 @@ async fn persist_with(
             return Err(ec::COORDINATOR_NOT_AVAILABLE);
         }
     };
-    let replica = b
-        .cluster
-        .as_ref()
-        .and_then(|c| c.replicas.get(TRANSACTION_TOPIC, 0));
-    if let Some(r) = &replica {
-        r.on_leader_append(info.log_end.0);
-    }
+    leader.appended(info.log_end, &b.data_arrived);
     if !durable {
         return Ok(());
     }
-    laminar_net::waiting(log.wait_flushed(info.last_offset))
+    leader
+        .durable(&log, info.last_offset, TXN_WRITE_REPLICATION)
+        .wait()
         .await
         .map_err(|e| {
-            crate::warn!("syncing the transaction log: {e}");
-            ec::COORDINATOR_NOT_AVAILABLE
+            crate::warn!("writing the transaction log: {e}");
+            e.coordinator_code()
         })?;
-    if let Some(r) = &replica {
-        // As Kafka answers when its append to the transaction log times out.
-        if !r
-            .wait_replicated(info.last_offset.0, epoch, TXN_WRITE_REPLICATION)
-            .await
-        {
-            return Err(ec::COORDINATOR_NOT_AVAILABLE);
-        }
-    }
     Ok(())
 }
 
@@ -214,7 +208,8 @@ pub async fn write_marker(
             Ok(None)
         };
     };
-    let leader_epoch = b.leadership(topic, partition)?;
+    let leader = b.leader_write(topic, partition)?;
+    let leader_epoch = leader.epoch;
     let (b2, t) = (b.clone(), topic.to_string());
     let marker = if commit {
         ControlType::Commit
@@ -263,25 +258,15 @@ pub async fn write_marker(
         })
         .await
         .map_err(|_| ec::UNKNOWN_SERVER_ERROR)??;
-    let replica = b.cluster.as_ref().and_then(|c| c.replicas.get(topic, partition));
-    if let Some(r) = &replica {
-        r.on_leader_append(appended.log_end.0);
-    }
-    b.data_arrived.notify_waiters();
-    laminar_net::waiting(log.wait_flushed(appended.last_offset))
+    leader.appended(appended.log_end, &b.data_arrived);
+    leader
+        .durable(&log, appended.last_offset, MARKER_REPLICATION)
+        .wait()
         .await
         .map_err(|e| {
             crate::warn!("a transaction marker for {topic}-{partition}: {e}");
-            ec::KAFKA_STORAGE_ERROR
+            e.partition_code()
         })?;
-    if let Some(r) = &replica {
-        if !r
-            .wait_replicated(appended.last_offset.0, leader_epoch, MARKER_REPLICATION)
-            .await
-        {
-            return Err(ec::REQUEST_TIMED_OUT);
-        }
-    }
     if is_group_log(topic, partition) {
         b.group_store.apply_durable(&b.groups, appended.last_offset);
     }
