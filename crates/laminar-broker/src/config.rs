@@ -371,11 +371,6 @@ pub struct BrokerConfig {
     /// The settings given in `laminar.toml` or on the command line (the rest are defaults):
     /// DescribeConfigs reports them as `STATIC_BROKER_CONFIG`.
     pub set_names: std::collections::BTreeSet<&'static str>,
-    /// For tests: wraps the storage backend in a fault injector.
-    pub faults: Option<std::sync::Arc<laminar_storage::backend::FaultyStorage>>,
-    /// For tests only: read non-resident file ranges on the socket thread, as Kafka does,
-    /// to show what the isolation prevents. Never settable from a config file.
-    pub cold_reads_inline: bool,
 }
 
 impl Default for BrokerConfig {
@@ -440,8 +435,6 @@ impl Default for BrokerConfig {
             metrics_listen: Some("127.0.0.1:9644".parse().unwrap()),
             event_loop_stall_threshold_ms: 50,
             set_names: Default::default(),
-            faults: None,
-            cold_reads_inline: false,
         }
     }
 }

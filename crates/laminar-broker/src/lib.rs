@@ -26,7 +26,7 @@ pub mod topics;
 pub mod txn;
 
 pub use broker::Broker;
-pub use startup::RunningBroker;
+pub use startup::{RunningBroker, Wiring};
 // The process's log: `crate::info!` and `crate::warn!` everywhere in this crate.
 pub use config::BrokerConfig;
 pub use laminar_metrics::{info, warn};

@@ -23,6 +23,18 @@ use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
 use laminar_net::{IoPool, ServerHandle, ServerLimits};
 
+/// What a test may put in place of the broker's own parts. Not configuration: nothing in
+/// `laminar.toml` or on the command line reaches it.
+#[derive(Default)]
+pub struct Wiring {
+    /// The storage backend (a fault injector, a simulated disk); the real file system if
+    /// `None`.
+    pub storage: Option<Arc<dyn Storage>>,
+    /// Read cold ranges of fetch responses on the socket threads, as Kafka does, to measure
+    /// what the I/O pool prevents.
+    pub send_cold_reads_on_socket_threads: bool,
+}
+
 /// A broker that is listening.
 pub struct RunningBroker {
     pub broker: Arc<Broker>,
@@ -46,6 +58,11 @@ impl RunningBroker {
     /// Opens the store (recovering it if needed), binds the listener and starts serving.
     /// Must be called inside a multi-threaded tokio runtime.
     pub async fn start(config: BrokerConfig) -> io::Result<RunningBroker> {
+        Self::start_wired(config, Wiring::default()).await
+    }
+
+    /// [`RunningBroker::start`] with parts swapped for tests ([`Wiring`]).
+    pub async fn start_wired(config: BrokerConfig, wiring: Wiring) -> io::Result<RunningBroker> {
         if config.queued_max_request_bytes < config.socket_request_max_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -91,10 +108,10 @@ impl RunningBroker {
         let cfg = config.clone();
         let (store, topics, producers, groups, group_store, quotas, was_empty, txns) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
-                let mut storage: Arc<dyn Storage> = RealStorage::new();
-                if let Some(f) = &cfg.faults {
-                    storage = f.clone();
-                }
+                let storage: Arc<dyn Storage> = match wiring.storage {
+                    Some(storage) => storage,
+                    None => RealStorage::new(),
+                };
                 let store_config = StoreConfig {
                     cleaner: CleanerConfig {
                         enabled: cfg.log_cleaner_enable,
@@ -238,13 +255,16 @@ impl RunningBroker {
             socket_send_buffer_bytes: config.socket_send_buffer_bytes,
             max_connection_creation_rate: config.max_connection_creation_rate,
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
-            cold_reads_inline: config.cold_reads_inline,
         };
         let server = laminar_net::serve(
             listener,
             broker.clone(),
             limits,
-            broker.io.clone(),
+            if wiring.send_cold_reads_on_socket_threads {
+                IoPool::on_caller_thread()
+            } else {
+                broker.io.clone()
+            },
             broker.metrics.net.clone(),
         );
         let metrics_server = match metrics_listener {

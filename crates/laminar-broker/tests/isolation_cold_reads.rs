@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use laminar_broker::Wiring;
 use laminar_storage::backend::{Fault, FaultyStorage, RealStorage};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -24,12 +25,16 @@ const COLD_READ_MS: u64 = 500;
 /// data, and the broker's metrics afterwards.
 fn run(cold_reads_inline: bool) -> (u64, u64, String) {
     let faults = FaultyStorage::new(RealStorage::new());
-    let b = TestBroker::start_with(|c| {
-        c.num_network_threads = 1;
-        c.faults = Some(faults.clone());
-        c.cold_reads_inline = cold_reads_inline;
-        c.event_loop_stall_threshold_ms = 200;
-    });
+    let b = TestBroker::start_wired(
+        |c| {
+            c.num_network_threads = 1;
+            c.event_loop_stall_threshold_ms = 200;
+        },
+        Wiring {
+            storage: Some(faults.clone()),
+            send_cold_reads_on_socket_threads: cold_reads_inline,
+        },
+    );
     // Small batches, so that each fetch reads about max.partition.fetch.bytes.
     let p = producer(&b.addr, &[("linger.ms", "0"), ("batch.num.messages", "20")]);
     for i in 0..3000 {
@@ -163,7 +168,13 @@ fn without_isolation_the_same_test_stalls() {
 #[test]
 fn large_cold_fetches_go_out_in_pieces() {
     let faults = FaultyStorage::new(RealStorage::new());
-    let b = TestBroker::start_with(|c| c.faults = Some(faults.clone()));
+    let b = TestBroker::start_wired(
+        |_| {},
+        Wiring {
+            storage: Some(faults.clone()),
+            ..Default::default()
+        },
+    );
     let p = producer(&b.addr, &[("batch.size", "1000000")]);
     let value = vec![b'c'; 10_000];
     for i in 0..400u64 {

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use laminar_broker::Wiring;
 use laminar_storage::backend::{Fault, FaultyStorage, RealStorage};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -30,11 +31,16 @@ fn future_producer(addr: &str) -> FutureProducer {
 #[test]
 fn a_full_request_budget_pauses_reading_until_answers_free_it() {
     let faults = FaultyStorage::new(RealStorage::new());
-    let b = TestBroker::start_with(|c| {
-        c.faults = Some(faults.clone());
-        c.socket_request_max_bytes = BUDGET_BYTES;
-        c.queued_max_request_bytes = BUDGET_BYTES;
-    });
+    let b = TestBroker::start_wired(
+        |c| {
+            c.socket_request_max_bytes = BUDGET_BYTES;
+            c.queued_max_request_bytes = BUDGET_BYTES;
+        },
+        Wiring {
+            storage: Some(faults.clone()),
+            ..Default::default()
+        },
+    );
     let p = producer(&b.addr, &[]);
     for topic in ["slow", "fast"] {
         send(&p, topic, Some(0), &make_record(0));

@@ -68,7 +68,6 @@ pub async fn send_response<F: SendFile>(
     frame: ResponseFrame<F>,
     chunk_bytes: usize,
     io_pool: &IoPool,
-    cold_reads_inline: bool,
     metrics: &NetMetrics,
 ) -> io::Result<()> {
     for chunk in frame.chunks {
@@ -79,17 +78,7 @@ pub async fn send_response<F: SendFile>(
                 let mut offset = 0;
                 while offset < f.len() {
                     let len = (f.len() - offset).min(COLD_READ_PIECE_BYTES);
-                    send_file_piece(
-                        stream,
-                        &f,
-                        offset,
-                        len,
-                        chunk_bytes,
-                        io_pool,
-                        cold_reads_inline,
-                        metrics,
-                    )
-                    .await?;
+                    send_file_piece(stream, &f, offset, len, chunk_bytes, io_pool, metrics).await?;
                     offset += len;
                 }
             }
@@ -101,7 +90,6 @@ pub async fn send_response<F: SendFile>(
 /// Sends `[offset, offset + len)` of a file range: with `sendfile` when it is resident,
 /// otherwise read into memory first on the I/O pool (which also brings it into the page
 /// cache), so that the socket thread never waits for the disk.
-#[allow(clippy::too_many_arguments)]
 async fn send_file_piece<F: SendFile>(
     stream: &mut OwnedWriteHalf,
     f: &Arc<F>,
@@ -109,18 +97,11 @@ async fn send_file_piece<F: SendFile>(
     len: u64,
     chunk_bytes: usize,
     io_pool: &IoPool,
-    cold_reads_inline: bool,
     metrics: &NetMetrics,
 ) -> io::Result<()> {
     match (f.raw_fd(), f.is_resident(offset, len)) {
         (Some(fd), Some(true)) => {
             sendfile_pieces(stream, fd, f.position() + offset, len, chunk_bytes, metrics).await
-        }
-        _ if cold_reads_inline => {
-            let t = Instant::now();
-            let bytes = f.read_range(offset, len)?;
-            metrics.cold_read_us.record_since(t);
-            write_pieces(stream, &bytes, chunk_bytes).await
         }
         _ => {
             let f = f.clone();

@@ -33,8 +33,6 @@ pub struct ServerLimits {
     pub socket_send_buffer_bytes: Option<usize>,
     /// A poll of a connection task longer than this is logged as a stall.
     pub event_loop_stall_threshold: Duration,
-    /// Tests only: see `BrokerConfig::cold_reads_inline`.
-    pub cold_reads_inline: bool,
 }
 
 /// A frame whose size prefix has been read must arrive whole within this long, or the
@@ -311,7 +309,6 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
         }
     });
     let chunk_bytes = limits.socket_send_chunk_bytes;
-    let inline = limits.cold_reads_inline;
     let writer_metrics = metrics.clone();
     let writer = tokio::spawn(doing(&watchdog, "sending a response", Some(peer), async move {
         while let Some((pending, kind, mut times)) = resp_rx.recv().await {
@@ -332,7 +329,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                 Ok(Some(frame)) => {
                     let sent = tokio::time::timeout(
                         Duration::from_millis(RESPONSE_SEND_TIMEOUT_MS),
-                        send_response(&mut wr, frame, chunk_bytes, &io_pool, inline, &writer_metrics),
+                        send_response(&mut wr, frame, chunk_bytes, &io_pool, &writer_metrics),
                     )
                     .await;
                     match sent {

@@ -7,7 +7,7 @@ pub mod raw;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use laminar_broker::{BrokerConfig, RunningBroker};
+use laminar_broker::{BrokerConfig, RunningBroker, Wiring};
 
 pub struct TestBroker {
     pub addr: String,
@@ -25,14 +25,23 @@ impl TestBroker {
     }
 
     pub fn start_with(f: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
+        Self::start_wired(f, Wiring::default())
+    }
+
+    /// Like [`TestBroker::start_with`], with parts of the broker swapped ([`Wiring`]).
+    pub fn start_wired(f: impl FnOnce(&mut BrokerConfig), wiring: Wiring) -> TestBroker {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
-        let mut b = Self::start_in(dir, f);
+        let mut b = Self::start_in_wired(dir, f, wiring);
         b._tmp = Some(tmp);
         b
     }
 
     pub fn start_in(dir: PathBuf, f: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
+        Self::start_in_wired(dir, f, Wiring::default())
+    }
+
+    pub fn start_in_wired(dir: PathBuf, f: impl FnOnce(&mut BrokerConfig), wiring: Wiring) -> TestBroker {
         let mut config = BrokerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
@@ -46,7 +55,7 @@ impl TestBroker {
             .build()
             .unwrap();
         let broker = runtime
-            .block_on(RunningBroker::start(config))
+            .block_on(RunningBroker::start_wired(config, wiring))
             .expect("broker starts");
         let addr = broker.local_addr().to_string();
         let metrics_addr = broker.metrics_addr().map(|a| a.to_string()).unwrap_or_default();
