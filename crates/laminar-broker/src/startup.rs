@@ -84,12 +84,17 @@ impl RunningBroker {
             None => None,
         };
         let (advertised_host, advertised_port) = config.advertised(bound);
+        let storage: Arc<dyn Storage> = match wiring.storage {
+            Some(storage) => storage,
+            None => RealStorage::new(),
+        };
         let cluster = if config.controller_quorum_voters.is_empty() {
             None
         } else {
             let voters = config.controller_quorum_voters.clone();
             let node_id = config.node_id;
             let dir = config.data_dir.clone();
+            let storage = storage.clone();
             let settings = ClusterSettings {
                 broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
                 broker_heartbeat_interval: Duration::from_millis(config.broker_heartbeat_interval_ms),
@@ -100,7 +105,7 @@ impl RunningBroker {
                     .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
             };
             let started =
-                tokio::task::spawn_blocking(move || Cluster::start(node_id, voters, &dir, settings))
+                tokio::task::spawn_blocking(move || Cluster::start(node_id, voters, storage, &dir, settings))
                     .await
                     .expect("controller start task");
             Some(started.map_err(io::Error::other)?)
@@ -108,10 +113,6 @@ impl RunningBroker {
         let cfg = config.clone();
         let (store, topics, producers, groups, group_store, quotas, was_empty, txns) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
-                let storage: Arc<dyn Storage> = match wiring.storage {
-                    Some(storage) => storage,
-                    None => RealStorage::new(),
-                };
                 let store_config = StoreConfig {
                     cleaner: CleanerConfig {
                         enabled: cfg.log_cleaner_enable,

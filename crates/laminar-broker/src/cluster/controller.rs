@@ -55,13 +55,14 @@ impl Controller {
     pub fn start(
         me: &Voter,
         voters: &[Voter],
+        storage: Arc<dyn laminar_storage::backend::Storage>,
         dir: std::path::PathBuf,
         settings: ClusterSettings,
         published: watch::Sender<Arc<ClusterImage>>,
     ) -> std::io::Result<Controller> {
-        let log = LogStore::open(&dir)?;
+        let log = LogStore::open(storage.clone(), &dir)?;
         let image = published.subscribe();
-        let sm = StateMachine::open(&dir, published)?;
+        let sm = StateMachine::open(storage, &dir, published)?;
         let listen = me.addr.clone();
         let id = me.id as NodeId;
         let voter_count = voters.len();

@@ -101,6 +101,7 @@ impl Cluster {
     pub fn start(
         node_id: BrokerId,
         voters: Vec<Voter>,
+        storage: Arc<dyn laminar_storage::backend::Storage>,
         data_dir: &std::path::Path,
         settings: ClusterSettings,
     ) -> Result<Arc<Cluster>, ClusterError> {
@@ -109,6 +110,7 @@ impl Cluster {
             Some(me) => Some(controller::Controller::start(
                 me,
                 &voters,
+                storage,
                 data_dir.join(METADATA_DIR),
                 settings.clone(),
                 image_tx.clone(),
