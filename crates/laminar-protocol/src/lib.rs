@@ -9,12 +9,14 @@
 //!   [`Chunk`]s, so that record data can be sent from files without being copied.
 
 pub mod apis;
+pub mod error_code;
 pub mod frame;
 pub mod reader;
 pub mod requests;
 pub mod responses;
 
 pub use apis::{ApiKey, API_TABLE};
+pub use error_code::ErrorCode;
 pub use requests::{Request, RequestHeader};
 pub use responses::{Chunk, ResponseFrame};
 
