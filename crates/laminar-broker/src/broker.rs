@@ -2,6 +2,7 @@
 //! is in `dispatch.rs`, startup and shutdown in `startup.rs`, the group log's writes in
 //! `groups/write.rs`.
 
+use laminar_protocol::ErrorCode;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -96,25 +97,29 @@ pub struct Broker {
 impl Broker {
     /// The leader epoch of a partition this broker leads, or the error code a client gets
     /// for it. On a single node every partition is led here, at epoch 0.
-    pub fn leadership(&self, topic: &str, partition: i32) -> Result<i32, i16> {
+    pub fn leadership(&self, topic: &str, partition: i32) -> Result<i32, ErrorCode> {
         let Some(c) = &self.cluster else {
             return Ok(0);
         };
         if c.image().partition(topic, partition).is_none() {
-            return Err(crate::error_codes::UNKNOWN_TOPIC_OR_PARTITION);
+            return Err(ErrorCode::UnknownTopicOrPartition);
         }
         // Fenced, it may no longer lead (the controller moved its leaderships, or is about
         // to): it takes no writes and serves no reads.
         match c.replicas.get(topic, partition).and_then(|r| r.leader_epoch()) {
             Some(epoch) if !c.is_fenced() => Ok(epoch),
-            _ => Err(crate::error_codes::NOT_LEADER_OR_FOLLOWER),
+            _ => Err(ErrorCode::NotLeaderOrFollower),
         }
     }
 
     /// A write to a partition led here: its leader epoch now, and (in a cluster) its replica
     /// state, for the one replicate path ([`crate::replicate`]). The error code a client gets
     /// if this broker does not lead it.
-    pub fn leader_write(&self, topic: &str, partition: i32) -> Result<crate::replicate::LeaderWrite, i16> {
+    pub fn leader_write(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<crate::replicate::LeaderWrite, ErrorCode> {
         let epoch = self.leadership(topic, partition)?;
         let replica = self
             .cluster
@@ -126,7 +131,7 @@ impl Broker {
     /// Whether this broker coordinates groups now: in a cluster, it leads
     /// `__consumer_offsets-0` and has loaded the groups from it. The error code a group
     /// request gets if not.
-    pub fn group_coordinator_ready(&self) -> Result<(), i16> {
+    pub fn group_coordinator_ready(&self) -> Result<(), ErrorCode> {
         if self.cluster.is_none() {
             return Ok(());
         }
@@ -139,15 +144,15 @@ impl Broker {
             {
                 Ok(())
             }
-            Ok(_) => Err(crate::error_codes::COORDINATOR_LOAD_IN_PROGRESS),
-            Err(_) => Err(crate::error_codes::NOT_COORDINATOR),
+            Ok(_) => Err(ErrorCode::CoordinatorLoadInProgress),
+            Err(_) => Err(ErrorCode::NotCoordinator),
         }
     }
 
     /// The transaction coordinator's epoch if this broker is it: in a cluster, the leader
     /// epoch of `__transaction_state-0`, led here with the transactions loaded from it; 0 on
     /// a single node. The error code a transaction request gets if not.
-    pub fn txn_coordinator_epoch(&self) -> Result<i32, i16> {
+    pub fn txn_coordinator_epoch(&self) -> Result<i32, ErrorCode> {
         if self.cluster.is_none() {
             return Ok(0);
         }
@@ -157,8 +162,8 @@ impl Broker {
             {
                 Ok(epoch)
             }
-            Ok(_) => Err(crate::error_codes::COORDINATOR_LOAD_IN_PROGRESS),
-            Err(_) => Err(crate::error_codes::NOT_COORDINATOR),
+            Ok(_) => Err(ErrorCode::CoordinatorLoadInProgress),
+            Err(_) => Err(ErrorCode::NotCoordinator),
         }
     }
 

@@ -12,7 +12,6 @@ pub mod cluster;
 pub mod config;
 pub mod dispatch;
 pub mod dynamic_configs;
-pub mod error_codes;
 pub mod groups;
 pub mod handlers;
 pub mod metrics;

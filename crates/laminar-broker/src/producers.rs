@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 /// Batches remembered per producer and partition (Kafka's max in-flight for idempotence).
 pub const BATCHES_REMEMBERED_MAX: usize = 5;
@@ -92,7 +92,7 @@ pub enum SeqCheck {
     Duplicate {
         base_offset: i64,
     },
-    Reject(i16),
+    Reject(ErrorCode),
 }
 
 impl Producers {
@@ -148,17 +148,17 @@ impl Producers {
             return if first_seq == 0 {
                 SeqCheck::Append
             } else {
-                SeqCheck::Reject(ec::UNKNOWN_PRODUCER_ID)
+                SeqCheck::Reject(ErrorCode::UnknownProducerId)
             };
         };
         if epoch < p.epoch {
-            return SeqCheck::Reject(ec::INVALID_PRODUCER_EPOCH);
+            return SeqCheck::Reject(ErrorCode::InvalidProducerEpoch);
         }
         if epoch > p.epoch {
             return if first_seq == 0 {
                 SeqCheck::Append
             } else {
-                SeqCheck::Reject(ec::OUT_OF_ORDER_SEQUENCE_NUMBER)
+                SeqCheck::Reject(ErrorCode::OutOfOrderSequenceNumber)
             };
         }
         if let Some(b) = p
@@ -172,7 +172,7 @@ impl Producers {
         }
         let expected = p.batches.back().map_or(0, |b| b.last_seq.wrapping_add(1));
         if first_seq != expected {
-            return SeqCheck::Reject(ec::OUT_OF_ORDER_SEQUENCE_NUMBER);
+            return SeqCheck::Reject(ErrorCode::OutOfOrderSequenceNumber);
         }
         SeqCheck::Append
     }

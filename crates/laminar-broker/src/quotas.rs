@@ -9,6 +9,7 @@
 //! throttle time, `(rate - quota) / quota * window`, at most the whole window: the response
 //! carries it in `throttle_time_ms`, and the connection stops reading for that long (KIP-219).
 
+use laminar_protocol::ErrorCode;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -120,7 +121,7 @@ pub struct Quotas {
 }
 
 /// Why an alteration was refused: a Kafka error code and message.
-pub type QuotaError = (i16, String);
+pub type QuotaError = (ErrorCode, String);
 
 impl Quotas {
     /// Reads `quotas.json`. Touches the disk: startup only.
@@ -236,7 +237,7 @@ impl Quotas {
             ) {
                 crate::warn!("writing {QUOTAS_FILE}: {e}");
                 let err = (
-                    crate::error_codes::KAFKA_STORAGE_ERROR,
+                    ErrorCode::KafkaStorageError,
                     format!("writing {QUOTAS_FILE}: {e}"),
                 );
                 return results.into_iter().map(|r| r.and(Err(err.clone()))).collect();
@@ -266,7 +267,7 @@ pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChan
     for op in ops {
         if op.key != CONSUMER_BYTE_RATE && op.key != PRODUCER_BYTE_RATE {
             return Err((
-                crate::error_codes::INVALID_REQUEST,
+                ErrorCode::InvalidRequest,
                 format!(
                     "quota {} is not supported; Laminar has {CONSUMER_BYTE_RATE} and {PRODUCER_BYTE_RATE}",
                     op.key
@@ -276,7 +277,7 @@ pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChan
         let positive = op.value.is_finite() && op.value > 0.0;
         if !op.remove && !positive {
             return Err((
-                crate::error_codes::INVALID_REQUEST,
+                ErrorCode::InvalidRequest,
                 format!("{} must be a positive number of bytes per second", op.key),
             ));
         }
@@ -320,7 +321,7 @@ fn single_client_entity(entity: &[(String, Option<String>)]) -> Result<Option<St
     match entity {
         [(t, name)] if t == CLIENT_ID => Ok(name.clone()),
         _ => Err((
-            crate::error_codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             "Laminar has quotas for a client-id entity alone (user quotas need authentication)".into(),
         )),
     }

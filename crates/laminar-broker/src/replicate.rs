@@ -18,7 +18,7 @@ use laminar_storage::{FlushWait, Log, Offset};
 use tokio::sync::Notify;
 
 use crate::cluster::replica::Replica;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 /// A write to a partition this broker leads, at the leader epoch it was checked at.
 pub struct LeaderWrite {
@@ -45,21 +45,21 @@ pub enum ReplicateError {
 
 impl ReplicateError {
     /// The code a partition's write answers with (Produce, WriteTxnMarkers).
-    pub fn partition_code(&self) -> i16 {
+    pub fn partition_code(&self) -> ErrorCode {
         match self {
-            ReplicateError::Storage(_) => ec::KAFKA_STORAGE_ERROR,
-            ReplicateError::NotLeader => ec::NOT_LEADER_OR_FOLLOWER,
-            ReplicateError::Timeout(_) => ec::REQUEST_TIMED_OUT,
+            ReplicateError::Storage(_) => ErrorCode::KafkaStorageError,
+            ReplicateError::NotLeader => ErrorCode::NotLeaderOrFollower,
+            ReplicateError::Timeout(_) => ErrorCode::RequestTimedOut,
         }
     }
 
     /// The code a coordinator's write to its log answers with (the group and transaction
     /// coordinators), as Kafka maps its log's append errors: the client looks for the
     /// coordinator again, or retries the same one later.
-    pub fn coordinator_code(&self) -> i16 {
+    pub fn coordinator_code(&self) -> ErrorCode {
         match self {
-            ReplicateError::Storage(_) | ReplicateError::NotLeader => ec::NOT_COORDINATOR,
-            ReplicateError::Timeout(_) => ec::COORDINATOR_NOT_AVAILABLE,
+            ReplicateError::Storage(_) | ReplicateError::NotLeader => ErrorCode::NotCoordinator,
+            ReplicateError::Timeout(_) => ErrorCode::CoordinatorNotAvailable,
         }
     }
 }
@@ -212,9 +212,9 @@ mod tests {
         );
         let e = result.unwrap_err();
         // Produce and the markers: the client (or the coordinator) goes to the new leader.
-        assert_eq!(e.partition_code(), ec::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(e.partition_code(), ErrorCode::NotLeaderOrFollower);
         // The group and transaction logs: the client looks for the new coordinator.
-        assert_eq!(e.coordinator_code(), ec::NOT_COORDINATOR);
+        assert_eq!(e.coordinator_code(), ErrorCode::NotCoordinator);
     }
 
     #[tokio::test]
@@ -224,8 +224,8 @@ mod tests {
         let result = write.durable(&log, last, Duration::from_millis(300)).wait().await;
         let e = result.unwrap_err();
         assert_eq!(e, ReplicateError::Timeout(Duration::from_millis(300)));
-        assert_eq!(e.partition_code(), ec::REQUEST_TIMED_OUT);
-        assert_eq!(e.coordinator_code(), ec::COORDINATOR_NOT_AVAILABLE);
+        assert_eq!(e.partition_code(), ErrorCode::RequestTimedOut);
+        assert_eq!(e.coordinator_code(), ErrorCode::CoordinatorNotAvailable);
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! Startup and shutdown: opening (and recovering) the store, binding the listeners, the
 //! broker's background tasks, and the clean stop.
 
+use laminar_protocol::ErrorCode;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -410,7 +411,7 @@ impl RunningBroker {
         // included. (A round the abort cut short either appended already or took nothing:
         // the taking happens on the storage thread, with the append.)
         let persisted = self.broker.persist_group_changes().await;
-        if persisted != crate::error_codes::NONE && persisted != crate::error_codes::NOT_COORDINATOR {
+        if persisted != ErrorCode::None && persisted != ErrorCode::NotCoordinator {
             crate::warn!("the last group changes were not written: the next start restores older ones");
         }
         let store = self.broker.store.clone();

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::image::ClusterImage;
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
-use crate::error_codes as ec;
 use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
 use crate::txn::log::TRANSACTION_TOPIC;
+use laminar_protocol::ErrorCode;
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.
@@ -252,32 +252,32 @@ impl Topics {
         level: Level,
         change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
         validate_only: bool,
-    ) -> Result<(), (i16, String)> {
+    ) -> Result<(), (ErrorCode, String)> {
         let _w = self.write_lock.lock().unwrap();
         let mut dynamic = self.dynamic_configs();
-        change(dynamic.level_mut(level)).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        change(dynamic.level_mut(level)).map_err(|e| (ErrorCode::InvalidConfig, e))?;
         let effective = self
             .check_dynamic(&dynamic)
-            .map_err(|e| (ec::INVALID_CONFIG, e))?;
+            .map_err(|e| (ErrorCode::InvalidConfig, e))?;
         if validate_only {
             return Ok(());
         }
         let bytes =
-            serde_json::to_vec_pretty(&dynamic).map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+            serde_json::to_vec_pretty(&dynamic).map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
         write_atomically(
             self.store.storage().as_ref(),
             self.store.dir(),
             BROKER_CONFIGS_FILE,
             &bytes,
         )
-        .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
         crate::info!(
             "dynamic broker configs now: cluster default {:?}, this broker {:?}",
             dynamic.cluster_default,
             dynamic.broker
         );
         self.install_dynamic(dynamic, effective)
-            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))
+            .map_err(|e| (ErrorCode::KafkaStorageError, e))
     }
 
     /// The settings `dynamic` puts in effect, if they are valid and every topic's logs
@@ -509,10 +509,10 @@ impl Topics {
         name: &str,
         partitions: i32,
         configs: &BTreeMap<String, String>,
-    ) -> Result<u32, (i16, String)> {
+    ) -> Result<u32, (ErrorCode, String)> {
         if !valid_topic_name(name) {
             return Err((
-                ec::INVALID_TOPIC_EXCEPTION,
+                ErrorCode::InvalidTopicException,
                 format!("invalid topic name {name:?}"),
             ));
         }
@@ -523,11 +523,12 @@ impl Topics {
         };
         if partitions <= 0 || partitions as u32 > PARTITIONS_MAX {
             return Err((
-                ec::INVALID_PARTITIONS,
+                ErrorCode::InvalidPartitions,
                 format!("{partitions} partitions: must be 1 to {PARTITIONS_MAX}"),
             ));
         }
-        self.log_config(configs).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        self.log_config(configs)
+            .map_err(|e| (ErrorCode::InvalidConfig, e))?;
         Ok(partitions as u32)
     }
 
@@ -539,17 +540,20 @@ impl Topics {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
         validate_only: bool,
-    ) -> Result<TopicMeta, (i16, String)> {
+    ) -> Result<TopicMeta, (ErrorCode, String)> {
         let partitions = self.check_new(name, partitions, &configs)?;
         if replication_factor != -1 && replication_factor != 1 {
             return Err((
-                ec::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor,
                 format!("replication factor {replication_factor}: this is a single node"),
             ));
         }
         let _w = self.write_lock.lock().unwrap();
         if self.topics.read().unwrap().contains_key(name) {
-            return Err((ec::TOPIC_ALREADY_EXISTS, format!("topic {name} already exists")));
+            return Err((
+                ErrorCode::TopicAlreadyExists,
+                format!("topic {name} already exists"),
+            ));
         }
         let meta = TopicMeta {
             name: name.to_string(),
@@ -562,14 +566,14 @@ impl Topics {
         }
         for p in 0..meta.partitions {
             self.ensure_log(&meta, p)
-                .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+                .map_err(|e| (ErrorCode::KafkaStorageError, e))?;
         }
         self.topics
             .write()
             .unwrap()
             .insert(name.to_string(), meta.clone());
         self.persist()
-            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
         crate::info!(
             "created topic {name} with {} partitions (id {})",
             meta.partitions,
@@ -578,10 +582,10 @@ impl Topics {
         Ok(meta)
     }
 
-    pub fn delete(&self, name: &str) -> Result<TopicMeta, (i16, String)> {
+    pub fn delete(&self, name: &str) -> Result<TopicMeta, (ErrorCode, String)> {
         if is_internal(name) {
             return Err((
-                ec::INVALID_TOPIC_EXCEPTION,
+                ErrorCode::InvalidTopicException,
                 format!("{name} is an internal topic"),
             ));
         }
@@ -591,9 +595,9 @@ impl Topics {
             .write()
             .unwrap()
             .remove(name)
-            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
         self.persist()
-            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
         for p in 0..meta.partitions {
             if let Err(e) = self.store.delete_log(&LogId::new(name, p)) {
                 crate::warn!("deleting {name}-{p}: {e}");
@@ -611,59 +615,64 @@ impl Topics {
         name: &str,
         change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
         validate_only: bool,
-    ) -> Result<(), (i16, String)> {
+    ) -> Result<(), (ErrorCode, String)> {
         self.single_node("changing a topic's configs")?;
         let _w = self.write_lock.lock().unwrap();
         let mut meta = self
             .get(name)
-            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
-        change(&mut meta.configs).map_err(|e| (ec::INVALID_CONFIG, e))?;
+            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
+        change(&mut meta.configs).map_err(|e| (ErrorCode::InvalidConfig, e))?;
         self.log_config(&meta.configs)
-            .map_err(|e| (ec::INVALID_CONFIG, e))?;
+            .map_err(|e| (ErrorCode::InvalidConfig, e))?;
         if validate_only {
             return Ok(());
         }
         for p in 0..meta.partitions {
             self.ensure_log(&meta, p)
-                .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+                .map_err(|e| (ErrorCode::KafkaStorageError, e))?;
         }
         self.topics.write().unwrap().insert(name.to_string(), meta);
         self.persist()
-            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))?;
+            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
         crate::info!("altered the configs of topic {name}");
         Ok(())
     }
 
     /// In a cluster, topics change only through the controller (the handlers send these
     /// changes there): a change made on one broker alone is refused.
-    fn single_node(&self, what: &str) -> Result<(), (i16, String)> {
+    fn single_node(&self, what: &str) -> Result<(), (ErrorCode, String)> {
         if self.config.controller_quorum_voters.is_empty() {
             Ok(())
         } else {
             Err((
-                ec::INVALID_REQUEST,
+                ErrorCode::InvalidRequest,
                 format!("{what} in a cluster goes through the controller"),
             ))
         }
     }
 
-    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), (ErrorCode, String)> {
         self.single_node("adding partitions")?;
         if is_internal(name) {
             // The group log lives in its partition 0, and a group's partition, once there
             // are more, follows from the count: it does not change.
             return Err((
-                ec::INVALID_TOPIC_EXCEPTION,
+                ErrorCode::InvalidTopicException,
                 format!("{name} is an internal topic"),
             ));
         }
         let _w = self.write_lock.lock().unwrap();
         let mut meta = self
             .get(name)
-            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
         if count <= meta.partitions as i32 || count as u32 > PARTITIONS_MAX {
             return Err((
-                ec::INVALID_PARTITIONS,
+                ErrorCode::InvalidPartitions,
                 format!(
                     "topic {name} has {} partitions; asked for {count}",
                     meta.partitions
@@ -677,10 +686,10 @@ impl Topics {
         meta.partitions = count as u32;
         for p in old..meta.partitions {
             self.ensure_log(&meta, p)
-                .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e))?;
+                .map_err(|e| (ErrorCode::KafkaStorageError, e))?;
         }
         self.topics.write().unwrap().insert(name.to_string(), meta);
         self.persist()
-            .map_err(|e| (ec::KAFKA_STORAGE_ERROR, e.to_string()))
+            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))
     }
 }

@@ -2,11 +2,12 @@
 //! number, and a name is spelled once. Only the codes Laminar answers with are here.
 
 /// A Kafka error code (Kafka's `org.apache.kafka.common.protocol.Errors`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[repr(i16)]
 pub enum ErrorCode {
     /// An unexpected failure on the broker (a bug), as Kafka answers an unexpected exception.
     UnknownServerError = -1,
+    #[default]
     None = 0,
     OffsetOutOfRange = 1,
     CorruptMessage = 2,
@@ -16,6 +17,7 @@ pub enum ErrorCode {
     RequestTimedOut = 7,
     BrokerNotAvailable = 8,
     MessageTooLarge = 10,
+    OffsetMetadataTooLarge = 12,
     NetworkException = 13,
     CoordinatorLoadInProgress = 14,
     CoordinatorNotAvailable = 15,
@@ -72,6 +74,7 @@ pub enum ErrorCode {
     ProducerFenced = 90,
     InvalidUpdateVersion = 95,
     UnknownTopicId = 100,
+    TransactionalIdNotFound = 105,
     IneligibleReplica = 107,
 }
 
@@ -84,6 +87,12 @@ impl ErrorCode {
     /// The code a number stands for, if Laminar knows it.
     pub fn from_code(code: i16) -> Option<ErrorCode> {
         ALL.iter().copied().find(|e| e.code() == code)
+    }
+
+    /// The code in a response from another broker; a number Laminar does not know (only
+    /// Laminar brokers answer these) is taken as UNKNOWN_SERVER_ERROR.
+    pub fn from_wire(code: i16) -> ErrorCode {
+        ErrorCode::from_code(code).unwrap_or(ErrorCode::UnknownServerError)
     }
 
     pub fn is_none(self) -> bool {
@@ -103,6 +112,7 @@ impl ErrorCode {
             ErrorCode::RequestTimedOut => "REQUEST_TIMED_OUT",
             ErrorCode::BrokerNotAvailable => "BROKER_NOT_AVAILABLE",
             ErrorCode::MessageTooLarge => "MESSAGE_TOO_LARGE",
+            ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
             ErrorCode::NetworkException => "NETWORK_EXCEPTION",
             ErrorCode::CoordinatorLoadInProgress => "COORDINATOR_LOAD_IN_PROGRESS",
             ErrorCode::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
@@ -157,6 +167,7 @@ impl ErrorCode {
             ErrorCode::ProducerFenced => "PRODUCER_FENCED",
             ErrorCode::InvalidUpdateVersion => "INVALID_UPDATE_VERSION",
             ErrorCode::UnknownTopicId => "UNKNOWN_TOPIC_ID",
+            ErrorCode::TransactionalIdNotFound => "TRANSACTIONAL_ID_NOT_FOUND",
             ErrorCode::IneligibleReplica => "INELIGIBLE_REPLICA",
         }
     }
@@ -165,6 +176,19 @@ impl ErrorCode {
 impl From<ErrorCode> for i16 {
     fn from(e: ErrorCode) -> i16 {
         e.code()
+    }
+}
+
+/// A code read off the wire compared with a known one.
+impl PartialEq<ErrorCode> for i16 {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        *self == other.code()
+    }
+}
+
+impl PartialEq<i16> for ErrorCode {
+    fn eq(&self, other: &i16) -> bool {
+        self.code() == *other
     }
 }
 
@@ -186,6 +210,7 @@ const ALL: &[ErrorCode] = &[
     ErrorCode::RequestTimedOut,
     ErrorCode::BrokerNotAvailable,
     ErrorCode::MessageTooLarge,
+    ErrorCode::OffsetMetadataTooLarge,
     ErrorCode::NetworkException,
     ErrorCode::CoordinatorLoadInProgress,
     ErrorCode::CoordinatorNotAvailable,
@@ -240,6 +265,7 @@ const ALL: &[ErrorCode] = &[
     ErrorCode::ProducerFenced,
     ErrorCode::InvalidUpdateVersion,
     ErrorCode::UnknownTopicId,
+    ErrorCode::TransactionalIdNotFound,
     ErrorCode::IneligibleReplica,
 ];
 

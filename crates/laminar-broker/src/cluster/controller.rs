@@ -20,8 +20,8 @@ use super::rpc::{
     self, ControllerRequest, ControllerResponse, Heartbeat, HeartbeatAnswer, Network, NotLeader, TopicRequest,
 };
 use super::{ClusterSettings, Voter};
-use crate::error_codes as ec;
 use crate::txn::log::TRANSACTION_TOPIC;
+use laminar_protocol::ErrorCode;
 
 /// How often the active controller looks for expired broker sessions.
 const SESSION_CHECK: Duration = Duration::from_millis(200);
@@ -305,7 +305,7 @@ impl Active {
         let image = self.image.borrow().clone();
         if image.topics.contains_key(&t.name) {
             return Ok(CommandResult::err(
-                ec::TOPIC_ALREADY_EXISTS,
+                ErrorCode::TopicAlreadyExists.code(),
                 format!("topic {} already exists", t.name),
             ));
         }
@@ -313,7 +313,7 @@ impl Active {
         let rf = t.replication_factor as usize;
         if rf == 0 || rf > live.len() {
             return Ok(CommandResult::err(
-                ec::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor.code(),
                 format!("replication factor {rf}: {} brokers are available", live.len()),
             ));
         }
@@ -383,7 +383,7 @@ impl Active {
                         })
                         .await;
                     if let Ok(r) = created {
-                        if r.error_code == ec::NONE {
+                        if r.error_code == ErrorCode::None.code() {
                             crate::info!("controller {}: created the internal topic {name}", self.id);
                         }
                     }
@@ -450,7 +450,7 @@ impl Active {
         for (topic, partition) in due.into_iter().take(ELECTIONS_PER_BALANCE_MAX) {
             let command = Command::ElectPreferredLeader { topic, partition };
             if let Ok(r) = self.write(command).await {
-                if r.error_code == ec::NONE {
+                if r.error_code == ErrorCode::None.code() {
                     elected += 1;
                 }
             }

@@ -31,8 +31,8 @@ use super::client::BrokerConnection;
 use super::image::BrokerId;
 use super::replica::{Replica, Role};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::storage_pool::partition_key;
+use laminar_protocol::ErrorCode;
 
 const FETCH_VERSION: i16 = 12;
 const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
@@ -98,7 +98,7 @@ pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epo
             Ok(Fetched::Records) => failing = false,
             Ok(Fetched::Nothing) => failing = false,
             Ok(Fetched::Retry(code)) => {
-                if code == ec::OFFSET_OUT_OF_RANGE {
+                if code == ErrorCode::OffsetOutOfRange.code() {
                     // Past the leader's end (truncate by epoch again), or below its start:
                     // retention removed what this replica would fetch next.
                     truncated = false;
@@ -323,8 +323,8 @@ fn replica_log(b: &Broker, replica: &Replica) -> io::Result<Arc<laminar_storage:
 /// The one partition's answer to a one-partition request, unless it is missing or an error.
 fn the_answer<'a, P>(answer: Option<&'a P>, error_code: fn(&P) -> i16, api: &str) -> io::Result<&'a P> {
     let answer = answer.ok_or_else(|| io::Error::other(format!("an empty {api} answer")))?;
-    match error_code(answer) {
-        ec::NONE => Ok(answer),
+    match ErrorCode::from_wire(error_code(answer)) {
+        ErrorCode::None => Ok(answer),
         code => Err(io::Error::other(format!("{api} answered error {code}"))),
     }
 }
@@ -416,10 +416,10 @@ async fn fetch_once(
         .first()
         .and_then(|t| t.partitions.first())
         .ok_or_else(|| io::Error::other("an empty Fetch answer"))?;
-    if resp.error_code != ec::NONE {
+    if resp.error_code != ErrorCode::None.code() {
         return Ok(Fetched::Retry(resp.error_code));
     }
-    if data.error_code != ec::NONE {
+    if data.error_code != ErrorCode::None.code() {
         return Ok(Fetched::Retry(data.error_code));
     }
     if data.diverging_epoch.epoch >= 0 {

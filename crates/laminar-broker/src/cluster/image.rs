@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 /// A Kafka broker id (`node.id`).
 pub type BrokerId = i32;
@@ -208,7 +208,7 @@ pub struct CommandResult {
 impl CommandResult {
     pub fn ok() -> CommandResult {
         CommandResult {
-            error_code: ec::NONE,
+            error_code: ErrorCode::None.code(),
             message: String::new(),
         }
     }
@@ -330,7 +330,7 @@ impl ClusterImage {
                     }
                     _ => {
                         return CommandResult::err(
-                            ec::STALE_BROKER_EPOCH,
+                            ErrorCode::StaleBrokerEpoch.code(),
                             format!("broker {id} has registered again since"),
                         )
                     }
@@ -345,7 +345,7 @@ impl ClusterImage {
             } => {
                 if self.topics.contains_key(name) {
                     return CommandResult::err(
-                        ec::TOPIC_ALREADY_EXISTS,
+                        ErrorCode::TopicAlreadyExists.code(),
                         format!("topic {name} already exists"),
                     );
                 }
@@ -366,7 +366,10 @@ impl ClusterImage {
             }
             Command::DeleteTopic { name } => match self.topics.remove(name) {
                 Some(_) => CommandResult::ok(),
-                None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+                None => CommandResult::err(
+                    ErrorCode::UnknownTopicOrPartition.code(),
+                    format!("no topic {name}"),
+                ),
             },
             Command::CreatePartitions {
                 name,
@@ -380,7 +383,7 @@ impl ClusterImage {
                 match self.topics.get_mut(name) {
                     Some(t) if partitions_before.is_some_and(|n| n != t.partitions.len()) => {
                         CommandResult::err(
-                            ec::INVALID_PARTITIONS,
+                            ErrorCode::InvalidPartitions.code(),
                             format!("topic {name} has {} partitions now", t.partitions.len()),
                         )
                     }
@@ -388,7 +391,10 @@ impl ClusterImage {
                         t.partitions.extend(new);
                         CommandResult::ok()
                     }
-                    None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+                    None => CommandResult::err(
+                        ErrorCode::UnknownTopicOrPartition.code(),
+                        format!("no topic {name}"),
+                    ),
                 }
             }
             Command::AlterPartition {
@@ -415,7 +421,7 @@ impl ClusterImage {
             } => {
                 if self.broker_configs.get(entity).unwrap_or(&BTreeMap::new()) != previous {
                     return CommandResult::err(
-                        ec::INVALID_UPDATE_VERSION,
+                        ErrorCode::InvalidUpdateVersion.code(),
                         format!("the broker configs of {entity:?} changed meanwhile"),
                     );
                 }
@@ -433,20 +439,20 @@ impl ClusterImage {
                     .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
                 else {
                     return CommandResult::err(
-                        ec::UNKNOWN_TOPIC_OR_PARTITION,
+                        ErrorCode::UnknownTopicOrPartition.code(),
                         format!("no partition {topic}-{partition}"),
                     );
                 };
                 let preferred = p.replicas[0];
                 if p.leader == preferred {
                     return CommandResult::err(
-                        ec::ELECTION_NOT_NEEDED,
+                        ErrorCode::ElectionNotNeeded.code(),
                         format!("broker {preferred}, the preferred replica, leads"),
                     );
                 }
                 if !p.isr.contains(&preferred) || !live.contains(&preferred) {
                     return CommandResult::err(
-                        ec::PREFERRED_LEADER_NOT_AVAILABLE,
+                        ErrorCode::PreferredLeaderNotAvailable.code(),
                         format!("broker {preferred}, the preferred replica, is not live and in sync"),
                     );
                 }
@@ -461,14 +467,17 @@ impl ClusterImage {
                 previous,
             } => match self.topics.get_mut(name) {
                 Some(t) if previous.as_ref().is_some_and(|p| *p != t.configs) => CommandResult::err(
-                    ec::INVALID_UPDATE_VERSION,
+                    ErrorCode::InvalidUpdateVersion.code(),
                     format!("the configs of {name} changed meanwhile"),
                 ),
                 Some(t) => {
                     t.configs = configs.clone();
                     CommandResult::ok()
                 }
-                None => CommandResult::err(ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
+                None => CommandResult::err(
+                    ErrorCode::UnknownTopicOrPartition.code(),
+                    format!("no topic {name}"),
+                ),
             },
         }
     }
@@ -489,7 +498,7 @@ impl ClusterImage {
         };
         if p.leader != leader || p.leader_epoch != leader_epoch {
             return CommandResult::err(
-                ec::FENCED_LEADER_EPOCH,
+                ErrorCode::FencedLeaderEpoch.code(),
                 format!(
                     "{topic}-{partition} is led by {} at epoch {}, not {leader} at {leader_epoch}",
                     p.leader, p.leader_epoch
@@ -498,19 +507,22 @@ impl ClusterImage {
         }
         if p.partition_epoch != partition_epoch {
             return CommandResult::err(
-                ec::INVALID_UPDATE_VERSION,
+                ErrorCode::InvalidUpdateVersion.code(),
                 format!("{topic}-{partition} is at partition epoch {}", p.partition_epoch),
             );
         }
         if !isr.contains(&leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
             return CommandResult::err(
-                ec::INVALID_REQUEST,
+                ErrorCode::InvalidRequest.code(),
                 format!("ISR {isr:?} of replicas {:?}", p.replicas),
             );
         }
         // A fenced broker joins no ISR (KIP-841): it could not lead.
         if let Some(r) = isr.iter().find(|r| !p.isr.contains(r) && !live.contains(r)) {
-            return CommandResult::err(ec::INELIGIBLE_REPLICA, format!("broker {r} is fenced"));
+            return CommandResult::err(
+                ErrorCode::IneligibleReplica.code(),
+                format!("broker {r} is fenced"),
+            );
         }
         p.isr = isr.to_vec();
         p.partition_epoch += 1;
@@ -524,7 +536,7 @@ impl ClusterImage {
             .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
             .ok_or_else(|| {
                 CommandResult::err(
-                    ec::UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode::UnknownTopicOrPartition.code(),
                     format!("no partition {topic}-{partition}"),
                 )
             })
@@ -543,7 +555,7 @@ impl ClusterImage {
         };
         if target.is_none() && !p.reassigning() {
             return CommandResult::err(
-                ec::NO_REASSIGNMENT_IN_PROGRESS,
+                ErrorCode::NoReassignmentInProgress.code(),
                 format!("{topic}-{partition} is not being reassigned"),
             );
         }
@@ -555,7 +567,7 @@ impl ClusterImage {
             let isr: Vec<BrokerId> = p.isr.iter().copied().filter(|r| original.contains(r)).collect();
             if isr.is_empty() {
                 return CommandResult::err(
-                    ec::INVALID_REPLICA_ASSIGNMENT,
+                    ErrorCode::InvalidReplicaAssignment.code(),
                     format!("none of {topic}-{partition}'s original replicas {original:?} is in sync"),
                 );
             }
@@ -623,13 +635,13 @@ impl ClusterImage {
             seen.dedup();
             if replicas.is_empty() || seen.len() != replicas.len() {
                 return Err(CommandResult::err(
-                    ec::INVALID_REPLICA_ASSIGNMENT,
+                    ErrorCode::InvalidReplicaAssignment.code(),
                     format!("replicas {replicas:?}: must be distinct brokers, at least one"),
                 ));
             }
             if let Some(unknown) = replicas.iter().find(|r| !self.brokers.contains_key(r)) {
                 return Err(CommandResult::err(
-                    ec::INVALID_REPLICA_ASSIGNMENT,
+                    ErrorCode::InvalidReplicaAssignment.code(),
                     format!("broker {unknown} is not registered"),
                 ));
             }
@@ -818,7 +830,10 @@ mod tests {
             topic: "t".into(),
             partition: 0,
         };
-        assert_eq!(apply(&mut image, elect()).error_code, ec::ELECTION_NOT_NEEDED);
+        assert_eq!(
+            apply(&mut image, elect()).error_code,
+            ErrorCode::ElectionNotNeeded
+        );
         assert!(image.imbalanced_partitions().is_empty());
         apply(
             &mut image,
@@ -837,7 +852,7 @@ mod tests {
         // Back, but not in sync yet: it cannot lead.
         assert_eq!(
             apply(&mut image, elect()).error_code,
-            ec::PREFERRED_LEADER_NOT_AVAILABLE
+            ErrorCode::PreferredLeaderNotAvailable
         );
         let p = image.partition("t", 0).unwrap().clone();
         assert_eq!(p.leader, 2);
@@ -871,7 +886,7 @@ mod tests {
                 }
             )
             .error_code,
-            ec::UNKNOWN_TOPIC_OR_PARTITION
+            ErrorCode::UnknownTopicOrPartition
         );
     }
 
@@ -936,7 +951,7 @@ mod tests {
                 incarnation: "i1".into(),
             },
         );
-        assert_eq!(stale.error_code, ec::STALE_BROKER_EPOCH);
+        assert_eq!(stale.error_code, ErrorCode::StaleBrokerEpoch);
         assert!(image.brokers[&1].fenced);
     }
 
@@ -977,11 +992,11 @@ mod tests {
         assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3, 4]));
         assert_eq!(
             apply(&mut image, reassign(None)).error_code,
-            ec::NO_REASSIGNMENT_IN_PROGRESS
+            ErrorCode::NoReassignmentInProgress
         );
         assert_eq!(
             apply(&mut image, reassign(Some(vec![2, 2]))).error_code,
-            ec::INVALID_REPLICA_ASSIGNMENT
+            ErrorCode::InvalidReplicaAssignment
         );
     }
 
@@ -998,7 +1013,7 @@ mod tests {
         assert_eq!(image.apply(v, &add(1)), CommandResult::ok());
         // A second request made from the same count lost the race.
         let v = image.version + 1;
-        assert_eq!(image.apply(v, &add(1)).error_code, ec::INVALID_PARTITIONS);
+        assert_eq!(image.apply(v, &add(1)).error_code, ErrorCode::InvalidPartitions);
         let t = &image.topics["t"];
         assert_eq!(t.partitions.len(), 2);
         assert_eq!(
@@ -1094,15 +1109,15 @@ mod tests {
         let v = image.version + 1;
         assert_eq!(
             image.apply(v, &alter(2, 0, 0, vec![2])).error_code,
-            ec::FENCED_LEADER_EPOCH
+            ErrorCode::FencedLeaderEpoch
         );
         assert_eq!(
             image.apply(v + 1, &alter(1, 0, 5, vec![1])).error_code,
-            ec::INVALID_UPDATE_VERSION
+            ErrorCode::InvalidUpdateVersion
         );
         assert_eq!(
             image.apply(v + 2, &alter(1, 0, 0, vec![2])).error_code,
-            ec::INVALID_REQUEST
+            ErrorCode::InvalidRequest
         );
         assert_eq!(
             image.apply(v + 3, &alter(1, 0, 0, vec![1, 3])),
@@ -1120,7 +1135,7 @@ mod tests {
         );
         assert_eq!(
             image.apply(v + 5, &alter(1, 0, 1, vec![1, 2, 3])).error_code,
-            ec::INELIGIBLE_REPLICA
+            ErrorCode::IneligibleReplica
         );
     }
 
@@ -1129,17 +1144,17 @@ mod tests {
         let mut image = image_with(&[1, 2]);
         assert_eq!(
             create(&mut image, vec![vec![1, 1]]).error_code,
-            ec::INVALID_REPLICA_ASSIGNMENT
+            ErrorCode::InvalidReplicaAssignment
         );
         assert_eq!(
             create(&mut image, vec![vec![7]]).error_code,
-            ec::INVALID_REPLICA_ASSIGNMENT
+            ErrorCode::InvalidReplicaAssignment
         );
         assert!(image.topics.is_empty());
         assert_eq!(create(&mut image, vec![vec![2, 1]]), CommandResult::ok());
         assert_eq!(
             create(&mut image, vec![vec![2, 1]]).error_code,
-            ec::TOPIC_ALREADY_EXISTS
+            ErrorCode::TopicAlreadyExists
         );
     }
 

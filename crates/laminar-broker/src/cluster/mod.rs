@@ -20,6 +20,7 @@ pub mod fetcher;
 pub mod publish;
 pub mod replica;
 
+use laminar_protocol::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -245,7 +246,7 @@ impl Cluster {
         let outcome = self.write(command).await;
         let replica = self.replicas.get(&change.topic, change.partition);
         match &outcome {
-            Ok(r) if r.error_code == crate::error_codes::NONE => {
+            Ok(r) if r.error_code == ErrorCode::None.code() => {
                 crate::info!(
                     "{}-{}: ISR is now {:?}",
                     change.topic,
@@ -307,15 +308,18 @@ impl Cluster {
 
     /// Creates a topic through the controller; once created, waits until this broker's
     /// image holds it, so that the client's next Metadata here finds it.
-    pub async fn create_topic_here(&self, topic: TopicRequest) -> Result<Option<TopicInfo>, (i16, String)> {
+    pub async fn create_topic_here(
+        &self,
+        topic: TopicRequest,
+    ) -> Result<Option<TopicInfo>, (ErrorCode, String)> {
         let name = topic.name.clone();
         let validate_only = topic.validate_only;
         let r = self
             .create_topic(topic)
             .await
-            .map_err(|e| (crate::error_codes::REQUEST_TIMED_OUT, e.to_string()))?;
-        if r.error_code != crate::error_codes::NONE {
-            return Err((r.error_code, r.message));
+            .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
+        if r.error_code != ErrorCode::None.code() {
+            return Err((ErrorCode::from_wire(r.error_code), r.message));
         }
         if validate_only {
             return Ok(None);
@@ -332,13 +336,12 @@ impl Cluster {
         name: &str,
         count: i32,
         validate_only: bool,
-    ) -> Result<(), (i16, String)> {
-        use crate::error_codes as ec;
+    ) -> Result<(), (ErrorCode, String)> {
         if crate::topics::is_internal(name) {
             // The group log lives in its partition 0, and a group's partition follows from
             // the count: it does not change.
             return Err((
-                ec::INVALID_TOPIC_EXCEPTION,
+                ErrorCode::InvalidTopicException,
                 format!("{name} is an internal topic"),
             ));
         }
@@ -346,11 +349,11 @@ impl Cluster {
         let t = image
             .topics
             .get(name)
-            .ok_or((ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")))?;
+            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
         let have = t.partitions.len();
         if count <= have as i32 || count as u32 > crate::topics::PARTITIONS_MAX {
             return Err((
-                ec::INVALID_PARTITIONS,
+                ErrorCode::InvalidPartitions,
                 format!("topic {name} has {have} partitions; asked for {count}"),
             ));
         }
@@ -358,7 +361,7 @@ impl Cluster {
         let live = image.live_brokers();
         if rf > live.len() {
             return Err((
-                ec::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor,
                 format!("replication factor {rf}: {} brokers are available", live.len()),
             ));
         }
@@ -374,9 +377,9 @@ impl Cluster {
                 partitions_before: Some(have),
             })
             .await
-            .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
-        if r.error_code != ec::NONE {
-            return Err((r.error_code, r.message));
+            .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
+        if r.error_code != ErrorCode::None.code() {
+            return Err((ErrorCode::from_wire(r.error_code), r.message));
         }
         self.wait_for(|i| {
             i.topics
@@ -395,17 +398,16 @@ impl Cluster {
     pub async fn alter_configs_here(
         &self,
         target: image::ConfigTarget,
-        change: impl Fn(&mut BTreeMap<String, String>) -> Result<(), (i16, String)>,
+        change: impl Fn(&mut BTreeMap<String, String>) -> Result<(), (ErrorCode, String)>,
         validate_only: bool,
-    ) -> Result<(), (i16, String)> {
-        use crate::error_codes as ec;
+    ) -> Result<(), (ErrorCode, String)> {
         use image::ConfigTarget;
         const ATTEMPTS: usize = 5;
         for _ in 0..ATTEMPTS {
             let image = self.image();
             let previous = image.configs_of(&target).ok_or_else(|| match &target {
-                ConfigTarget::Topic(name) => (ec::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {name}")),
-                ConfigTarget::Broker(entity) => (ec::INVALID_REQUEST, format!("no broker {entity}")),
+                ConfigTarget::Topic(name) => (ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")),
+                ConfigTarget::Broker(entity) => (ErrorCode::InvalidRequest, format!("no broker {entity}")),
             })?;
             let mut configs = previous.clone();
             change(&mut configs)?;
@@ -427,37 +429,37 @@ impl Cluster {
             let r = self
                 .write(command)
                 .await
-                .map_err(|e| (ec::REQUEST_TIMED_OUT, e.to_string()))?;
-            match r.error_code {
-                ec::NONE => {
+                .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
+            match ErrorCode::from_wire(r.error_code) {
+                ErrorCode::None => {
                     self.wait_for(|i| i.configs_of(&target).as_ref() == Some(&configs))
                         .await;
                     return Ok(());
                 }
                 // Another change came first: this broker's image learns it, then again.
-                ec::INVALID_UPDATE_VERSION => {
+                ErrorCode::InvalidUpdateVersion => {
                     self.wait_for(|i| i.version > image.version).await;
                 }
-                _ => return Err((r.error_code, r.message)),
+                code => return Err((code, r.message)),
             }
         }
         Err((
-            ec::REQUEST_TIMED_OUT,
+            ErrorCode::RequestTimedOut,
             format!("the configs of {target:?} kept changing under {ATTEMPTS} attempts"),
         ))
     }
 
     /// Deletes a topic through the controller, and waits until this broker's image has
     /// lost it.
-    pub async fn delete_topic_here(&self, name: &str) -> Result<(), (i16, String)> {
+    pub async fn delete_topic_here(&self, name: &str) -> Result<(), (ErrorCode, String)> {
         let r = self
             .write(image::Command::DeleteTopic {
                 name: name.to_string(),
             })
             .await
-            .map_err(|e| (crate::error_codes::REQUEST_TIMED_OUT, e.to_string()))?;
-        if r.error_code != crate::error_codes::NONE {
-            return Err((r.error_code, r.message));
+            .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
+        if r.error_code != ErrorCode::None.code() {
+            return Err((ErrorCode::from_wire(r.error_code), r.message));
         }
         self.wait_for(|i| !i.topics.contains_key(name)).await;
         Ok(())

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 use records::{GroupMetadataValue, MemberValue};
 use store::{GroupRecord, PendingView};
 
@@ -57,7 +57,7 @@ impl GroupState {
 
 #[derive(Debug, Clone, Default)]
 pub struct JoinOutcome {
-    pub error: i16,
+    pub error: ErrorCode,
     pub generation: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -71,7 +71,7 @@ pub struct JoinOutcome {
 }
 
 impl JoinOutcome {
-    fn error(error: i16, member_id: &str) -> JoinOutcome {
+    fn error(error: ErrorCode, member_id: &str) -> JoinOutcome {
         JoinOutcome {
             error,
             generation: -1,
@@ -83,7 +83,7 @@ impl JoinOutcome {
 
 #[derive(Debug, Clone, Default)]
 pub struct SyncOutcome {
-    pub error: i16,
+    pub error: ErrorCode,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
@@ -258,7 +258,7 @@ impl Group {
         for m in self.members.values_mut() {
             if let Some(w) = m.sync_waiter.take() {
                 let _ = w.send(SyncOutcome {
-                    error: ec::REBALANCE_IN_PROGRESS,
+                    error: ErrorCode::RebalanceInProgress,
                     ..Default::default()
                 });
             }
@@ -317,7 +317,7 @@ impl Group {
             m.assignment = Bytes::new();
             if let Some(w) = m.join_waiter.take() {
                 let _ = w.send(JoinOutcome {
-                    error: ec::NONE,
+                    error: ErrorCode::None,
                     generation: self.generation,
                     protocol_type: self.protocol_type.clone(),
                     protocol_name: self.protocol_name.clone(),
@@ -333,11 +333,11 @@ impl Group {
     fn remove_member(&mut self, member_id: &str, initial_delay: Duration) {
         if let Some(mut m) = self.members.remove(member_id) {
             if let Some(w) = m.join_waiter.take() {
-                let _ = w.send(JoinOutcome::error(ec::UNKNOWN_MEMBER_ID, member_id));
+                let _ = w.send(JoinOutcome::error(ErrorCode::UnknownMemberId, member_id));
             }
             if let Some(w) = m.sync_waiter.take() {
                 let _ = w.send(SyncOutcome {
-                    error: ec::UNKNOWN_MEMBER_ID,
+                    error: ErrorCode::UnknownMemberId,
                     ..Default::default()
                 });
             }
@@ -370,7 +370,7 @@ impl Group {
         skip_assignment: bool,
     ) -> JoinOutcome {
         JoinOutcome {
-            error: ec::NONE,
+            error: ErrorCode::None,
             generation: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -382,19 +382,24 @@ impl Group {
     }
 
     /// Checks a member and generation, as Heartbeat, SyncGroup and OffsetCommit do.
-    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), i16> {
+    fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ErrorCode> {
         if let Some(instance) = instance_id {
             if let Some(owner) = self.static_member(instance) {
                 if owner != member_id {
-                    return Err(ec::FENCED_INSTANCE_ID);
+                    return Err(ErrorCode::FencedInstanceId);
                 }
             }
         }
         if !self.members.contains_key(member_id) {
-            return Err(ec::UNKNOWN_MEMBER_ID);
+            return Err(ErrorCode::UnknownMemberId);
         }
         if generation != self.generation {
-            return Err(ec::ILLEGAL_GENERATION);
+            return Err(ErrorCode::IllegalGeneration);
         }
         Ok(())
     }
@@ -438,10 +443,10 @@ impl Coordinator {
 
     pub fn join(&self, a: JoinArgs) -> Reply<JoinOutcome> {
         if a.group_id.is_empty() {
-            return Reply::Now(JoinOutcome::error(ec::INVALID_GROUP_ID, &a.member_id));
+            return Reply::Now(JoinOutcome::error(ErrorCode::InvalidGroupId, &a.member_id));
         }
         if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&a.session_timeout_ms) {
-            return Reply::Now(JoinOutcome::error(ec::INVALID_SESSION_TIMEOUT, &a.member_id));
+            return Reply::Now(JoinOutcome::error(ErrorCode::InvalidSessionTimeout, &a.member_id));
         }
         let delay = self.initial_rebalance_delay;
         let mut groups = self.groups.lock().unwrap();
@@ -449,10 +454,16 @@ impl Coordinator {
             .entry(a.group_id.clone())
             .or_insert_with(|| Group::new(&a.group_id));
         if group.state == GroupState::Dead {
-            return Reply::Now(JoinOutcome::error(ec::COORDINATOR_NOT_AVAILABLE, &a.member_id));
+            return Reply::Now(JoinOutcome::error(
+                ErrorCode::CoordinatorNotAvailable,
+                &a.member_id,
+            ));
         }
         if !group.supports_protocols(&a.protocol_type, &a.protocols) {
-            return Reply::Now(JoinOutcome::error(ec::INCONSISTENT_GROUP_PROTOCOL, &a.member_id));
+            return Reply::Now(JoinOutcome::error(
+                ErrorCode::InconsistentGroupProtocol,
+                &a.member_id,
+            ));
         }
         let now = Instant::now();
         let mut member_id = a.member_id.clone();
@@ -465,12 +476,12 @@ impl Coordinator {
                     let mut m = group.members.remove(&old_id).unwrap();
                     if let Some(w) = m.sync_waiter.take() {
                         let _ = w.send(SyncOutcome {
-                            error: ec::FENCED_INSTANCE_ID,
+                            error: ErrorCode::FencedInstanceId,
                             ..Default::default()
                         });
                     }
                     if let Some(w) = m.join_waiter.take() {
-                        let _ = w.send(JoinOutcome::error(ec::FENCED_INSTANCE_ID, &old_id));
+                        let _ = w.send(JoinOutcome::error(ErrorCode::FencedInstanceId, &old_id));
                     }
                     // As Kafka decides it: what matters is the protocol in force and the
                     // member's metadata for it, not the rest of its list (a member restored
@@ -521,13 +532,13 @@ impl Coordinator {
                     member_id.clone(),
                     now + Duration::from_millis(a.session_timeout_ms as u64),
                 );
-                return Reply::Now(JoinOutcome::error(ec::MEMBER_ID_REQUIRED, &member_id));
+                return Reply::Now(JoinOutcome::error(ErrorCode::MemberIdRequired, &member_id));
             }
             if group.members.len() >= GROUP_MEMBERS_MAX {
-                return Reply::Now(JoinOutcome::error(ec::GROUP_MAX_SIZE_REACHED, &member_id));
+                return Reply::Now(JoinOutcome::error(ErrorCode::GroupMaxSizeReached, &member_id));
             }
         } else if !group.members.contains_key(&member_id) && group.pending.remove(&member_id).is_none() {
-            return Reply::Now(JoinOutcome::error(ec::UNKNOWN_MEMBER_ID, &member_id));
+            return Reply::Now(JoinOutcome::error(ErrorCode::UnknownMemberId, &member_id));
         }
 
         let existing = group.members.get_mut(&member_id);
@@ -584,7 +595,7 @@ impl Coordinator {
         let (tx, rx) = oneshot::channel();
         if let Some(m) = group.members.get_mut(member_id) {
             if let Some(old) = m.join_waiter.replace(tx) {
-                let _ = old.send(JoinOutcome::error(ec::UNKNOWN_MEMBER_ID, member_id));
+                let _ = old.send(JoinOutcome::error(ErrorCode::UnknownMemberId, member_id));
             }
         }
         Self::maybe_complete(group);
@@ -614,7 +625,7 @@ impl Coordinator {
         let mut groups = self.groups.lock().unwrap();
         let Some(group) = groups.get_mut(group_id) else {
             return Reply::Now(SyncOutcome {
-                error: ec::UNKNOWN_MEMBER_ID,
+                error: ErrorCode::UnknownMemberId,
                 ..Default::default()
             });
         };
@@ -625,14 +636,14 @@ impl Coordinator {
             });
         }
         let outcome = |g: &Group, assignment: Bytes| SyncOutcome {
-            error: ec::NONE,
+            error: ErrorCode::None,
             protocol_type: g.protocol_type.clone(),
             protocol_name: g.protocol_name.clone(),
             assignment,
         };
         match group.state {
             GroupState::PreparingRebalance => Reply::Now(SyncOutcome {
-                error: ec::REBALANCE_IN_PROGRESS,
+                error: ErrorCode::RebalanceInProgress,
                 ..Default::default()
             }),
             GroupState::Stable => {
@@ -652,7 +663,7 @@ impl Coordinator {
                     for m in group.members.values_mut() {
                         if let Some(w) = m.sync_waiter.take() {
                             let _ = w.send(SyncOutcome {
-                                error: ec::NONE,
+                                error: ErrorCode::None,
                                 protocol_type: pt.clone(),
                                 protocol_name: pn.clone(),
                                 assignment: m.assignment.clone(),
@@ -663,7 +674,7 @@ impl Coordinator {
                 Reply::Later(rx)
             }
             GroupState::Empty | GroupState::Dead => Reply::Now(SyncOutcome {
-                error: ec::UNKNOWN_MEMBER_ID,
+                error: ErrorCode::UnknownMemberId,
                 ..Default::default()
             }),
         }
@@ -675,29 +686,33 @@ impl Coordinator {
         generation: i32,
         member_id: &str,
         instance_id: Option<&str>,
-    ) -> i16 {
+    ) -> ErrorCode {
         let mut groups = self.groups.lock().unwrap();
         let Some(group) = groups.get_mut(group_id) else {
-            return ec::UNKNOWN_MEMBER_ID;
+            return ErrorCode::UnknownMemberId;
         };
         if let Err(e) = group.check_member(member_id, instance_id, generation) {
             return e;
         }
         group.members.get_mut(member_id).unwrap().last_heartbeat = Instant::now();
         match group.state {
-            GroupState::PreparingRebalance => ec::REBALANCE_IN_PROGRESS,
-            GroupState::CompletingRebalance | GroupState::Stable => ec::NONE,
-            GroupState::Empty | GroupState::Dead => ec::UNKNOWN_MEMBER_ID,
+            GroupState::PreparingRebalance => ErrorCode::RebalanceInProgress,
+            GroupState::CompletingRebalance | GroupState::Stable => ErrorCode::None,
+            GroupState::Empty | GroupState::Dead => ErrorCode::UnknownMemberId,
         }
     }
 
     /// Removes members by id, or by instance id when the member id is empty. Returns one
     /// error code per member.
-    pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)]) -> Result<Vec<i16>, i16> {
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
         let delay = self.initial_rebalance_delay;
         let mut groups = self.groups.lock().unwrap();
         let Some(group) = groups.get_mut(group_id) else {
-            return Err(ec::UNKNOWN_MEMBER_ID);
+            return Err(ErrorCode::UnknownMemberId);
         };
         Ok(members
             .iter()
@@ -705,19 +720,19 @@ impl Coordinator {
                 let id = match instance {
                     Some(i) => match group.static_member(i) {
                         Some(owner) if member_id.is_empty() || owner == *member_id => owner,
-                        Some(_) => return ec::FENCED_INSTANCE_ID,
-                        None => return ec::UNKNOWN_MEMBER_ID,
+                        Some(_) => return ErrorCode::FencedInstanceId,
+                        None => return ErrorCode::UnknownMemberId,
                     },
                     None => member_id.clone(),
                 };
                 if group.pending.remove(&id).is_some() {
-                    return ec::NONE;
+                    return ErrorCode::None;
                 }
                 if !group.members.contains_key(&id) {
-                    return ec::UNKNOWN_MEMBER_ID;
+                    return ErrorCode::UnknownMemberId;
                 }
                 group.remove_member(&id, delay);
-                ec::NONE
+                ErrorCode::None
             })
             .collect())
     }
@@ -731,24 +746,24 @@ impl Coordinator {
         generation: i32,
         member_id: &str,
         instance_id: Option<&str>,
-    ) -> i16 {
+    ) -> ErrorCode {
         let mut groups = self.groups.lock().unwrap();
         let group = groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id));
         if generation < 0 && member_id.is_empty() {
             return if group.members.is_empty() {
-                ec::NONE
+                ErrorCode::None
             } else {
-                ec::UNKNOWN_MEMBER_ID
+                ErrorCode::UnknownMemberId
             };
         }
         if let Err(e) = group.check_member(member_id, instance_id, generation) {
             return e;
         }
         match group.state {
-            GroupState::CompletingRebalance => ec::REBALANCE_IN_PROGRESS,
-            _ => ec::NONE,
+            GroupState::CompletingRebalance => ErrorCode::RebalanceInProgress,
+            _ => ErrorCode::None,
         }
     }
 
@@ -929,11 +944,11 @@ impl Coordinator {
         for g in groups.values_mut() {
             for m in g.members.values_mut() {
                 if let Some(w) = m.join_waiter.take() {
-                    let _ = w.send(JoinOutcome::error(ec::COORDINATOR_NOT_AVAILABLE, &m.id));
+                    let _ = w.send(JoinOutcome::error(ErrorCode::CoordinatorNotAvailable, &m.id));
                 }
                 if let Some(w) = m.sync_waiter.take() {
                     let _ = w.send(SyncOutcome {
-                        error: ec::COORDINATOR_NOT_AVAILABLE,
+                        error: ErrorCode::CoordinatorNotAvailable,
                         ..Default::default()
                     });
                 }
@@ -942,12 +957,12 @@ impl Coordinator {
         }
     }
 
-    pub fn delete_group_check(&self, group_id: &str) -> i16 {
+    pub fn delete_group_check(&self, group_id: &str) -> ErrorCode {
         let groups = self.groups.lock().unwrap();
         match groups.get(group_id) {
-            None => ec::GROUP_ID_NOT_FOUND,
-            Some(g) if !g.members.is_empty() => ec::NON_EMPTY_GROUP,
-            Some(_) => ec::NONE,
+            None => ErrorCode::GroupIdNotFound,
+            Some(g) if !g.members.is_empty() => ErrorCode::NonEmptyGroup,
+            Some(_) => ErrorCode::None,
         }
     }
 }
@@ -1078,7 +1093,7 @@ mod tests {
             require_known_member_id: false,
         };
         match c.join(join(b"sub")) {
-            Reply::Now(o) => assert_eq!((o.error, o.generation), (ec::NONE, 7)),
+            Reply::Now(o) => assert_eq!((o.error, o.generation), (ErrorCode::None, 7)),
             Reply::Later(_) => panic!("a rebalance began"),
         }
         assert!(

@@ -1,6 +1,7 @@
 //! The group log's writes: group records appended to `__consumer_offsets-0` on its storage
 //! thread, made durable (and, in a cluster, replicated), then applied to the coordinator.
 
+use laminar_protocol::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,9 +13,9 @@ use crate::storage_pool::partition_key;
 impl Broker {
     /// Appends group records to the internal log, waits for their fsync, then applies them.
     /// Returns a Kafka error code.
-    pub async fn persist_group_records(self: &Arc<Self>, records: Vec<GroupRecord>) -> i16 {
+    pub async fn persist_group_records(self: &Arc<Self>, records: Vec<GroupRecord>) -> ErrorCode {
         if records.is_empty() {
-            return crate::error_codes::NONE;
+            return ErrorCode::None;
         }
         self.append_group_log(GroupWrite::Records(records)).await
     }
@@ -28,9 +29,9 @@ impl Broker {
         producer_epoch: i16,
         guard: Option<u64>,
         records: Vec<GroupRecord>,
-    ) -> i16 {
+    ) -> ErrorCode {
         if records.is_empty() {
-            return crate::error_codes::NONE;
+            return ErrorCode::None;
         }
         self.append_group_log(GroupWrite::Transactional {
             producer_id,
@@ -43,12 +44,12 @@ impl Broker {
 
     /// Makes the coordinator's own changes durable: group metadata that changed, expired
     /// offsets and groups that are gone (see `Coordinator::take_changes`).
-    pub async fn persist_group_changes(self: &Arc<Self>) -> i16 {
+    pub async fn persist_group_changes(self: &Arc<Self>) -> ErrorCode {
         let retention = Duration::from_secs(self.config.offsets_retention_minutes * 60);
         self.append_group_log(GroupWrite::Changes(retention)).await
     }
 
-    async fn append_group_log(self: &Arc<Self>, write: GroupWrite) -> i16 {
+    async fn append_group_log(self: &Arc<Self>, write: GroupWrite) -> ErrorCode {
         // In a cluster, only the coordinator writes the group log, at its leader epoch, and a
         // write counts once the in-sync replicas hold it.
         if let Err(code) = self.group_coordinator_ready() {
@@ -56,7 +57,7 @@ impl Broker {
         }
         let leader = match self.leader_write(crate::groups::store::OFFSETS_TOPIC, 0) {
             Ok(leader) => leader,
-            Err(_) => return crate::error_codes::NOT_COORDINATOR,
+            Err(_) => return ErrorCode::NotCoordinator,
         };
         let epoch = leader.epoch;
         let b = self.clone();
@@ -88,12 +89,12 @@ impl Broker {
                             .epoch(t, p, producer_id)
                             .is_some_and(|e| e > producer_epoch)
                         {
-                            return Err(GroupLogError::Refused(crate::error_codes::INVALID_PRODUCER_EPOCH));
+                            return Err(GroupLogError::Refused(ErrorCode::InvalidProducerEpoch));
                         }
                         if guard.is_some_and(|token| {
                             !b.producers.guarded(t, p, producer_id, producer_epoch, token)
                         }) {
-                            return Err(GroupLogError::Refused(crate::error_codes::INVALID_TXN_STATE));
+                            return Err(GroupLogError::Refused(ErrorCode::InvalidTxnState));
                         }
                         (
                             records,
@@ -134,13 +135,13 @@ impl Broker {
             })
             .await;
         let (info, apply) = match appended {
-            Ok(Ok(None)) => return crate::error_codes::NONE,
+            Ok(Ok(None)) => return ErrorCode::None,
             Ok(Ok(Some(appended))) => appended,
             Ok(Err(GroupLogError::Encode(e))) => {
                 crate::warn!("group records refused: {e}");
-                return crate::error_codes::INVALID_REQUEST;
+                return ErrorCode::InvalidRequest;
             }
-            Ok(Err(GroupLogError::NotCoordinator)) => return crate::error_codes::NOT_COORDINATOR,
+            Ok(Err(GroupLogError::NotCoordinator)) => return ErrorCode::NotCoordinator,
             Ok(Err(GroupLogError::Refused(code))) => return code,
             Ok(Err(GroupLogError::Storage(e))) => {
                 crate::warn!("persisting group records: {e}");
@@ -148,7 +149,7 @@ impl Broker {
             }
             Err(panicked) => {
                 crate::warn!("persisting group records: {panicked}");
-                return crate::error_codes::UNKNOWN_SERVER_ERROR;
+                return ErrorCode::UnknownServerError;
             }
         };
         leader.appended(info.log_end, &self.data_arrived);
@@ -163,7 +164,7 @@ impl Broker {
                 if apply.is_none() {
                     self.group_store.apply_durable(&self.groups, info.last_offset);
                 }
-                crate::error_codes::NONE
+                ErrorCode::None
             }
             Err(e) => {
                 crate::warn!("persisting group records: {e}");
@@ -214,7 +215,7 @@ enum GroupLogError {
     NotCoordinator,
     /// A transaction's offsets that may not be written (a Kafka error code).
     #[error("refused with error code {0}")]
-    Refused(i16),
+    Refused(ErrorCode),
     #[error(transparent)]
     Storage(#[from] laminar_storage::StorageError),
 }

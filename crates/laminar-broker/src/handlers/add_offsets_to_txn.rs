@@ -9,9 +9,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -21,7 +21,7 @@ pub async fn handle(
 ) -> Encoded {
     let mut resp = AddOffsetsToTxnResponse::default();
     resp.error_code = if r.group_id.is_empty() {
-        ec::INVALID_GROUP_ID
+        ErrorCode::InvalidGroupId.code()
     } else {
         let pr = &r.producer;
         let partitions = [offsets_partition()];
@@ -34,7 +34,8 @@ pub async fn handle(
         )
         .await
         .err()
-        .unwrap_or(ec::NONE)
+        .unwrap_or(ErrorCode::None)
+        .code()
     };
     responses::encode(ApiKey::AddOffsetsToTxn, version, correlation_id, &resp)
 }

@@ -14,9 +14,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -32,8 +32,8 @@ pub async fn handle(
         resp.results_by_topic_v3_and_below = handle_one(b, version, txn).await;
     } else {
         // A partition leader's, for its producers' transactional batches (KIP-890).
-        resp.error_code = b.txn_coordinator_epoch().err().unwrap_or(ec::NONE);
-        if resp.error_code == ec::NONE {
+        resp.error_code = b.txn_coordinator_epoch().err().unwrap_or(ErrorCode::None).code();
+        if resp.error_code == ErrorCode::None.code() {
             for txn in &r.transactions {
                 let mut result = AddPartitionsToTxnResult::default();
                 result.transactional_id = TransactionalId(sb(&txn.producer.transactional_id));
@@ -63,17 +63,17 @@ async fn handle_one(
                 .is_some_and(|t| p >= 0 && (p as u32) < t.partitions)
     };
     let any_unknown = txn.topics.iter().any(|(t, ps)| ps.iter().any(|p| unknown(t, *p)));
-    let code_for = |topic: &str, p: i32, code: i16| -> i16 {
+    let code_for = |topic: &str, p: i32, code: ErrorCode| -> ErrorCode {
         if !any_unknown {
             code
         } else if unknown(topic, p) {
-            ec::UNKNOWN_TOPIC_OR_PARTITION
+            ErrorCode::UnknownTopicOrPartition
         } else {
-            ec::OPERATION_NOT_ATTEMPTED
+            ErrorCode::OperationNotAttempted
         }
     };
     let code = if any_unknown {
-        ec::NONE
+        ErrorCode::None
     } else {
         let partitions: Vec<(String, i32)> = txn
             .topics
@@ -93,7 +93,7 @@ async fn handle_one(
             )
             .await
         };
-        done.err().unwrap_or(ec::NONE)
+        done.err().unwrap_or(ErrorCode::None)
     };
     txn.topics
         .iter()
@@ -105,7 +105,7 @@ async fn handle_one(
                 .map(|p| {
                     let mut pr = AddPartitionsToTxnPartitionResult::default();
                     pr.partition_index = *p;
-                    pr.partition_error_code = code_for(t, *p, code);
+                    pr.partition_error_code = code_for(t, *p, code).code();
                     pr
                 })
                 .collect();
@@ -116,7 +116,7 @@ async fn handle_one(
 
 /// Are `partitions` in the transaction of this producer, in progress now? What a partition
 /// leader asks before it appends a transactional batch (Produce below v12).
-fn verify(b: &Broker, pr: &TxnProducer, partitions: &[(String, i32)]) -> Result<(), i16> {
+fn verify(b: &Broker, pr: &TxnProducer, partitions: &[(String, i32)]) -> Result<(), ErrorCode> {
     let epoch = b.txn_coordinator_epoch()?;
     for (topic, partition) in partitions {
         b.txns
@@ -124,7 +124,7 @@ fn verify(b: &Broker, pr: &TxnProducer, partitions: &[(String, i32)]) -> Result<
             .map_err(|code| {
                 // Its state was dropped meanwhile: this broker stopped coordinating.
                 if b.txn_coordinator_epoch() != Ok(epoch) {
-                    ec::NOT_COORDINATOR
+                    ErrorCode::NotCoordinator
                 } else {
                     code
                 }

@@ -13,8 +13,8 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::cluster::image::Command;
-use crate::error_codes as ec;
 use crate::quotas::{apply_changes, checked_change, QuotaChange, QuotaError};
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -34,9 +34,9 @@ pub async fn handle(
     for ((entity, _), result) in r.entries.iter().zip(results) {
         let mut e = EntryData::default();
         match result {
-            Ok(()) => e.error_code = ec::NONE,
+            Ok(()) => e.error_code = ErrorCode::None.code(),
             Err((code, message)) => {
-                e.error_code = code;
+                e.error_code = code.code();
                 e.error_message = Some(sb(&message));
             }
         }
@@ -75,7 +75,7 @@ async fn alter_in_cluster(
             })
             .await
         {
-            Ok(done) if done.error_code == ec::NONE => {
+            Ok(done) if done.error_code == ErrorCode::None.code() => {
                 // Applied again, the changes change nothing once the image has them.
                 cluster
                     .wait_for(|i| {
@@ -86,8 +86,8 @@ async fn alter_in_cluster(
                     .await;
                 Ok(())
             }
-            Ok(refused) => Err((refused.error_code, refused.message)),
-            Err(e) => Err((ec::REQUEST_TIMED_OUT, e.to_string())),
+            Ok(refused) => Err((ErrorCode::from_wire(refused.error_code), refused.message)),
+            Err(e) => Err((ErrorCode::RequestTimedOut, e.to_string())),
         }
     };
     checked

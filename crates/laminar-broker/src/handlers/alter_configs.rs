@@ -22,8 +22,8 @@ use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::cluster::image::ConfigTarget;
 use crate::dynamic_configs::Level;
-use crate::error_codes as ec;
 use crate::topics::Topics;
+use laminar_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -61,10 +61,10 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Alter
             }
         };
         let (code, message) = match outcome {
-            Ok(()) => (ec::NONE, None),
+            Ok(()) => (ErrorCode::None, None),
             Err((code, message)) => (code, Some(message)),
         };
-        results.push((res.resource_type, res.resource_name, code, message));
+        results.push((res.resource_type, res.resource_name, code.code(), message));
     }
     if incremental {
         let mut resp = IncrementalAlterConfigsResponse::default();
@@ -105,13 +105,13 @@ async fn alter_in_cluster(
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
-) -> Result<(), (i16, String)> {
+) -> Result<(), (ErrorCode, String)> {
     let change = |configs: &mut BTreeMap<String, String>| {
-        changed(configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        changed(configs, res, incremental).map_err(|e| (ErrorCode::InvalidConfig, e))?;
         b.topics
             .log_config(configs)
             .map(|_| ())
-            .map_err(|e| (ec::INVALID_CONFIG, e))
+            .map_err(|e| (ErrorCode::InvalidConfig, e))
     };
     cluster
         .alter_configs_here(
@@ -131,19 +131,24 @@ async fn alter_broker_in_cluster(
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
-) -> Result<(), (i16, String)> {
+) -> Result<(), (ErrorCode, String)> {
     let image = cluster.image();
     // The cluster default, or a registered broker's id, as the metadata keys it ("01" is 1).
     let entity = match res.resource_name.as_str() {
         "" => String::new(),
         name => match name.parse::<i32>() {
             Ok(id) if image.brokers.contains_key(&id) => id.to_string(),
-            _ => return Err((ec::INVALID_REQUEST, format!("no broker {name} in the cluster"))),
+            _ => {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("no broker {name} in the cluster"),
+                ))
+            }
         },
     };
     let node = cluster.node_id;
     let change = |configs: &mut BTreeMap<String, String>| {
-        changed(configs, res, incremental).map_err(|e| (ec::INVALID_CONFIG, e))?;
+        changed(configs, res, incremental).map_err(|e| (ErrorCode::InvalidConfig, e))?;
         let mut dynamic = cluster.image().dynamic_configs_of(node);
         *dynamic.level_mut(if entity.is_empty() {
             Level::ClusterDefault
@@ -153,7 +158,7 @@ async fn alter_broker_in_cluster(
         b.topics
             .check_dynamic(&dynamic)
             .map(|_| ())
-            .map_err(|e| (ec::INVALID_CONFIG, e))
+            .map_err(|e| (ErrorCode::InvalidConfig, e))
     };
     cluster
         .alter_configs_here(ConfigTarget::Broker(entity.clone()), change, validate_only)
@@ -185,7 +190,7 @@ fn alter(
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
-) -> Result<(), (i16, String)> {
+) -> Result<(), (ErrorCode, String)> {
     let change = |configs: &mut BTreeMap<String, String>| changed(configs, res, incremental);
     match res.resource_type {
         RESOURCE_TOPIC => topics.alter_configs(&res.resource_name, change, validate_only),
@@ -195,7 +200,7 @@ fn alter(
                 name if name == node_id.to_string() => Level::Broker,
                 other => {
                     return Err((
-                        ec::INVALID_REQUEST,
+                        ErrorCode::InvalidRequest,
                         format!("no broker {other} here: this is broker {node_id}"),
                     ))
                 }
@@ -203,7 +208,7 @@ fn alter(
             topics.alter_broker_configs(level, change, validate_only)
         }
         other => Err((
-            ec::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             format!("resource type {other} cannot be altered here (topics: 2)"),
         )),
     }

@@ -16,7 +16,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
 use crate::cluster::image::Command;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Broker,
@@ -32,8 +32,8 @@ pub async fn handle(
             let (code, message) = reassign(b, &topic, partition, target).await;
             let mut p = ReassignablePartitionResponse::default();
             p.partition_index = partition;
-            p.error_code = code;
-            p.error_message = (code != ec::NONE).then(|| sb(&message));
+            p.error_code = code.code();
+            p.error_message = (code != ErrorCode::None).then(|| sb(&message));
             out.partitions.push(p);
         }
         resp.responses.push(out);
@@ -46,22 +46,22 @@ pub async fn handle(
     )
 }
 
-async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i32>>) -> (i16, String) {
+async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i32>>) -> (ErrorCode, String) {
     let Some(cluster) = &b.cluster else {
         if b.topics.log(topic, partition).is_none() {
             return (
-                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode::UnknownTopicOrPartition,
                 format!("no partition {topic}-{partition}"),
             );
         }
         return match target {
             None => (
-                ec::NO_REASSIGNMENT_IN_PROGRESS,
+                ErrorCode::NoReassignmentInProgress,
                 "nothing moves on one node".into(),
             ),
-            Some(t) if t == [b.config.node_id] => (ec::NONE, String::new()),
+            Some(t) if t == [b.config.node_id] => (ErrorCode::None, String::new()),
             Some(t) => (
-                ec::INVALID_REPLICA_ASSIGNMENT,
+                ErrorCode::InvalidReplicaAssignment,
                 format!(
                     "replicas {t:?}: this broker is a single node, {}",
                     b.config.node_id
@@ -75,7 +75,7 @@ async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i3
         target,
     };
     match cluster.write(command).await {
-        Ok(r) => (r.error_code, r.message),
-        Err(e) => (ec::REQUEST_TIMED_OUT, e.to_string()),
+        Ok(r) => (ErrorCode::from_wire(r.error_code), r.message),
+        Err(e) => (ErrorCode::RequestTimedOut, e.to_string()),
     }
 }

@@ -24,7 +24,7 @@ pub async fn handle(
             let mut out = CreatePartitionsTopicResult::default();
             out.name = topic_name(&name);
             if let Err((code, message)) = cluster.add_partitions_here(&name, count, r.validate_only).await {
-                out.error_code = code;
+                out.error_code = code.code();
                 out.error_message = Some(sb(&message));
             }
             resp.results.push(out);
@@ -40,7 +40,7 @@ pub async fn handle(
                     let mut out = CreatePartitionsTopicResult::default();
                     out.name = topic_name(&name);
                     if let Err((code, message)) = topics.add_partitions(&name, count, r.validate_only) {
-                        out.error_code = code;
+                        out.error_code = code.code();
                         out.error_message = Some(sb(&message));
                     }
                     out

@@ -14,7 +14,7 @@ use crate::broker::Broker;
 use crate::cluster::image::TopicInfo;
 use crate::cluster::rpc::TopicRequest;
 use crate::cluster::Cluster;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: CreateTopicsRequest) -> Encoded {
     if let Some(cluster) = &b.cluster {
@@ -52,7 +52,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Creat
                     }
                 }
                 Err((code, message)) => {
-                    out.error_code = code;
+                    out.error_code = code.code();
                     out.error_message = Some(sb(&message));
                     if version >= 5 {
                         out.num_partitions = -1;
@@ -73,7 +73,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Creat
                     let mut out = CreatableTopicResult::default();
                     out.name = topic_name(&t.name);
                     if t.assignments > 0 {
-                        out.error_code = ec::INVALID_REQUEST;
+                        out.error_code = ErrorCode::InvalidRequest.code();
                         out.error_message =
                             Some(sb("manual replica assignment is not supported on a single node"));
                         return out;
@@ -100,7 +100,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Creat
                             }
                         }
                         Err((code, message)) => {
-                            out.error_code = code;
+                            out.error_code = code.code();
                             out.error_message = Some(sb(&message));
                             if version >= 5 {
                                 out.num_partitions = -1;
@@ -129,10 +129,10 @@ pub async fn create_in_cluster(
     assignments: usize,
     configs: BTreeMap<String, String>,
     validate_only: bool,
-) -> Result<Option<TopicInfo>, (i16, String)> {
+) -> Result<Option<TopicInfo>, (ErrorCode, String)> {
     if assignments > 0 {
         return Err((
-            ec::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             "manual replica assignment is not supported yet".into(),
         ));
     }
@@ -142,7 +142,7 @@ pub async fn create_in_cluster(
         rf if rf > 0 => rf as u16,
         rf => {
             return Err((
-                ec::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor,
                 format!("replication factor {rf}: must be positive, or -1 for default.replication.factor"),
             ))
         }

@@ -9,21 +9,21 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::store::GroupRecord;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteGroupsRequest) -> Encoded {
     let mut resp = DeleteGroupsResponse::default();
     for g in r.groups {
         let mut code = b.groups.delete_group_check(&g);
-        if code == ec::NONE {
+        if code == ErrorCode::None {
             code = b
                 .persist_group_records(vec![GroupRecord::GroupDeleted { group: g.clone() }])
                 .await;
         }
         let mut d = DeletableGroupResult::default();
         d.group_id = GroupId(sb(&g));
-        d.error_code = code;
+        d.error_code = code.code();
         resp.results.push(d);
     }
     responses::encode(ApiKey::DeleteGroups, version, correlation_id, &resp)

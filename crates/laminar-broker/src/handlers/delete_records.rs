@@ -18,7 +18,7 @@ use laminar_storage::{Offset, StorageError};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 /// The offset that asks for "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
@@ -45,7 +45,7 @@ fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
                     p.low_watermark = -1;
                     match delete_partition(b, &topic, partition, offset) {
                         Ok(low_watermark) => p.low_watermark = low_watermark.0,
-                        Err(code) => p.error_code = code,
+                        Err(code) => p.error_code = code.code(),
                     }
                     p
                 })
@@ -56,29 +56,29 @@ fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
     resp
 }
 
-fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Result<Offset, i16> {
+fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Result<Offset, ErrorCode> {
     if crate::topics::is_internal(topic) {
         // The group state would go with the records.
-        return Err(ec::INVALID_TOPIC_EXCEPTION);
+        return Err(ErrorCode::InvalidTopicException);
     }
     b.leadership(topic, partition)?;
     let log = b
         .topics
         .log(topic, partition)
-        .ok_or(ec::UNKNOWN_TOPIC_OR_PARTITION)?;
+        .ok_or(ErrorCode::UnknownTopicOrPartition)?;
     // Never above the high watermark (the log end on one node): what consumers may read.
     // Followers learn the new start from their fetches, as Kafka's do.
     let high_watermark = b.high_watermark(topic, partition, &log);
     let before = match offset {
         HIGH_WATERMARK => high_watermark,
-        o if o < 0 || o > high_watermark.0 => return Err(ec::OFFSET_OUT_OF_RANGE),
+        o if o < 0 || o > high_watermark.0 => return Err(ErrorCode::OffsetOutOfRange),
         o => Offset(o),
     };
     log.delete_records(before).map_err(|e| match e {
-        StorageError::OffsetOutOfRange { .. } => ec::OFFSET_OUT_OF_RANGE,
+        StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         e => {
             crate::warn!("delete records of {topic}-{partition} below {}: {e}", before.0);
-            ec::KAFKA_STORAGE_ERROR
+            ErrorCode::KafkaStorageError
         }
     })
 }

@@ -9,7 +9,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteTopicsRequest) -> Encoded {
     if let Some(cluster) = &b.cluster {
@@ -31,16 +31,16 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Delet
             }
             let Some(meta) = meta else {
                 out.error_code = if t.name.as_deref().is_some_and(|n| !n.is_empty()) {
-                    ec::UNKNOWN_TOPIC_OR_PARTITION
+                    ErrorCode::UnknownTopicOrPartition.code()
                 } else {
-                    ec::UNKNOWN_TOPIC_ID
+                    ErrorCode::UnknownTopicId.code()
                 };
                 resp.responses.push(out);
                 continue;
             };
             let deleted = if crate::topics::is_internal(&meta.name) {
                 Err((
-                    ec::INVALID_TOPIC_EXCEPTION,
+                    ErrorCode::InvalidTopicException,
                     format!("{} is an internal topic", meta.name),
                 ))
             } else {
@@ -50,7 +50,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Delet
                 Ok(()) if version >= 6 => out.topic_id = uuid(meta.uuid()),
                 Ok(()) => {}
                 Err((code, message)) => {
-                    out.error_code = code;
+                    out.error_code = code.code();
                     if version >= 5 {
                         out.error_message = Some(sb(&message));
                     }
@@ -77,14 +77,14 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Delet
                         out.topic_id = uuid(id);
                     }
                     let Some(name) = name else {
-                        out.error_code = ec::UNKNOWN_TOPIC_ID;
+                        out.error_code = ErrorCode::UnknownTopicId.code();
                         return out;
                     };
                     match topics.delete(&name) {
                         Ok(meta) if version >= 6 => out.topic_id = uuid(meta.uuid()),
                         Ok(_) => {}
                         Err((code, message)) => {
-                            out.error_code = code;
+                            out.error_code = code.code();
                             if version >= 5 {
                                 out.error_message = Some(sb(&message));
                             }

@@ -1,5 +1,6 @@
 //! DescribeClientQuotas v0-1: the client-id quotas that match the filter.
 
+use laminar_protocol::ErrorCode;
 use std::sync::Arc;
 
 use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
@@ -29,7 +30,7 @@ pub fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DescribeCli
         }
     });
     if let Some(message) = invalid {
-        resp.error_code = crate::error_codes::INVALID_REQUEST;
+        resp.error_code = ErrorCode::InvalidRequest.code();
         resp.error_message = Some(sb(&message));
         return responses::encode(ApiKey::DescribeClientQuotas, version, correlation_id, &resp);
     }

@@ -14,8 +14,8 @@ use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, SETTINGS};
 use crate::dynamic_configs::{DynamicConfigs, DYNAMIC_SETTINGS};
-use crate::error_codes as ec;
 use crate::topics::TOPIC_CONFIGS;
+use laminar_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -241,7 +241,7 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
                     }
                 }
                 None => {
-                    out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+                    out.error_code = ErrorCode::UnknownTopicOrPartition.code();
                     out.error_message = Some(sb(&format!("no topic {}", res.resource_name)));
                 }
             },
@@ -269,14 +269,14 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsR
                 }
             }
             RESOURCE_BROKER => {
-                out.error_code = ec::INVALID_REQUEST;
+                out.error_code = ErrorCode::InvalidRequest.code();
                 out.error_message = Some(sb(&format!(
                     "no broker {} here: this is broker {node}",
                     res.resource_name
                 )));
             }
             other => {
-                out.error_code = ec::INVALID_REQUEST;
+                out.error_code = ErrorCode::InvalidRequest.code();
                 out.error_message = Some(sb(&format!("resource type {other} is not supported")));
             }
         }

@@ -13,7 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeProducersRequest) -> Encoded {
     let mut resp = DescribeProducersResponse::default();
@@ -29,7 +29,7 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeProducer
                     let mut pr = PartitionResponse::default();
                     pr.partition_index = p;
                     let Some(log) = b.topics.log(&topic, p) else {
-                        pr.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+                        pr.error_code = ErrorCode::UnknownTopicOrPartition.code();
                         pr.error_message = Some(sb(&format!("no partition {topic}-{p}")));
                         return pr;
                     };

@@ -8,10 +8,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
-
-/// Kafka's answer for an id its coordinator does not know.
-const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+use laminar_protocol::ErrorCode;
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeTransactionsRequest) -> Encoded {
     let mut resp = DescribeTransactionsResponse::default();
@@ -23,18 +20,18 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeTransact
             s.transactional_id = TransactionalId(sb(id));
             let found = b
                 .txn_coordinator_epoch()
-                .and_then(|_| b.txns.get(id).ok_or(TRANSACTIONAL_ID_NOT_FOUND));
+                .and_then(|_| b.txns.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
             let m = match found {
                 Ok(m) => m,
                 Err(code) => {
-                    s.error_code = code;
+                    s.error_code = code.code();
                     s.producer_id = ProducerId(-1);
                     s.producer_epoch = -1;
                     s.transaction_start_time_ms = -1;
                     return s;
                 }
             };
-            s.error_code = ec::NONE;
+            s.error_code = ErrorCode::None.code();
             s.transaction_state = sb(m.status.name());
             s.transaction_timeout_ms = m.timeout_ms;
             s.transaction_start_time_ms = m.start_ms;

@@ -22,7 +22,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
 use crate::cluster::image::Command;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ElectLeadersRequest) -> Encoded {
     let mut resp = ElectLeadersResponse::default();
@@ -70,19 +70,19 @@ async fn elect(b: &Arc<Broker>, election_type: i8, topic: &str, partition: i32) 
     let Some(c) = &b.cluster else {
         return if b.topics.log(topic, partition).is_some() {
             (
-                ec::ELECTION_NOT_NEEDED,
+                ErrorCode::ElectionNotNeeded.code(),
                 Some("the partition's only replica is its leader".into()),
             )
         } else {
             (
-                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode::UnknownTopicOrPartition.code(),
                 Some(format!("no partition {topic}-{partition}")),
             )
         };
     };
     if election_type != 0 {
         return (
-            ec::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            ErrorCode::EligibleLeadersNotAvailable.code(),
             Some("unclean leader election is not offered: a leader from outside the ISR can lose acknowledged records".into()),
         );
     }
@@ -91,16 +91,19 @@ async fn elect(b: &Arc<Broker>, election_type: i8, topic: &str, partition: i32) 
         partition,
     };
     match c.write(command).await {
-        Ok(r) if r.error_code == ec::NONE => {
+        Ok(r) if r.error_code == ErrorCode::None.code() => {
             // Answered once this broker's image shows it, as a describe right after expects.
             c.wait_for(|i| {
                 i.partition(topic, partition)
                     .is_some_and(|p| p.replicas.first() == Some(&p.leader))
             })
             .await;
-            (ec::NONE, None)
+            (ErrorCode::None.code(), None)
         }
         Ok(r) => (r.error_code, Some(r.message)),
-        Err(e) => (ec::REQUEST_TIMED_OUT, Some(format!("the controller: {e}"))),
+        Err(e) => (
+            ErrorCode::RequestTimedOut.code(),
+            Some(format!("the controller: {e}")),
+        ),
     }
 }

@@ -45,7 +45,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: EndTx
             resp.producer_epoch = epoch;
         }
         Ok(_) => {}
-        Err(code) => resp.error_code = code,
+        Err(code) => resp.error_code = code.code(),
     }
     responses::encode(ApiKey::EndTxn, version, correlation_id, &resp)
 }

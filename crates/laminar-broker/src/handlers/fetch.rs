@@ -17,8 +17,8 @@ use laminar_storage::backend::read_exact_at;
 use laminar_storage::{FileRange, Offset, StorageError};
 
 use crate::broker::{Broker, RecordsFile};
-use crate::error_codes as ec;
 use crate::quotas::QuotaKind;
+use laminar_protocol::ErrorCode;
 
 /// The longest a fetch may wait for data, whatever it asks.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
@@ -89,7 +89,7 @@ fn read_once(
             index += 1;
             let mut p = FetchPartitionResponse {
                 partition_index: partition,
-                error_code: ec::NONE,
+                error_code: ErrorCode::None.code(),
                 high_watermark: -1,
                 last_stable_offset: -1,
                 log_start_offset: -1,
@@ -108,9 +108,10 @@ fn read_once(
                     // In a cluster, a partition placed elsewhere has no log here.
                     b.leadership(&w.name, partition)
                         .err()
-                        .unwrap_or(ec::UNKNOWN_TOPIC_OR_PARTITION)
+                        .unwrap_or(ErrorCode::UnknownTopicOrPartition)
+                        .code()
                 } else {
-                    ec::UNKNOWN_TOPIC_ID
+                    ErrorCode::UnknownTopicId.code()
                 };
                 topic.partitions.push(p);
                 continue;
@@ -118,7 +119,7 @@ fn read_once(
             let epoch = match b.leadership(&w.name, partition) {
                 Ok(epoch) => epoch,
                 Err(code) => {
-                    p.error_code = code;
+                    p.error_code = code.code();
                     topic.partitions.push(p);
                     continue;
                 }
@@ -126,9 +127,9 @@ fn read_once(
             // KIP-320: a reader that knows a newer or an older epoch than this leader's.
             if current_epoch >= 0 && current_epoch != epoch && b.cluster.is_some() {
                 p.error_code = if current_epoch < epoch {
-                    ec::FENCED_LEADER_EPOCH
+                    ErrorCode::FencedLeaderEpoch.code()
                 } else {
-                    ec::UNKNOWN_LEADER_EPOCH
+                    ErrorCode::UnknownLeaderEpoch.code()
                 };
                 topic.partitions.push(p);
                 continue;
@@ -198,14 +199,14 @@ fn read_once(
                 Err(StorageError::OffsetOutOfRange {
                     log_start, log_end, ..
                 }) => {
-                    p.error_code = ec::OFFSET_OUT_OF_RANGE;
+                    p.error_code = ErrorCode::OffsetOutOfRange.code();
                     p.high_watermark = hw.min(log_end).0;
                     p.last_stable_offset = log.last_stable_offset().min(hw).0;
                     p.log_start_offset = log_start.0;
                 }
                 Err(e) => {
                     crate::warn!("fetch from {}-{partition}: {e}", w.name);
-                    p.error_code = ec::KAFKA_STORAGE_ERROR;
+                    p.error_code = ErrorCode::KafkaStorageError.code();
                 }
             }
             topic.partitions.push(p);
@@ -360,13 +361,13 @@ pub async fn handle(
             .iter()
             .flat_map(|t| &t.partitions)
             // A follower told its log diverged is answered at once, as an error would be.
-            .any(|p| p.error_code != ec::NONE || p.diverging_epoch.is_some());
+            .any(|p| p.error_code != ErrorCode::None.code() || p.diverging_epoch.is_some());
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
             let throttle = b.quotas.record(client_id, QuotaKind::Fetch, total);
             let mut resp = FetchResponse {
                 throttle_time_ms: throttle.as_millis() as i32,
-                error_code: ec::NONE,
+                error_code: ErrorCode::None.code(),
                 session_id: 0,
                 topics,
                 node_endpoints: Vec::new(),
@@ -401,7 +402,9 @@ fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
     let mut leaders = Vec::new();
     for t in &mut resp.topics {
         for p in &mut t.partitions {
-            if p.error_code != ec::NOT_LEADER_OR_FOLLOWER && p.error_code != ec::FENCED_LEADER_EPOCH {
+            if p.error_code != ErrorCode::NotLeaderOrFollower.code()
+                && p.error_code != ErrorCode::FencedLeaderEpoch.code()
+            {
                 continue;
             }
             if let Some(info) = image.partition(&t.name, p.partition_index) {

@@ -8,15 +8,15 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorRequest) -> Encoded {
     let mut resp = FindCoordinatorResponse::default();
     // 0: a group, 1: a transactional id; Kafka refuses other kinds (share groups) so.
     let error = if r.key_type == 0 || r.key_type == 1 {
-        ec::NONE
+        ErrorCode::None
     } else {
-        ec::INVALID_REQUEST
+        ErrorCode::InvalidRequest
     };
     // Where the coordinator is, or the "none" Kafka answers with an error.
     // In a cluster, the leader of the coordinator's log (partition 0 of
@@ -28,8 +28,8 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
     };
     let log_leader = b.leader_of(log);
     let (error, (node_id, host, port)) = match (error, log_leader) {
-        (ec::NONE, Some((id, host, port))) => (ec::NONE, (id, host, port as i32)),
-        (ec::NONE, None) => (ec::COORDINATOR_NOT_AVAILABLE, (-1, String::new(), -1)),
+        (ErrorCode::None, Some((id, host, port))) => (ErrorCode::None, (id, host, port as i32)),
+        (ErrorCode::None, None) => (ErrorCode::CoordinatorNotAvailable, (-1, String::new(), -1)),
         (e, _) => (e, (-1, String::new(), -1)),
     };
     let host = host.as_str();
@@ -40,7 +40,7 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
             .map(|k| {
                 let mut c = Coordinator::default();
                 c.key = sb(k);
-                c.error_code = error;
+                c.error_code = error.code();
                 c.node_id = BrokerId(node_id);
                 c.host = sb(host);
                 c.port = port;
@@ -48,7 +48,7 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorR
             })
             .collect();
     } else {
-        resp.error_code = error;
+        resp.error_code = error.code();
         resp.node_id = BrokerId(node_id);
         resp.host = sb(host);
         resp.port = port;

@@ -9,9 +9,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::txn::complete::{run, Written};
 use crate::txn::{decide_init, TxnStatus};
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitProducerIdRequest) -> Encoded {
     let mut resp = InitProducerIdResponse::default();
@@ -24,11 +24,11 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitP
             resp.producer_id = ProducerId(b.producers.allocate());
             resp.producer_epoch = 0;
         }
-        Some(id) if id.is_empty() => resp.error_code = ec::INVALID_REQUEST,
+        Some(id) if id.is_empty() => resp.error_code = ErrorCode::InvalidRequest.code(),
         Some(id) => {
             let timeout = r.transaction_timeout_ms;
             if timeout <= 0 || timeout as u64 > b.config.transaction_max_timeout_ms {
-                resp.error_code = ec::INVALID_TRANSACTION_TIMEOUT;
+                resp.error_code = ErrorCode::InvalidTransactionTimeout.code();
             } else {
                 let now = laminar_storage::now_ms();
                 let mut allocate = || b.producers.allocate();
@@ -45,13 +45,13 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitP
                     // A transaction in progress was aborted to fence its producer: the new
                     // instance retries once the abort is complete.
                     Ok(Written::Wrote(m)) if m.status == TxnStatus::PrepareAbort => {
-                        resp.error_code = ec::CONCURRENT_TRANSACTIONS
+                        resp.error_code = ErrorCode::ConcurrentTransactions.code()
                     }
                     Ok(Written::Wrote(m)) => {
                         resp.producer_id = ProducerId(m.producer_id);
                         resp.producer_epoch = m.producer_epoch;
                     }
-                    Err(code) => resp.error_code = code,
+                    Err(code) => resp.error_code = code.code(),
                 }
             }
         }

@@ -7,8 +7,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::{JoinArgs, JoinOutcome, Reply};
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Broker,
@@ -33,14 +33,14 @@ pub async fn handle(
     let outcome = match reply {
         Reply::Now(o) => o,
         Reply::Later(rx) => laminar_net::waiting(rx).await.unwrap_or_else(|_| JoinOutcome {
-            error: ec::UNKNOWN_MEMBER_ID,
+            error: ErrorCode::UnknownMemberId,
             generation: -1,
             member_id: r.member_id,
             ..Default::default()
         }),
     };
     let mut resp = JoinGroupResponse::default();
-    resp.error_code = outcome.error;
+    resp.error_code = outcome.error.code();
     resp.generation_id = outcome.generation;
     if version >= 7 {
         resp.protocol_type = outcome.protocol_type.as_deref().map(sb);

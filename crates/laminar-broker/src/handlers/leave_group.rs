@@ -3,7 +3,7 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::LeaveGroupResponse;
 use laminar_protocol::requests::LeaveGroupRequest;
-use laminar_protocol::{responses, ApiKey};
+use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
@@ -11,7 +11,7 @@ use crate::broker::Broker;
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: LeaveGroupRequest) -> Encoded {
     let mut resp = LeaveGroupResponse::default();
     match b.groups.leave(&r.group_id, &r.members) {
-        Err(code) => resp.error_code = code,
+        Err(code) => resp.error_code = code.code(),
         Ok(codes) => {
             if version >= 3 {
                 resp.members = r
@@ -22,12 +22,12 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: LeaveGroupReques
                         let mut m = MemberResponse::default();
                         m.member_id = sb(id);
                         m.group_instance_id = instance.as_deref().map(sb);
-                        m.error_code = code;
+                        m.error_code = code.code();
                         m
                     })
                     .collect();
             } else {
-                resp.error_code = codes.first().copied().unwrap_or(0);
+                resp.error_code = codes.first().copied().unwrap_or(ErrorCode::None).code();
             }
         }
     }

@@ -12,7 +12,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
@@ -37,12 +37,12 @@ fn lookup(
             }
         }
         Err(code) => {
-            p.error_code = code;
+            p.error_code = code.code();
             return p;
         }
     }
     let Some(log) = b.topics.log(topic, partition) else {
-        p.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        p.error_code = ErrorCode::UnknownTopicOrPartition.code();
         return p;
     };
     // A consumer's end is the high watermark (the log end on a single node), and a
@@ -67,7 +67,7 @@ fn lookup(
         Ok(None) => {}
         Err(e) => {
             crate::warn!("list offsets of {topic}-{partition}: {e}");
-            p.error_code = ec::KAFKA_STORAGE_ERROR;
+            p.error_code = ErrorCode::KafkaStorageError.code();
         }
     }
     p

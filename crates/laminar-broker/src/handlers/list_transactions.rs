@@ -9,8 +9,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::txn::TxnStatus;
+use laminar_protocol::ErrorCode;
 
 pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: ListTransactionsRequest) -> Encoded {
     let mut resp = ListTransactionsResponse::default();
@@ -25,7 +25,7 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: ListTransactions
         Some(p) => match regex::Regex::new(&format!("^(?:{p})$")) {
             Ok(re) => Some(re),
             Err(_) => {
-                resp.error_code = ec::INVALID_REQUEST;
+                resp.error_code = ErrorCode::InvalidRequest.code();
                 return responses::encode(ApiKey::ListTransactions, version, correlation_id, &resp);
             }
         },

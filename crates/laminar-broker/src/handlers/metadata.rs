@@ -10,8 +10,8 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
 use crate::cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
-use crate::error_codes as ec;
 use crate::topics::TopicMeta;
+use laminar_protocol::ErrorCode;
 
 fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
     if let Some(c) = &b.cluster {
@@ -63,7 +63,7 @@ fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> Met
             part.partition_index = i as i32;
             part.leader_id = BrokerId(p.leader);
             if p.leader == NO_LEADER {
-                part.error_code = ec::LEADER_NOT_AVAILABLE;
+                part.error_code = ErrorCode::LeaderNotAvailable.code();
             }
             if version >= 7 {
                 part.leader_epoch = p.leader_epoch;
@@ -167,8 +167,12 @@ pub async fn handle(
                     continue;
                 }
                 let Some(name) = w.name.clone() else {
-                    resp.topics
-                        .push(missing(version, None, w.topic_id, ec::UNKNOWN_TOPIC_ID));
+                    resp.topics.push(missing(
+                        version,
+                        None,
+                        w.topic_id,
+                        ErrorCode::UnknownTopicId.code(),
+                    ));
                     continue;
                 };
                 if let (true, Some(c)) = (
@@ -188,11 +192,15 @@ pub async fn handle(
                     .await;
                     match (created, c.image().topics.get(&name)) {
                         (_, Some(info)) => resp.topics.push(cluster_topic_entry(version, info, &c.image())),
-                        (Err((code, _)), None) => resp.topics.push(missing(version, Some(name), None, code)),
-                        (Ok(_), None) => {
-                            resp.topics
-                                .push(missing(version, Some(name), None, ec::LEADER_NOT_AVAILABLE))
+                        (Err((code, _)), None) => {
+                            resp.topics.push(missing(version, Some(name), None, code.code()))
                         }
+                        (Ok(_), None) => resp.topics.push(missing(
+                            version,
+                            Some(name),
+                            None,
+                            ErrorCode::LeaderNotAvailable.code(),
+                        )),
                     }
                 } else if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
                     let topics = b.topics.clone();
@@ -203,20 +211,24 @@ pub async fn handle(
                     match created {
                         Ok(t) => resp.topics.push(topic_entry(b, version, &t)),
                         // Another request created it meanwhile.
-                        Err((ec::TOPIC_ALREADY_EXISTS, _)) => match b.topics.get(&name) {
+                        Err((ErrorCode::TopicAlreadyExists, _)) => match b.topics.get(&name) {
                             Some(t) => resp.topics.push(topic_entry(b, version, &t)),
                             None => resp.topics.push(missing(
                                 version,
                                 Some(name),
                                 None,
-                                ec::UNKNOWN_TOPIC_OR_PARTITION,
+                                ErrorCode::UnknownTopicOrPartition.code(),
                             )),
                         },
-                        Err((code, _)) => resp.topics.push(missing(version, Some(name), None, code)),
+                        Err((code, _)) => resp.topics.push(missing(version, Some(name), None, code.code())),
                     }
                 } else {
-                    resp.topics
-                        .push(missing(version, Some(name), None, ec::UNKNOWN_TOPIC_OR_PARTITION));
+                    resp.topics.push(missing(
+                        version,
+                        Some(name),
+                        None,
+                        ErrorCode::UnknownTopicOrPartition.code(),
+                    ));
                 }
             }
         }

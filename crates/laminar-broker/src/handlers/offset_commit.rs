@@ -12,12 +12,11 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::store::GroupRecord;
+use laminar_protocol::ErrorCode;
 
 /// Commit metadata strings longer than this are refused (offset.metadata.max.bytes).
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
-const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: OffsetCommitRequest) -> Encoded {
     let group_error = b.groups.check_commit(
@@ -28,27 +27,27 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Offse
     );
     let now = laminar_storage::now_ms();
     let mut records = Vec::new();
-    let mut codes: Vec<Vec<i16>> = Vec::new();
+    let mut codes: Vec<Vec<ErrorCode>> = Vec::new();
     for t in &r.topics {
         let known = b.topics.get(&t.name);
         codes.push(
             t.partitions
                 .iter()
                 .map(|(p, offset, epoch, metadata)| {
-                    if group_error != ec::NONE {
+                    if group_error != ErrorCode::None {
                         return group_error;
                     }
                     if !known
                         .as_ref()
                         .is_some_and(|k| *p >= 0 && (*p as u32) < k.partitions)
                     {
-                        return ec::UNKNOWN_TOPIC_OR_PARTITION;
+                        return ErrorCode::UnknownTopicOrPartition;
                     }
                     if metadata
                         .as_ref()
                         .is_some_and(|m| m.len() > OFFSET_METADATA_BYTES_MAX)
                     {
-                        return OFFSET_METADATA_TOO_LARGE;
+                        return ErrorCode::OffsetMetadataTooLarge;
                     }
                     records.push(GroupRecord::Offset {
                         group: r.group_id.clone(),
@@ -61,15 +60,15 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Offse
                         metadata: Some(metadata.clone().unwrap_or_default()),
                         commit_ms: now,
                     });
-                    ec::NONE
+                    ErrorCode::None
                 })
                 .collect(),
         );
     }
     let code = b.persist_group_records(records).await;
-    if code != ec::NONE {
+    if code != ErrorCode::None {
         for c in codes.iter_mut().flatten() {
-            if *c == ec::NONE {
+            if *c == ErrorCode::None {
                 *c = code;
             }
         }
@@ -89,7 +88,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Offse
                 .map(|((p, ..), code)| {
                     let mut pr = OffsetCommitResponsePartition::default();
                     pr.partition_index = *p;
-                    pr.error_code = code;
+                    pr.error_code = code.code();
                     pr
                 })
                 .collect();

@@ -11,8 +11,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::store::GroupRecord;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: OffsetDeleteRequest) -> Encoded {
     let mut resp = OffsetDeleteResponse::default();
@@ -20,11 +20,11 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Offse
     // Active members may still be consuming these partitions, as Kafka's
     // GROUP_SUBSCRIBED_TO_TOPIC says; Laminar refuses for any group with members.
     let group_error = match check {
-        ec::NON_EMPTY_GROUP => ec::GROUP_SUBSCRIBED_TO_TOPIC,
+        ErrorCode::NonEmptyGroup => ErrorCode::GroupSubscribedToTopic,
         other => other,
     };
-    if group_error != ec::NONE {
-        resp.error_code = group_error;
+    if group_error != ErrorCode::None {
+        resp.error_code = group_error.code();
         return responses::encode(ApiKey::OffsetDelete, version, correlation_id, &resp);
     }
     let mut records = Vec::new();
@@ -49,7 +49,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Offse
                 .map(|p| {
                     let mut pr = OffsetDeleteResponsePartition::default();
                     pr.partition_index = *p;
-                    pr.error_code = code;
+                    pr.error_code = code.code();
                     pr
                 })
                 .collect();

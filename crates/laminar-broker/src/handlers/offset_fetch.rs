@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchResponse};
 use laminar_protocol::requests::{OffsetFetchGroup, OffsetFetchRequest};
+use laminar_protocol::ErrorCode;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
@@ -22,7 +23,7 @@ fn fetch(b: &Broker, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
         for (topic, ps) in out.iter_mut() {
             for (p, offset, epoch, _, error) in ps.iter_mut() {
                 if b.group_store.txn_offset_pending(&g.group_id, topic, *p) {
-                    (*offset, *epoch, *error) = (-1, -1, crate::error_codes::UNSTABLE_OFFSET_COMMIT);
+                    (*offset, *epoch, *error) = (-1, -1, ErrorCode::UnstableOffsetCommit.code());
                 }
             }
         }

@@ -16,7 +16,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 const UNDEFINED_EPOCH: i32 = -1;
 const UNDEFINED_EPOCH_OFFSET: i64 = -1;
@@ -41,20 +41,20 @@ pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetForLeaderE
                     let epoch = match b.leadership(&t.name, p.partition) {
                         Ok(epoch) => epoch,
                         Err(code) => {
-                            e.error_code = code;
+                            e.error_code = code.code();
                             return e;
                         }
                     };
                     let Some(log) = b.topics.log(&t.name, p.partition) else {
-                        e.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+                        e.error_code = ErrorCode::UnknownTopicOrPartition.code();
                         return e;
                     };
                     if p.current_leader_epoch > epoch {
-                        e.error_code = ec::UNKNOWN_LEADER_EPOCH;
+                        e.error_code = ErrorCode::UnknownLeaderEpoch.code();
                         return e;
                     }
                     if p.current_leader_epoch >= 0 && p.current_leader_epoch < epoch {
-                        e.error_code = ec::FENCED_LEADER_EPOCH;
+                        e.error_code = ErrorCode::FencedLeaderEpoch.code();
                         return e;
                     }
                     let (found, end) = log.end_offset_for_epoch(p.leader_epoch);

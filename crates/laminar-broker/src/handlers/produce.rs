@@ -25,11 +25,11 @@ use laminar_storage::{AppendMode, Offset, StorageError};
 
 use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
-use crate::error_codes as ec;
 use crate::producers::{ProducerBatch, SeqCheck};
 use crate::replicate::{self, ReplicateError, Replicated};
 use crate::storage_pool::partition_key;
 use laminar_net::{CloseConnection, ResponseOrClose};
+use laminar_protocol::ErrorCode;
 
 /// A compressed batch may expand to at most this much: the bound on a decompression bomb.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
@@ -40,7 +40,7 @@ pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
 /// hold a storage thread that other partitions' appends need.
 pub const INLINE_DECOMPRESSED_BYTES_MAX: usize = 1 << 20;
 
-type LargeJob = (Bytes, tokio::sync::oneshot::Sender<Result<(), i16>>);
+type LargeJob = (Bytes, tokio::sync::oneshot::Sender<Result<(), ErrorCode>>);
 /// The one thread that validates large compressed batches, in arrival order, at the lowest
 /// CPU priority (nice 19): a stream of bombs then takes only the CPU nothing else wants.
 static LARGE_BATCHES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<LargeJob>>> =
@@ -49,7 +49,7 @@ static LARGE_BATCHES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Send
 /// Why an append did not happen.
 enum Refused {
     /// A Kafka error code for the partition.
-    Code(i16),
+    Code(ErrorCode),
     /// INVALID_RECORD, naming the records at fault (KIP-467): (index, why), and a summary.
     Records(Vec<(i32, String)>, String),
     /// A compressed batch expands past the inline bound: validate it apart, then retry.
@@ -66,12 +66,12 @@ struct Appended {
     log_append_time_ms: i64,
 }
 
-fn storage_code(e: &StorageError) -> i16 {
+fn storage_code(e: &StorageError) -> ErrorCode {
     match e {
-        StorageError::InvalidBatch(_) => ec::CORRUPT_MESSAGE,
-        StorageError::AppendSize { .. } => ec::MESSAGE_TOO_LARGE,
-        StorageError::StaleEpoch { .. } => ec::NOT_LEADER_OR_FOLLOWER,
-        _ => ec::KAFKA_STORAGE_ERROR,
+        StorageError::InvalidBatch(_) => ErrorCode::CorruptMessage,
+        StorageError::AppendSize { .. } => ErrorCode::MessageTooLarge,
+        StorageError::StaleEpoch { .. } => ErrorCode::NotLeaderOrFollower,
+        _ => ErrorCode::KafkaStorageError,
     }
 }
 
@@ -130,20 +130,20 @@ fn append(
     let log = b
         .topics
         .log(topic, partition)
-        .ok_or(Refused::Code(ec::UNKNOWN_TOPIC_OR_PARTITION))?;
+        .ok_or(Refused::Code(ErrorCode::UnknownTopicOrPartition))?;
     let mut buf = records.to_vec();
-    let batches = validate_batches(&buf).map_err(|_| Refused::Code(ec::CORRUPT_MESSAGE))?;
+    let batches = validate_batches(&buf).map_err(|_| Refused::Code(ErrorCode::CorruptMessage))?;
     if batches.is_empty() {
-        return Err(Refused::Code(ec::CORRUPT_MESSAGE));
+        return Err(Refused::Code(ErrorCode::CorruptMessage));
     }
     for (h, start, end) in &batches {
         if end - start > max_message_bytes {
-            return Err(Refused::Code(ec::MESSAGE_TOO_LARGE));
+            return Err(Refused::Code(ErrorCode::MessageTooLarge));
         }
         // As Kafka refuses it: zstd came with Produce v7 (KIP-110), so that a client too old
         // to read it never finds it in a topic.
         if !zstd_allowed && matches!(h.compression(), Ok(Compression::Zstd)) {
-            return Err(Refused::Code(ec::UNSUPPORTED_COMPRESSION_TYPE));
+            return Err(Refused::Code(ErrorCode::UnsupportedCompressionType));
         }
     }
     if !records_validated {
@@ -154,7 +154,7 @@ fn append(
     }
     if batches.iter().any(|(h, _, _)| h.is_control()) {
         // As Kafka refuses them: only a transaction coordinator writes markers.
-        return Err(Refused::Code(ec::INVALID_RECORD));
+        return Err(Refused::Code(ErrorCode::InvalidRecord));
     }
     let (first, last) = (&batches[0].0, &batches[batches.len() - 1].0);
     let (pid, epoch) = (first.producer_id, first.producer_epoch);
@@ -163,7 +163,7 @@ fn append(
             .iter()
             .any(|(h, _, _)| !h.is_transactional() || h.producer_id != pid || h.producer_epoch != epoch)
         {
-            return Err(Refused::Code(ec::INVALID_RECORD));
+            return Err(Refused::Code(ErrorCode::InvalidRecord));
         }
         // Here, on the storage thread that appends the markers too: a batch let through
         // lands before the marker of its transaction.
@@ -175,7 +175,7 @@ fn append(
                         // Its state was dropped: this broker stopped coordinating since the
                         // request came (the producer retries, and the check goes elsewhere).
                         if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
-                            Refused::Code(ec::NOT_ENOUGH_REPLICAS)
+                            Refused::Code(ErrorCode::NotEnoughReplicas)
                         } else {
                             Refused::Code(code)
                         }
@@ -184,12 +184,12 @@ fn append(
             TxnCheck::Added => {}
             TxnCheck::Open => {
                 if !in_transaction_here(b, &log, topic, partition, pid, epoch) {
-                    return Err(Refused::Code(ec::INVALID_TXN_STATE));
+                    return Err(Refused::Code(ErrorCode::InvalidTxnState));
                 }
             }
             TxnCheck::Guarded(token) => {
                 if !b.producers.guarded(topic, partition, pid, epoch, token) {
-                    return Err(Refused::Code(ec::INVALID_TXN_STATE));
+                    return Err(Refused::Code(ErrorCode::InvalidTxnState));
                 }
             }
         }
@@ -224,7 +224,7 @@ fn append(
     // appends and truncates too: the leadership may have moved since the request was
     // taken (a large batch's validation, a transaction's implicit add).
     if b.leadership(topic, partition) != Ok(leader_epoch) {
-        return Err(Refused::Code(ec::NOT_LEADER_OR_FOLLOWER));
+        return Err(Refused::Code(ErrorCode::NotLeaderOrFollower));
     }
     let log_append_time_ms = if log_append_time {
         let now = laminar_storage::now_ms();
@@ -260,7 +260,9 @@ fn validate_records(
     limit_bytes: usize,
 ) -> Result<(), Refused> {
     for (h, start, end) in batches {
-        let compression = h.compression().map_err(|_| Refused::Code(ec::CORRUPT_MESSAGE))?;
+        let compression = h
+            .compression()
+            .map_err(|_| Refused::Code(ErrorCode::CorruptMessage))?;
         if compression == Compression::None {
             continue;
         }
@@ -270,7 +272,7 @@ fn validate_records(
             Err(RecordsError::DecompressedTooLarge { .. }) if limit_bytes < DECOMPRESSED_BATCH_BYTES_MAX => {
                 return Err(Refused::Large)
             }
-            Err(_) => return Err(Refused::Code(ec::CORRUPT_MESSAGE)),
+            Err(_) => return Err(Refused::Code(ErrorCode::CorruptMessage)),
         }
     }
     Ok(())
@@ -293,7 +295,7 @@ fn refuse_keyless(
             continue;
         }
         let records = decode_records(&buf[*start..*end], DECOMPRESSED_BATCH_BYTES_MAX)
-            .map_err(|_| Refused::Code(ec::CORRUPT_MESSAGE))?;
+            .map_err(|_| Refused::Code(ErrorCode::CorruptMessage))?;
         for r in records {
             if r.key.is_none() {
                 errors.push((
@@ -320,8 +322,8 @@ fn refuse_keyless(
     Err(Refused::Records(errors, summary))
 }
 
-fn validate_fully(records: &[u8]) -> Result<(), i16> {
-    let batches = validate_batches(records).map_err(|_| ec::CORRUPT_MESSAGE)?;
+fn validate_fully(records: &[u8]) -> Result<(), ErrorCode> {
+    let batches = validate_batches(records).map_err(|_| ErrorCode::CorruptMessage)?;
     validate_records(records, &batches, DECOMPRESSED_BATCH_BYTES_MAX).map_err(|r| match r {
         Refused::Code(c) => c,
         Refused::Records(..) | Refused::Large => unreachable!("validation refuses with a code"),
@@ -339,7 +341,7 @@ fn large_batches_thread() -> std::sync::mpsc::Sender<LargeJob> {
             }
             for (records, answer) in rx {
                 let verdict = std::panic::catch_unwind(|| validate_fully(&records))
-                    .unwrap_or(Err(ec::UNKNOWN_SERVER_ERROR));
+                    .unwrap_or(Err(ErrorCode::UnknownServerError));
                 let _ = answer.send(verdict);
             }
         })
@@ -348,7 +350,7 @@ fn large_batches_thread() -> std::sync::mpsc::Sender<LargeJob> {
 }
 
 /// Validates a request's batches up to the full bound, on the large-batch thread.
-async fn validate_large(records: Bytes) -> Result<(), i16> {
+async fn validate_large(records: Bytes) -> Result<(), ErrorCode> {
     crate::metrics::LARGE_BATCHES_VALIDATED.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let queue = LARGE_BATCHES.get_or_init(|| std::sync::Mutex::new(large_batches_thread()));
@@ -357,8 +359,8 @@ async fn validate_large(records: Bytes) -> Result<(), i16> {
         .expect("never poisoned: send does not panic")
         .send((records, tx));
     let verdict = match sent {
-        Ok(()) => rx.await.unwrap_or(Err(ec::UNKNOWN_SERVER_ERROR)),
-        Err(_) => Err(ec::UNKNOWN_SERVER_ERROR),
+        Ok(()) => rx.await.unwrap_or(Err(ErrorCode::UnknownServerError)),
+        Err(_) => Err(ErrorCode::UnknownServerError),
     };
     if verdict.is_err() {
         crate::metrics::LARGE_BATCHES_REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -393,7 +395,7 @@ async fn check_transaction(
     topic: &str,
     partition: i32,
     records: &[u8],
-) -> Result<TxnCheck, i16> {
+) -> Result<TxnCheck, ErrorCode> {
     let local = b.txn_coordinator_epoch();
     // Not transactional, or refused by the append: checked against this broker's state if
     // it is the coordinator, which refuses it otherwise.
@@ -410,7 +412,7 @@ async fn check_transaction(
         if add {
             let id = match transactional_id {
                 Some(id) => id.to_string(),
-                None => b.txns.id_of(pid).ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?,
+                None => b.txns.id_of(pid).ok_or(ErrorCode::InvalidProducerIdMapping)?,
             };
             let partitions = [(topic.to_string(), partition)];
             crate::txn::complete::add_partitions(b, &id, pid, epoch, &partitions)
@@ -420,7 +422,7 @@ async fn check_transaction(
         return Ok(TxnCheck::Coordinator(coordinator_epoch));
     }
     let Some(id) = transactional_id else {
-        return Err(ec::INVALID_TXN_STATE);
+        return Err(ErrorCode::InvalidTxnState);
     };
     if let Some(log) = b.topics.log(topic, partition) {
         if in_transaction_here(b, &log, topic, partition, pid, epoch) {
@@ -445,14 +447,14 @@ async fn check_transaction(
 /// As Kafka's produce path answers for the coordinator: a fenced producer gets the error
 /// producers handle (it aborts, and goes on with its next epoch), and what a retry will get
 /// past is a retriable error.
-fn produce_code(code: i16) -> i16 {
+fn produce_code(code: ErrorCode) -> ErrorCode {
     match code {
-        ec::PRODUCER_FENCED => ec::INVALID_PRODUCER_EPOCH,
-        ec::CONCURRENT_TRANSACTIONS
-        | ec::COORDINATOR_NOT_AVAILABLE
-        | ec::NOT_COORDINATOR
-        | ec::COORDINATOR_LOAD_IN_PROGRESS
-        | ec::NETWORK_EXCEPTION => ec::NOT_ENOUGH_REPLICAS,
+        ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
+        ErrorCode::ConcurrentTransactions
+        | ErrorCode::CoordinatorNotAvailable
+        | ErrorCode::NotCoordinator
+        | ErrorCode::CoordinatorLoadInProgress
+        | ErrorCode::NetworkException => ErrorCode::NotEnoughReplicas,
         other => other,
     }
 }
@@ -486,16 +488,16 @@ async fn produce_partition(
     out.base_offset = -1;
     out.log_append_time_ms = -1;
     let Some(meta) = b.topics.get(&topic) else {
-        out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        out.error_code = ErrorCode::UnknownTopicOrPartition.code();
         return (out, None);
     };
     if partition < 0 || partition as u32 >= meta.partitions {
-        out.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
+        out.error_code = ErrorCode::UnknownTopicOrPartition.code();
         return (out, None);
     }
     if crate::topics::is_internal(&topic) {
         // As Kafka refuses it: only the broker writes its internal topics.
-        out.error_code = ec::INVALID_TOPIC_EXCEPTION;
+        out.error_code = ErrorCode::InvalidTopicException.code();
         if version >= 8 {
             out.error_message = Some(sb(&format!("Cannot append to internal topic {topic}")));
         }
@@ -504,7 +506,7 @@ async fn produce_partition(
     let write = match b.leader_write(&topic, partition) {
         Ok(write) => write,
         Err(code) => {
-            out.error_code = code;
+            out.error_code = code.code();
             // KIP-951: the leader the client should go to, so that it need not ask for
             // metadata first (its endpoint goes in the response's node endpoints).
             if let (Some(c), true) = (&b.cluster, version >= 10) {
@@ -522,13 +524,13 @@ async fn produce_partition(
             // Checked before the append, as Kafka does: fewer in sync than the topic asks
             // for, and nothing is written.
             if isr.len() < b.topics.min_insync_replicas(&meta) {
-                out.error_code = ec::NOT_ENOUGH_REPLICAS;
+                out.error_code = ErrorCode::NotEnoughReplicas.code();
                 return (out, None);
             }
         }
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        out.error_code = ec::CORRUPT_MESSAGE;
+        out.error_code = ErrorCode::CorruptMessage.code();
         return (out, None);
     };
     // Transaction version 2 (KIP-890): the producer adds no partitions; its first batch to a
@@ -545,7 +547,7 @@ async fn produce_partition(
     {
         Ok(check) => check,
         Err(code) => {
-            out.error_code = code;
+            out.error_code = code.code();
             return (out, None);
         }
     };
@@ -567,7 +569,7 @@ async fn produce_partition(
             .await
             .unwrap_or_else(|e| {
                 crate::warn!("produce to {topic}-{partition}: {e}");
-                Err(Refused::Code(ec::UNKNOWN_SERVER_ERROR))
+                Err(Refused::Code(ErrorCode::UnknownServerError))
             });
         match attempt {
             Ok(a) => break Ok(a),
@@ -585,7 +587,7 @@ async fn produce_partition(
                         .collect();
                     out.error_message = Some(super::sb(&summary));
                 }
-                break Err(ec::INVALID_RECORD);
+                break Err(ErrorCode::InvalidRecord);
             }
             Err(Refused::Large) if !validated => match validate_large(records.clone()).await {
                 Ok(()) => validated = true,
@@ -596,7 +598,7 @@ async fn produce_partition(
     };
     match result {
         Err(code) => {
-            out.error_code = code;
+            out.error_code = code.code();
             (out, None)
         }
         Ok(a) => {
@@ -652,13 +654,13 @@ async fn answer_when_durable(
             // As Kafka answers: replicated, but by fewer than the topic asks for (the ISR
             // shrank after the append).
             Ok(Replicated { isr_len: Some(isr) }) if isr < wait.min_insync_replicas => {
-                Some(ec::NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                Some(ErrorCode::NotEnoughReplicasAfterAppend)
             }
             Ok(_) => None,
         };
         if let Some(code) = error {
             let pr = &mut resp.responses[t].partition_responses[p];
-            pr.error_code = code;
+            pr.error_code = code.code();
             pr.base_offset = -1;
             pr.log_start_offset = -1;
         }
@@ -704,7 +706,7 @@ pub async fn handle(
             for p in &t.partitions {
                 let mut pr = PartitionProduceResponse::default();
                 pr.index = p.index;
-                pr.error_code = ec::INVALID_REQUIRED_ACKS;
+                pr.error_code = ErrorCode::InvalidRequiredAcks.code();
                 pr.base_offset = -1;
                 tr.partition_responses.push(pr);
             }
@@ -756,7 +758,9 @@ pub async fn handle(
             .responses
             .iter()
             .flat_map(|t| &t.partition_responses)
-            .filter(|p| p.error_code == ec::NOT_LEADER_OR_FOLLOWER && p.current_leader.leader_id.0 >= 0)
+            .filter(|p| {
+                p.error_code == ErrorCode::NotLeaderOrFollower.code() && p.current_leader.leader_id.0 >= 0
+            })
             .map(|p| p.current_leader.leader_id.0)
             .collect();
         leaders.sort_unstable();

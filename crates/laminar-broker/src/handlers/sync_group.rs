@@ -6,8 +6,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::{Reply, SyncOutcome};
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Broker, version: i16, correlation_id: i32, r: SyncGroupRequest) -> Encoded {
     let reply = b.groups.sync(
@@ -20,12 +20,12 @@ pub async fn handle(b: &Broker, version: i16, correlation_id: i32, r: SyncGroupR
     let outcome = match reply {
         Reply::Now(o) => o,
         Reply::Later(rx) => laminar_net::waiting(rx).await.unwrap_or(SyncOutcome {
-            error: ec::REBALANCE_IN_PROGRESS,
+            error: ErrorCode::RebalanceInProgress,
             ..Default::default()
         }),
     };
     let mut resp = SyncGroupResponse::default();
-    resp.error_code = outcome.error;
+    resp.error_code = outcome.error.code();
     if version >= 5 {
         resp.protocol_type = outcome.protocol_type.as_deref().map(sb);
         resp.protocol_name = outcome.protocol_name.as_deref().map(sb);

@@ -18,11 +18,9 @@ use laminar_protocol::{responses, ApiKey};
 use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::store::GroupRecord;
 use crate::txn::{offsets_partition, PendingOffset};
-
-const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -40,10 +38,10 @@ pub async fn handle(
             r.group_instance_id.as_deref(),
         )
     } else {
-        ec::NONE
+        ErrorCode::None
     };
     let now = laminar_storage::now_ms();
-    let mut codes: Vec<Vec<i16>> = Vec::new();
+    let mut codes: Vec<Vec<ErrorCode>> = Vec::new();
     let mut offsets = Vec::new();
     for (topic, partitions) in &r.topics {
         let known = b.topics.get(topic);
@@ -51,20 +49,20 @@ pub async fn handle(
             partitions
                 .iter()
                 .map(|p| {
-                    if group_error != ec::NONE {
+                    if group_error != ErrorCode::None {
                         return group_error;
                     }
                     if !known
                         .as_ref()
                         .is_some_and(|k| p.partition >= 0 && (p.partition as u32) < k.partitions)
                     {
-                        return ec::UNKNOWN_TOPIC_OR_PARTITION;
+                        return ErrorCode::UnknownTopicOrPartition;
                     }
                     if p.metadata
                         .as_ref()
                         .is_some_and(|m| m.len() > OFFSET_METADATA_BYTES_MAX)
                     {
-                        return OFFSET_METADATA_TOO_LARGE;
+                        return ErrorCode::OffsetMetadataTooLarge;
                     }
                     offsets.push((
                         (topic.clone(), p.partition),
@@ -75,7 +73,7 @@ pub async fn handle(
                             commit_ms: now,
                         },
                     ));
-                    ec::NONE
+                    ErrorCode::None
                 })
                 .collect(),
         );
@@ -102,9 +100,9 @@ pub async fn handle(
                     .await
             }
         };
-        if code != ec::NONE {
+        if code != ErrorCode::None {
             for c in codes.iter_mut().flatten() {
-                if *c == ec::NONE {
+                if *c == ErrorCode::None.code() {
                     *c = code;
                 }
             }
@@ -124,7 +122,7 @@ pub async fn handle(
                 .map(|(p, code)| {
                     let mut pr = TxnOffsetCommitResponsePartition::default();
                     pr.partition_index = p.partition;
-                    pr.error_code = code;
+                    pr.error_code = code.code();
                     pr
                 })
                 .collect();
@@ -139,7 +137,7 @@ pub async fn handle(
 /// AddPartitionsToTxn v4. When it is only asked, a verification guard is set first, and
 /// returned: the append requires it (a marker of the producer removes it), so that offsets
 /// whose transaction ended meanwhile are refused, as a transactional produce is.
-async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, i16> {
+async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, ErrorCode> {
     let (topic, partition) = offsets_partition();
     let guard = (!add).then(|| {
         b.producers
@@ -162,7 +160,7 @@ async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<
         };
         return match checked {
             // Its state was dropped meanwhile: this broker stopped coordinating.
-            Err(_) if b.txn_coordinator_epoch() != Ok(epoch) => Err(ec::COORDINATOR_LOAD_IN_PROGRESS),
+            Err(_) if b.txn_coordinator_epoch() != Ok(epoch) => Err(ErrorCode::CoordinatorLoadInProgress),
             other => other.map(|()| guard),
         };
     }
@@ -180,8 +178,8 @@ async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<
     .map_err(|code| match code {
         // The transaction coordinator's errors: the client would look for the group
         // coordinator again, which is this one; it retries on this instead.
-        ec::NOT_COORDINATOR | ec::COORDINATOR_NOT_AVAILABLE | ec::NETWORK_EXCEPTION => {
-            ec::COORDINATOR_LOAD_IN_PROGRESS
+        ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable | ErrorCode::NetworkException => {
+            ErrorCode::CoordinatorLoadInProgress
         }
         other => other,
     })

@@ -23,8 +23,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::txn::complete::write_marker;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     b: &Arc<Broker>,
@@ -56,9 +56,9 @@ pub async fn handle(
                         )
                         .await
                         {
-                            Ok(Some(_)) => ec::NONE,
-                            Ok(None) => ec::UNKNOWN_TOPIC_OR_PARTITION,
-                            Err(code) => code,
+                            Ok(Some(_)) => ErrorCode::None.code(),
+                            Ok(None) => ErrorCode::UnknownTopicOrPartition.code(),
+                            Err(code) => code.code(),
                         }
                     }
                 };
@@ -79,11 +79,11 @@ fn commit_refused(b: &Broker, committed: bool, coordinator_epoch: i32) -> Option
         return None;
     }
     let Some(c) = &b.cluster else {
-        return Some(ec::CLUSTER_AUTHORIZATION_FAILED);
+        return Some(ErrorCode::ClusterAuthorizationFailed.code());
     };
     match c.image().partition(crate::txn::log::TRANSACTION_TOPIC, 0) {
         Some(p) if coordinator_epoch >= p.leader_epoch => None,
-        Some(_) => Some(ec::TRANSACTION_COORDINATOR_FENCED),
-        None => Some(ec::CLUSTER_AUTHORIZATION_FAILED),
+        Some(_) => Some(ErrorCode::TransactionCoordinatorFenced.code()),
+        None => Some(ErrorCode::ClusterAuthorizationFailed.code()),
     }
 }

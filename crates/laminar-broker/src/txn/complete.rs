@@ -12,16 +12,16 @@ use laminar_storage::{AppendMode, Offset};
 use super::log::{encode_batch, TRANSACTION_TOPIC};
 use super::{Decision, TxnMeta, TxnStatus};
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::groups::store::GroupRecord;
 use crate::replicate::LeaderWrite;
 use crate::storage_pool::partition_key;
+use laminar_protocol::ErrorCode;
 
 /// How long a completion waits before trying a partition again whose marker failed.
 const MARKER_RETRY_MS: u64 = 1_000;
 
 /// Appends `changes` to the transaction log and waits until they are durable.
-pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -> Result<(), i16> {
+pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -> Result<(), ErrorCode> {
     persist_with(b, changes, true).await
 }
 
@@ -31,7 +31,7 @@ async fn persist_with(
     b: &Arc<Broker>,
     changes: Vec<(String, Option<TxnMeta>)>,
     durable: bool,
-) -> Result<(), i16> {
+) -> Result<(), ErrorCode> {
     let epoch = b.txn_coordinator_epoch()?;
     // The coordinator's epoch is its log's leader epoch.
     let replica = b
@@ -46,15 +46,15 @@ async fn persist_with(
             // On the storage thread, where a follower's fetcher would append: still the
             // coordinator, at the same epoch?
             if b2.txn_coordinator_epoch() != Ok(epoch) {
-                return Err(ec::NOT_COORDINATOR);
+                return Err(ErrorCode::NotCoordinator);
             }
-            let log = b2.txn_log().ok_or(ec::COORDINATOR_NOT_AVAILABLE)?;
+            let log = b2.txn_log().ok_or(ErrorCode::CoordinatorNotAvailable)?;
             let mut batch = encode_batch(&changes);
             let info = log
                 .append_as(&mut batch, AppendMode::Leader { epoch })
                 .map_err(|e| {
                     crate::warn!("writing the transaction log: {e}");
-                    ec::COORDINATOR_NOT_AVAILABLE
+                    ErrorCode::CoordinatorNotAvailable
                 })?;
             Ok((log, info))
         })
@@ -63,7 +63,7 @@ async fn persist_with(
         Ok(r) => r?,
         Err(e) => {
             crate::warn!("writing the transaction log: {e}");
-            return Err(ec::COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable);
         }
     };
     leader.appended(info.log_end, &b.data_arrived);
@@ -99,8 +99,8 @@ pub const CONCURRENT_WAIT_MS: u64 = 2_000;
 pub async fn begin_when_free<T>(
     b: &Arc<Broker>,
     id: &str,
-    mut decide: impl FnMut(Option<&TxnMeta>) -> Result<Decision<T>, i16>,
-) -> Result<Decision<T>, i16> {
+    mut decide: impl FnMut(Option<&TxnMeta>) -> Result<Decision<T>, ErrorCode>,
+) -> Result<Decision<T>, ErrorCode> {
     let epoch = b.txn_coordinator_epoch()?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CONCURRENT_WAIT_MS);
     loop {
@@ -117,11 +117,11 @@ pub async fn begin_when_free<T>(
                 if let Ok(Decision::Write(_)) = decided {
                     b.txns.finish(id, None);
                 }
-                return Err(ec::NOT_COORDINATOR);
+                return Err(ErrorCode::NotCoordinator);
             }
         }
         match decided {
-            Err(ec::CONCURRENT_TRANSACTIONS) if tokio::time::Instant::now() < deadline => {
+            Err(ErrorCode::ConcurrentTransactions) if tokio::time::Instant::now() < deadline => {
                 b.txns.metrics.waits.fetch_add(1, Ordering::Relaxed);
                 let _ = laminar_net::waiting(tokio::time::timeout_at(deadline, changed)).await;
             }
@@ -138,7 +138,7 @@ pub async fn add_partitions(
     producer_id: i64,
     producer_epoch: i16,
     partitions: &[(String, i32)],
-) -> Result<(), i16> {
+) -> Result<(), ErrorCode> {
     let now = laminar_storage::now_ms();
     let decision = begin_when_free(b, id, |m| {
         super::decide_add(m, producer_id, producer_epoch, partitions, now)
@@ -152,8 +152,8 @@ pub async fn add_partitions(
 pub async fn run<T>(
     b: &Arc<Broker>,
     id: &str,
-    decision: Result<Decision<T>, i16>,
-) -> Result<Written<T>, i16> {
+    decision: Result<Decision<T>, ErrorCode>,
+) -> Result<Written<T>, ErrorCode> {
     match decision? {
         Decision::Reply(r) => Ok(Written::Reply(r)),
         Decision::Write(meta) => {
@@ -194,7 +194,7 @@ pub async fn write_marker(
     producer_epoch: i16,
     coordinator_epoch: i32,
     commit: bool,
-) -> Result<Option<Offset>, i16> {
+) -> Result<Option<Offset>, ErrorCode> {
     let Some(log) = b.topics.log(topic, partition) else {
         // In a cluster, a partition that still exists but is not here moved: its leader is
         // elsewhere, and the marker must reach it.
@@ -203,7 +203,7 @@ pub async fn write_marker(
             .as_ref()
             .is_some_and(|c| c.image().partition(topic, partition).is_some());
         return if moved {
-            Err(ec::NOT_LEADER_OR_FOLLOWER)
+            Err(ErrorCode::NotLeaderOrFollower)
         } else {
             Ok(None)
         };
@@ -222,7 +222,7 @@ pub async fn write_marker(
         .run(partition_key(topic, partition), move || {
             // On the storage thread, where a follower's fetcher appends: still the leader?
             if b2.leadership(&t, partition) != Ok(leader_epoch) {
-                return Err(ec::NOT_LEADER_OR_FOLLOWER);
+                return Err(ErrorCode::NotLeaderOrFollower);
             }
             // The group log's marker ends the offsets committed in the transaction: the
             // coordinator must have them loaded (the coordinator retries).
@@ -230,14 +230,14 @@ pub async fn write_marker(
                 b2.group_coordinator_ready()?;
             }
             if b2.producers.coordinator_epoch(&t, partition, producer_id) > coordinator_epoch {
-                return Err(ec::TRANSACTION_COORDINATOR_FENCED);
+                return Err(ErrorCode::TransactionCoordinatorFenced);
             }
             if b2
                 .producers
                 .epoch(&t, partition, producer_id)
                 .is_some_and(|e| e > producer_epoch)
             {
-                return Err(ec::INVALID_PRODUCER_EPOCH);
+                return Err(ErrorCode::InvalidProducerEpoch);
             }
             let now = laminar_storage::now_ms();
             let mut batch = control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now);
@@ -245,7 +245,7 @@ pub async fn write_marker(
                 .append_as(&mut batch, AppendMode::Leader { epoch: leader_epoch })
                 .map_err(|e| {
                     crate::warn!("a transaction marker for {t}-{partition}: {e}");
-                    ec::KAFKA_STORAGE_ERROR
+                    ErrorCode::KafkaStorageError
                 })?;
             b2.producers
                 .on_marker(&t, partition, producer_id, producer_epoch, coordinator_epoch, now);
@@ -257,7 +257,7 @@ pub async fn write_marker(
             Ok(info)
         })
         .await
-        .map_err(|_| ec::UNKNOWN_SERVER_ERROR)??;
+        .map_err(|_| ErrorCode::UnknownServerError)??;
     leader.appended(appended.log_end, &b.data_arrived);
     leader
         .durable(&log, appended.last_offset, MARKER_REPLICATION)
@@ -336,12 +336,12 @@ async fn write_markers(
                 Ok(()) => {}
                 // A newer epoch of this producer wrote there since: this transaction's
                 // records were ended by that epoch's first marker already.
-                Err(ec::INVALID_PRODUCER_EPOCH) => crate::warn!(
+                Err(ErrorCode::InvalidProducerEpoch) => crate::warn!(
                     "transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed"
                 ),
                 // Deleted meanwhile (a leader that is no longer one answers
                 // NOT_LEADER_OR_FOLLOWER for a partition that still exists).
-                Err(ec::UNKNOWN_TOPIC_OR_PARTITION) if !partition_exists(b, &topic, partition) => {}
+                Err(ErrorCode::UnknownTopicOrPartition) if !partition_exists(b, &topic, partition) => {}
                 Err(code) => {
                     b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
                     crate::warn!(
@@ -372,7 +372,7 @@ async fn send_markers(
     commit: bool,
     coordinator_epoch: i32,
     partitions: Vec<(String, i32)>,
-) -> Vec<(String, i32, Result<(), i16>)> {
+) -> Vec<(String, i32, Result<(), ErrorCode>)> {
     use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
     use kafka_protocol::messages::{
         ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
@@ -414,7 +414,7 @@ async fn send_markers(
             crate::warn!("WriteTxnMarkers to broker {leader}: {e}");
             return partitions
                 .into_iter()
-                .map(|(t, p)| (t, p, Err(ec::NETWORK_EXCEPTION)))
+                .map(|(t, p)| (t, p, Err(ErrorCode::NetworkException)))
                 .collect();
         }
     };
@@ -432,8 +432,8 @@ async fn send_markers(
             let code = codes
                 .get(&(t.clone(), p))
                 .copied()
-                .unwrap_or(ec::UNKNOWN_SERVER_ERROR);
-            (t, p, if code == ec::NONE { Ok(()) } else { Err(code) })
+                .map_or(ErrorCode::UnknownServerError, ErrorCode::from_wire);
+            (t, p, if code.is_none() { Ok(()) } else { Err(code) })
         })
         .collect()
 }
@@ -485,7 +485,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
                 })
                 .collect();
             match b.persist_group_records(records).await {
-                ec::NONE => offsets_left = false,
+                ErrorCode::None => offsets_left = false,
                 code => {
                     b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
                     crate::warn!("transaction {id:?}: committing its offsets failed ({code}), retrying")

@@ -20,7 +20,7 @@ pub mod remote;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use crate::error_codes as ec;
+use laminar_protocol::ErrorCode;
 
 /// Kafka's transaction states, with its numbering (`TransactionState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,12 +192,12 @@ impl State {
 }
 
 /// The producer a request names, checked against the id's state.
-fn check_producer(m: &TxnMeta, producer_id: i64, producer_epoch: i16) -> Result<(), i16> {
+fn check_producer(m: &TxnMeta, producer_id: i64, producer_epoch: i16) -> Result<(), ErrorCode> {
     if m.producer_id != producer_id {
-        return Err(ec::INVALID_PRODUCER_ID_MAPPING);
+        return Err(ErrorCode::InvalidProducerIdMapping);
     }
     if m.producer_epoch != producer_epoch {
-        return Err(ec::PRODUCER_FENCED);
+        return Err(ErrorCode::ProducerFenced);
     }
     Ok(())
 }
@@ -220,12 +220,12 @@ impl TxnCoordinator {
     pub fn begin<T>(
         &self,
         id: &str,
-        decide: impl FnOnce(Option<&TxnMeta>) -> Result<Decision<T>, i16>,
-    ) -> Result<Decision<T>, i16> {
+        decide: impl FnOnce(Option<&TxnMeta>) -> Result<Decision<T>, ErrorCode>,
+    ) -> Result<Decision<T>, ErrorCode> {
         let mut st = self.state.lock().unwrap();
         let entry = st.txns.get(id);
         if entry.is_some_and(|e| e.busy) {
-            return Err(ec::CONCURRENT_TRANSACTIONS);
+            return Err(ErrorCode::ConcurrentTransactions);
         }
         let decision = decide(entry.map(|e| &e.meta))?;
         if let Decision::Write(meta) = &decision {
@@ -332,7 +332,7 @@ impl TxnCoordinator {
         epoch: i16,
         topic: &str,
         partition: i32,
-    ) -> Result<(), i16> {
+    ) -> Result<(), ErrorCode> {
         let st = self.state.lock().unwrap();
         let Some(m) = st
             .by_producer
@@ -340,16 +340,16 @@ impl TxnCoordinator {
             .and_then(|id| st.txns.get(id))
             .map(|e| &e.meta)
         else {
-            return Err(ec::INVALID_PRODUCER_ID_MAPPING);
+            return Err(ErrorCode::InvalidProducerIdMapping);
         };
         if m.producer_id != producer_id {
-            return Err(ec::INVALID_PRODUCER_ID_MAPPING);
+            return Err(ErrorCode::InvalidProducerIdMapping);
         }
         if epoch != m.producer_epoch {
-            return Err(ec::INVALID_PRODUCER_EPOCH);
+            return Err(ErrorCode::InvalidProducerEpoch);
         }
         if m.status != TxnStatus::Ongoing || !m.partitions.contains(&(topic.to_string(), partition)) {
-            return Err(ec::INVALID_TXN_STATE);
+            return Err(ErrorCode::InvalidTxnState);
         }
         Ok(())
     }
@@ -506,7 +506,7 @@ pub fn decide_init(
     requested: (i64, i16),
     now_ms: i64,
     allocate: &mut dyn FnMut() -> i64,
-) -> Result<Decision<(i64, i16)>, i16> {
+) -> Result<Decision<(i64, i16)>, ErrorCode> {
     let Some(m) = m else {
         return Ok(Decision::Write(TxnMeta {
             transactional_id: id.to_string(),
@@ -532,12 +532,12 @@ pub fn decide_init(
             return Ok(Decision::Reply((m.producer_id, m.producer_epoch)));
         }
         if !current && !retried {
-            return Err(ec::PRODUCER_FENCED);
+            return Err(ErrorCode::ProducerFenced);
         }
     }
     match m.status {
         TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence => {
-            Err(ec::CONCURRENT_TRANSACTIONS)
+            Err(ErrorCode::ConcurrentTransactions)
         }
         TxnStatus::Ongoing => {
             // Fence the old producer and abort its transaction; the new one retries, and gets
@@ -575,18 +575,18 @@ pub fn decide_add(
     producer_epoch: i16,
     partitions: &[(String, i32)],
     now_ms: i64,
-) -> Result<Decision<()>, i16> {
-    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+) -> Result<Decision<()>, ErrorCode> {
+    let m = m.ok_or(ErrorCode::InvalidProducerIdMapping)?;
     if m.status.is_prepared() && (producer_id, producer_epoch) == m.producer_after() {
         // The producer's next transaction, under the id it takes once this one completes.
-        return Err(ec::CONCURRENT_TRANSACTIONS);
+        return Err(ErrorCode::ConcurrentTransactions);
     }
     check_producer(m, producer_id, producer_epoch)?;
     match m.status {
         TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence => {
-            return Err(ec::CONCURRENT_TRANSACTIONS)
+            return Err(ErrorCode::ConcurrentTransactions)
         }
-        TxnStatus::Dead => return Err(ec::INVALID_TXN_STATE),
+        TxnStatus::Dead => return Err(ErrorCode::InvalidTxnState),
         _ => {}
     }
     if m.status == TxnStatus::Ongoing && partitions.iter().all(|p| m.partitions.contains(p)) {
@@ -611,8 +611,8 @@ pub fn decide_end(
     bump_epoch: bool,
     now_ms: i64,
     allocate: &mut dyn FnMut() -> i64,
-) -> Result<Decision<(i64, i16)>, i16> {
-    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+) -> Result<Decision<(i64, i16)>, ErrorCode> {
+    let m = m.ok_or(ErrorCode::InvalidProducerIdMapping)?;
     let ended = matches!(
         (m.status, commit),
         (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false)
@@ -626,7 +626,7 @@ pub fn decide_end(
         return if ended {
             Ok(Decision::Reply(m.producer_after()))
         } else {
-            Err(ec::CONCURRENT_TRANSACTIONS)
+            Err(ErrorCode::ConcurrentTransactions)
         };
     }
     check_producer(m, producer_id, producer_epoch)?;
@@ -647,8 +647,8 @@ pub fn decide_end(
         }
         // A retry of an end that went through.
         _ if ended && !bump_epoch => Ok(Decision::Reply((m.producer_id, m.producer_epoch))),
-        _ if ending => Err(ec::CONCURRENT_TRANSACTIONS),
-        _ => Err(ec::INVALID_TXN_STATE),
+        _ if ending => Err(ErrorCode::ConcurrentTransactions),
+        _ => Err(ErrorCode::InvalidTxnState),
     }
 }
 
@@ -657,8 +657,8 @@ pub fn decide_timeout(
     m: Option<&TxnMeta>,
     now_ms: i64,
     allocate: &mut dyn FnMut() -> i64,
-) -> Result<Decision<()>, i16> {
-    let m = m.ok_or(ec::INVALID_PRODUCER_ID_MAPPING)?;
+) -> Result<Decision<()>, ErrorCode> {
+    let m = m.ok_or(ErrorCode::InvalidProducerIdMapping)?;
     if m.status != TxnStatus::Ongoing || now_ms.saturating_sub(m.start_ms) <= m.timeout_ms as i64 {
         return Ok(Decision::Reply(()));
     }
@@ -679,7 +679,7 @@ mod tests {
         id: &str,
         next_pid: &mut i64,
         requested: (i64, i16),
-    ) -> Result<(i64, i16), i16> {
+    ) -> Result<(i64, i16), ErrorCode> {
         let mut alloc = || {
             *next_pid += 1;
             *next_pid
@@ -691,14 +691,14 @@ mod tests {
                 let status = meta.status;
                 c.finish(id, Some(meta));
                 if status == TxnStatus::PrepareAbort {
-                    return Err(ec::CONCURRENT_TRANSACTIONS);
+                    return Err(ErrorCode::ConcurrentTransactions);
                 }
                 Ok(r)
             }
         }
     }
 
-    fn write<T>(c: &TxnCoordinator, id: &str, d: Result<Decision<T>, i16>) -> Result<(), i16> {
+    fn write<T>(c: &TxnCoordinator, id: &str, d: Result<Decision<T>, ErrorCode>) -> Result<(), ErrorCode> {
         if let Decision::Write(meta) = d? {
             c.finish(id, Some(meta));
         }
@@ -716,25 +716,25 @@ mod tests {
         assert_eq!(c.check_produce(p, e0, "a", 0), Ok(()));
         assert_eq!(
             c.check_produce(p, e0, "a", 1),
-            Err(ec::INVALID_TXN_STATE),
+            Err(ErrorCode::InvalidTxnState),
             "a partition not added"
         );
         // A second instance: the transaction in progress is aborted with a new epoch first.
         assert_eq!(
             init(&c, "t", &mut pid, (-1, -1)),
-            Err(ec::CONCURRENT_TRANSACTIONS)
+            Err(ErrorCode::ConcurrentTransactions)
         );
         let m = c.get("t").unwrap();
         assert_eq!((m.status, m.producer_epoch), (TxnStatus::PrepareAbort, 1));
         assert_eq!(
             c.check_produce(p, e0, "a", 0),
-            Err(ec::INVALID_PRODUCER_EPOCH),
+            Err(ErrorCode::InvalidProducerEpoch),
             "the zombie is fenced"
         );
         assert_eq!(
             c.begin("t", |m| decide_end(m, p, e0, true, false, 6, &mut || 0))
                 .err(),
-            Some(ec::PRODUCER_FENCED)
+            Some(ErrorCode::ProducerFenced)
         );
         // Completion writes CompleteAbort; then the new instance gets the next epoch.
         let mut done = m.clone();
@@ -752,7 +752,7 @@ mod tests {
         assert_eq!(
             c.begin("t", |m| decide_end(m, p, e, true, false, 1, &mut || 0))
                 .err(),
-            Some(ec::INVALID_TXN_STATE),
+            Some(ErrorCode::InvalidTxnState),
             "nothing to end"
         );
         let parts = vec![("a".to_string(), 0)];
@@ -764,13 +764,13 @@ mod tests {
         assert_eq!(
             c.begin("t", |m| decide_end(m, p, e, true, false, 2, &mut || 0))
                 .err(),
-            Some(ec::CONCURRENT_TRANSACTIONS)
+            Some(ErrorCode::ConcurrentTransactions)
         );
         let Decision::Write(prepared) = d else { panic!() };
         c.finish("t", Some(prepared.clone()));
         assert_eq!(
             c.begin("t", |m| decide_add(m, p, e, &parts, 3)).err(),
-            Some(ec::CONCURRENT_TRANSACTIONS),
+            Some(ErrorCode::ConcurrentTransactions),
             "the next transaction waits for the markers"
         );
         assert_eq!(c.prepared().len(), 1);
@@ -786,12 +786,12 @@ mod tests {
         assert_eq!(
             c.begin("t", |m| decide_end(m, p, e + 1, true, false, 4, &mut || 0))
                 .err(),
-            Some(ec::PRODUCER_FENCED)
+            Some(ErrorCode::ProducerFenced)
         );
         assert_eq!(
             c.begin("t", |m| decide_end(m, p + 1, e, true, false, 4, &mut || 0))
                 .err(),
-            Some(ec::INVALID_PRODUCER_ID_MAPPING)
+            Some(ErrorCode::InvalidProducerIdMapping)
         );
     }
 
@@ -884,7 +884,7 @@ mod tv2_tests {
         // Retried while the markers are written, then after.
         assert_eq!(
             decide_end(Some(&prepared), 5, 3, true, true, 3, &mut || 99).err(),
-            Some(ec::CONCURRENT_TRANSACTIONS)
+            Some(ErrorCode::ConcurrentTransactions)
         );
         let done = TxnMeta {
             status: TxnStatus::CompleteCommit,
@@ -897,7 +897,7 @@ mod tv2_tests {
         // The old epoch cannot start anything; the new one can.
         assert_eq!(
             decide_add(Some(&done), 5, 3, &[("a".to_string(), 0)], 5).err(),
-            Some(ec::PRODUCER_FENCED)
+            Some(ErrorCode::ProducerFenced)
         );
         assert!(matches!(
             decide_add(Some(&done), 5, 4, &[("a".to_string(), 0)], 5),
@@ -924,7 +924,7 @@ mod tv2_tests {
         assert_eq!(last.producer_after(), (99, 0), "EndTxn answers with the new id");
         assert_eq!(
             decide_add(Some(&last), 99, 0, &[("a".to_string(), 0)], 7).err(),
-            Some(ec::CONCURRENT_TRANSACTIONS),
+            Some(ErrorCode::ConcurrentTransactions),
             "the new id waits for the completion"
         );
         let done = last.completed(8);

@@ -16,8 +16,8 @@ use kafka_protocol::messages::{
 
 use super::log::TRANSACTION_TOPIC;
 use crate::broker::Broker;
-use crate::error_codes as ec;
 use crate::handlers::sb;
+use laminar_protocol::ErrorCode;
 
 const ADD_PARTITIONS_TO_TXN_VERSION: i16 = 4;
 /// When a failed call to the coordinator was last logged.
@@ -33,14 +33,14 @@ pub async fn add_or_verify(
     topic: &str,
     partition: i32,
     verify_only: bool,
-) -> Result<(), i16> {
-    let c = b.cluster.as_ref().ok_or(ec::COORDINATOR_NOT_AVAILABLE)?;
+) -> Result<(), ErrorCode> {
+    let c = b.cluster.as_ref().ok_or(ErrorCode::CoordinatorNotAvailable)?;
     let image = c.image();
     let coordinator = image
         .partition(TRANSACTION_TOPIC, 0)
         .map(|p| p.leader)
         .filter(|l| *l >= 0)
-        .ok_or(ec::COORDINATOR_NOT_AVAILABLE)?;
+        .ok_or(ErrorCode::CoordinatorNotAvailable)?;
     let mut t = AddPartitionsToTxnTopic::default();
     t.name = TopicName(sb(topic));
     t.partitions = vec![partition];
@@ -69,10 +69,10 @@ pub async fn add_or_verify(
             if now - LAST_WARNED_MS.swap(now, Ordering::Relaxed) >= 1_000 {
                 crate::warn!("AddPartitionsToTxn to broker {coordinator} (the transaction coordinator): {e}");
             }
-            ec::NETWORK_EXCEPTION
+            ErrorCode::NetworkException
         })?;
-    if resp.error_code != ec::NONE {
-        return Err(resp.error_code);
+    if resp.error_code != ErrorCode::None.code() {
+        return Err(ErrorCode::from_wire(resp.error_code));
     }
     let code = resp
         .results_by_transaction
@@ -80,8 +80,10 @@ pub async fn add_or_verify(
         .flat_map(|r| r.topic_results.iter())
         .flat_map(|t| t.results_by_partition.iter())
         .find(|p| p.partition_index == partition)
-        .map_or(ec::UNKNOWN_SERVER_ERROR, |p| p.partition_error_code);
-    if code == ec::NONE {
+        .map_or(ErrorCode::UnknownServerError, |p| {
+            ErrorCode::from_wire(p.partition_error_code)
+        });
+    if code == ErrorCode::None {
         Ok(())
     } else {
         Err(code)
