@@ -28,8 +28,10 @@ status_kb() { # PID FIELD: a VmRSS/VmHWM line of /proc/PID/status, in kB
 start_broker() {
   local broker=$1 data=$2 log=$3
   case $broker in
-    laminar)
-      "$bin" serve --listen "$bootstrap" --data-dir "$data" --metrics-listen none \
+    laminar | base)
+      local laminar_bin=$bin
+      [[ $broker == base ]] && laminar_bin=$BASE_BIN
+      "$laminar_bin" serve --listen "$bootstrap" --data-dir "$data" --metrics-listen none \
         --config "$work/laminar.toml" > "$log" 2>&1 &
       launcher_pid=$!
       broker_pid=$launcher_pid

@@ -23,7 +23,10 @@
 # ProducerPerformance load and one per acks of `perf latency`, both brokers, every round.
 #
 # Usage: bench/s5.sh [OUT]        (OUT default: bench/results/<date>-<host>-s5)
-# Env:   N (1000000), ROUNDS (2), BROKERS ("laminar kafka"), E2E_DURATION_S (30), PORT (19092;
+# BROKERS may also name `base`: another Laminar build (BASE_BIN, e.g. the build before a
+# change), run the same way, so that BROKERS="base laminar" compares two builds (the summary
+# then gives this build / base).
+# Env:   N (1000000), ROUNDS (2), BROKERS ("laminar kafka"), BASE_BIN, E2E_DURATION_S (30), PORT (19092;
 #        Kafka's controller takes PORT+1), E2E_RATE (5000), E2E_RECORDS (10000),
 #        NETWORK_THREADS (2), IO_THREADS (4), REBALANCE_DELAY_MS (0), TOOL_HEAP (-Xmx512M, as
 #        kafka-producer-perf-test.sh), LOAD_TIMEOUT_S (3600, per tool run), SKIP_BUILD=1,
@@ -54,7 +57,8 @@ E2E_BYTES=512
 bootstrap=127.0.0.1:$PORT
 
 for b in $BROKERS; do
-  [[ $b == laminar || $b == kafka ]] || { echo "unknown broker $b: laminar or kafka" >&2; exit 2; }
+  [[ $b == laminar || $b == kafka || $b == base ]] || { echo "unknown broker $b: laminar, base or kafka" >&2; exit 2; }
+  [[ $b != base || -x ${BASE_BIN:-} ]] || { echo "BROKERS names base: set BASE_BIN to a laminar binary" >&2; exit 2; }
 done
 
 # A listener already on PORT would make wait_port succeed against the wrong broker.
@@ -104,6 +108,7 @@ TOML
   echo "N: $N"
   echo "rounds: $ROUNDS"
   echo "brokers: $BROKERS"
+  if [[ " $BROKERS " == *" base "* ]]; then echo "base: $BASE_BIN ($("$BASE_BIN" --version)) ${BASE_LABEL:-}"; fi
   echo "record bytes: $RECORD_BYTES (ProducerPerformance), $E2E_BYTES (latency loads)"
   echo "e2e records: $E2E_RECORDS"
   echo "perf latency: $E2E_RATE records/s for $E2E_DURATION_S s"
@@ -116,7 +121,7 @@ cat "$out/config.txt"
 
 acks_tag() { [[ $1 == all ]] && echo acksall || echo "acks$1"; }
 
-display_name() { case $1 in laminar) echo Laminar ;; kafka) echo Kafka ;; *) echo "$1" ;; esac; }
+display_name() { case $1 in laminar) echo Laminar ;; base) echo "Laminar base" ;; kafka) echo Kafka ;; *) echo "$1" ;; esac; }
 
 run_broker() { # BROKER ROUND
   local broker=$1 round=$2

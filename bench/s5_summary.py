@@ -20,7 +20,9 @@ import sys
 OUT = sys.argv[1]
 RAW = os.path.join(OUT, "raw")
 SERIES = os.path.join(OUT, "series")
-NAMES = {"laminar": "Laminar", "kafka": "Kafka"}
+NAMES = {"laminar": "Laminar", "kafka": "Kafka", "base": "Laminar base"}
+# Ratios printed under each round: (numerator, denominator, label); a pair prints when both ran.
+PAIRS = [("laminar", "kafka", "Laminar/Kafka"), ("laminar", "base", "Laminar/base")]
 LAMINAR = os.environ.get("LAMINAR") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "target", "release", "laminar")
 
@@ -230,10 +232,10 @@ def table(title, note, load, parse, cols):
             else:
                 lines.append(f"| {r} | {NAMES[b]} | "
                              + " | ".join(num(figs[b].get(k), d) for _, k, d in cols) + " |")
-        if figs.get("laminar") and figs.get("kafka"):
-            lines.append(f"| {r} | **Laminar/Kafka** | "
-                         + " | ".join(ratio(figs["laminar"].get(k), figs["kafka"].get(k))
-                                      for _, k, _ in cols) + " |")
+        for a, b, label in PAIRS:
+            if figs.get(a) and figs.get(b):
+                lines.append(f"| {r} | **{label}** | "
+                             + " | ".join(ratio(figs[a].get(k), figs[b].get(k)) for _, k, _ in cols) + " |")
     return lines + [""]
 
 
@@ -352,9 +354,10 @@ for r, bs in rounds:
     for b in bs:
         f = figs[b] or {}
         lines.append(f"| {r} | {NAMES[b]} | {num(f.get('idle'), 0)} | {num(f.get('hwm'), 0)} | {num(f.get('disk'), 0)} |")
-    if figs.get("laminar") and figs.get("kafka"):
-        l, k = figs["laminar"], figs["kafka"]
-        lines.append(f"| {r} | **Laminar/Kafka** | {ratio(l['idle'], k['idle'])} | {ratio(l['hwm'], k['hwm'])} | {ratio(l['disk'], k['disk'])} |")
+    for a, b, label in PAIRS:
+        if figs.get(a) and figs.get(b):
+            l, k = figs[a], figs[b]
+            lines.append(f"| {r} | **{label}** | {ratio(l['idle'], k['idle'])} | {ratio(l['hwm'], k['hwm'])} | {ratio(l['disk'], k['disk'])} |")
 out += lines + [""]
 
 # acks=all / acks=1 on the same broker in the same round: the price of waiting for the fsync
