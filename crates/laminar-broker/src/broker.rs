@@ -13,7 +13,6 @@ use laminar_storage::backend::{read_exact_at, StorageFile};
 use laminar_storage::Store;
 use tokio::sync::Notify;
 
-use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::groups::store::GroupStore;
 use crate::groups::Coordinator;
@@ -22,6 +21,7 @@ use crate::producers::Producers;
 use crate::quotas::Quotas;
 use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
+use laminar_cluster::Cluster;
 use laminar_net::{IoPool, SendFile};
 
 /// Record data of a fetch response: a range of a segment file.

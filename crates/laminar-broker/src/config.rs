@@ -313,7 +313,7 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     pub node_id: i32,
     /// Empty: a single node.
-    pub controller_quorum_voters: Vec<Voter>,
+    pub controller_quorum_voters: Vec<laminar_cluster::Voter>,
     pub broker_heartbeat_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub auto_leader_rebalance_enable: bool,
@@ -547,7 +547,9 @@ impl BrokerConfig {
             }
             "log.dirs" => self.data_dir = PathBuf::from(value),
             "node.id" => self.node_id = int()? as i32,
-            "controller.quorum.voters" => self.controller_quorum_voters = parse_voters(value)?,
+            "controller.quorum.voters" => {
+                self.controller_quorum_voters = laminar_cluster::parse_voters(value)?
+            }
             "broker.heartbeat.interval.ms" => self.broker_heartbeat_interval_ms = positive(int()?)?,
             "broker.session.timeout.ms" => self.broker_session_timeout_ms = positive(int()?)?,
             "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = positive(int()?)?,
@@ -830,42 +832,6 @@ impl BrokerConfig {
         ]
         .join("\n")
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Voter {
-    pub id: i32,
-    pub addr: String,
-}
-
-/// `controller.quorum.voters`: `1@host:port,2@host:port,...`.
-pub fn parse_voters(value: &str) -> Result<Vec<Voter>, String> {
-    let mut voters: Vec<Voter> = Vec::new();
-    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (id, addr) = item
-            .split_once('@')
-            .ok_or(format!("controller.quorum.voters: {item:?} is not id@host:port"))?;
-        let id: i32 = id
-            .parse()
-            .ok()
-            .filter(|id| *id >= 0)
-            .ok_or(format!("controller.quorum.voters: {id:?} is not a node id"))?;
-        if addr
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse::<u16>().ok())
-            .is_none()
-        {
-            return Err(format!("controller.quorum.voters: {addr:?} is not host:port"));
-        }
-        if voters.iter().any(|v| v.id == id) {
-            return Err(format!("controller.quorum.voters: node {id} is listed twice"));
-        }
-        voters.push(Voter {
-            id,
-            addr: addr.to_string(),
-        });
-    }
-    Ok(voters)
 }
 
 /// Whether a `message.timestamp.type` value is LogAppendTime (or CreateTime).

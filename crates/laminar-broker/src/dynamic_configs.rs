@@ -9,60 +9,21 @@
 //! at once to every topic that has no override of its own. The rest (threads, listeners,
 //! limits) are read at start and refused here with the reason.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use crate::config::BrokerConfig;
 
 pub const BROKER_CONFIGS_FILE: &str = "broker_configs.json";
 
-/// The broker settings that can be changed while running.
-pub const DYNAMIC_SETTINGS: &[&str] = &[
-    "log.retention.ms",
-    "log.retention.bytes",
-    "log.segment.bytes",
-    "log.roll.ms",
-    "message.max.bytes",
-    "log.flush.interval.ms",
-    "log.flush.interval.messages",
-];
+pub use laminar_cluster::dynamic::{DynamicConfigs, Level, DYNAMIC_SETTINGS};
 
-/// Which of the two dynamic levels a change is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// `--entity-default`: every broker of the cluster (here, the one).
-    ClusterDefault,
-    /// `--entity-name <node.id>`: this broker.
-    Broker,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct DynamicConfigs {
-    #[serde(default)]
-    pub cluster_default: BTreeMap<String, String>,
-    #[serde(default)]
-    pub broker: BTreeMap<String, String>,
-}
-
-impl DynamicConfigs {
-    pub fn level(&self, level: Level) -> &BTreeMap<String, String> {
-        match level {
-            Level::ClusterDefault => &self.cluster_default,
-            Level::Broker => &self.broker,
-        }
-    }
-
-    pub fn level_mut(&mut self, level: Level) -> &mut BTreeMap<String, String> {
-        match level {
-            Level::ClusterDefault => &mut self.cluster_default,
-            Level::Broker => &mut self.broker,
-        }
-    }
-
+/// The settings in effect under a set of dynamic configs.
+pub trait EffectiveConfig {
     /// The settings in effect: `static_config` with the cluster default's values, then this
     /// broker's, applied over it. Fails on a setting that is not dynamic or a bad value.
-    pub fn effective(&self, static_config: &BrokerConfig) -> Result<BrokerConfig, String> {
+    fn effective(&self, static_config: &BrokerConfig) -> Result<BrokerConfig, String>;
+}
+
+impl EffectiveConfig for DynamicConfigs {
+    fn effective(&self, static_config: &BrokerConfig) -> Result<BrokerConfig, String> {
         let mut c = static_config.clone();
         for (k, v) in self.cluster_default.iter().chain(&self.broker) {
             if !DYNAMIC_SETTINGS.contains(&k.as_str()) {

@@ -11,11 +11,12 @@
 
 use laminar_protocol::ErrorCode;
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+pub use laminar_cluster::quotas::{apply_changes, QuotaChange, QuotaEntry};
 use laminar_protocol::requests::{QuotaEntity, QuotaOp};
 use laminar_storage::backend::{read_whole, write_atomically};
 use laminar_storage::Store;
@@ -45,13 +46,6 @@ impl QuotaKind {
             QuotaKind::Produce => PRODUCER_BYTE_RATE,
         }
     }
-}
-
-/// One client-id's quotas (`name: None` is the default entity).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct QuotaEntry {
-    pub client_id: Option<String>,
-    pub values: BTreeMap<String, f64>,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -256,10 +250,6 @@ impl Quotas {
     }
 }
 
-/// One entity's quota change: its client-id (`None`: the default entity) and, per quota key,
-/// the new value (`None`: removed).
-pub type QuotaChange = (Option<String>, Vec<(String, Option<f64>)>);
-
 /// An AlterClientQuotas entry checked: a client-id entity, quotas Laminar has, positive
 /// values.
 pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChange, QuotaError> {
@@ -287,32 +277,6 @@ pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChan
         .map(|op| (op.key.clone(), (!op.remove).then_some(op.value)))
         .collect();
     Ok((client_id, values))
-}
-
-/// Applies checked changes to a set of quota entries (an entity left with no quota goes).
-/// Applying the same changes twice changes nothing the second time.
-pub fn apply_changes(entries: &mut Vec<QuotaEntry>, changes: &[QuotaChange]) {
-    for (client_id, values) in changes {
-        let pos = entries
-            .iter()
-            .position(|e| e.client_id == *client_id)
-            .unwrap_or_else(|| {
-                entries.push(QuotaEntry {
-                    client_id: client_id.clone(),
-                    values: BTreeMap::new(),
-                });
-                entries.len() - 1
-            });
-        for (key, value) in values {
-            match value {
-                Some(v) => entries[pos].values.insert(key.clone(), *v),
-                None => entries[pos].values.remove(key),
-            };
-        }
-        if entries[pos].values.is_empty() {
-            entries.remove(pos);
-        }
-    }
 }
 
 /// The client-id of an entity that names only a client-id (the only entity type Laminar

@@ -17,7 +17,7 @@ use std::time::Duration;
 use laminar_storage::{FlushWait, Log, Offset};
 use tokio::sync::Notify;
 
-use crate::cluster::replica::Replica;
+use laminar_cluster::replica::Replica;
 use laminar_protocol::ErrorCode;
 
 /// A write to a partition this broker leads, at the leader epoch it was checked at.
@@ -146,8 +146,8 @@ mod tests {
     use laminar_storage::{AppendMode, LogConfig, LogId, Store, StoreConfig};
 
     use super::*;
-    use crate::cluster::image::PartitionInfo;
-    use crate::cluster::replica::Replicas;
+    use laminar_cluster::image::PartitionInfo;
+    use laminar_cluster::replica::Replicas;
 
     const NODE: i32 = 1;
 

@@ -13,7 +13,6 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use crate::broker::Broker;
-use crate::cluster::{Cluster, ClusterSettings};
 use crate::config::BrokerConfig;
 use crate::groups::store::GroupStore;
 use crate::groups::Coordinator;
@@ -22,6 +21,7 @@ use crate::producers::Producers;
 use crate::quotas::Quotas;
 use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
+use laminar_cluster::{Cluster, ClusterSettings};
 use laminar_net::{IoPool, ServerHandle, ServerLimits};
 
 /// What a test may put in place of the broker's own parts. Not configuration: nothing in

@@ -10,17 +10,17 @@ use laminar_storage::backend::{read_whole, write_atomically};
 use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::ClusterImage;
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
-use crate::dynamic_configs::{DynamicConfigs, Level, BROKER_CONFIGS_FILE};
+use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig, Level, BROKER_CONFIGS_FILE};
 use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
 use crate::txn::log::TRANSACTION_TOPIC;
+use laminar_cluster::image::ClusterImage;
 use laminar_protocol::ErrorCode;
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
-pub const PARTITIONS_MAX: u32 = 10_000;
+pub use laminar_cluster::names::{is_internal, PARTITIONS_MAX};
 
 /// Topic-level configs Laminar understands, by Kafka's names.
 pub const TOPIC_CONFIGS: &[&str] = &[
@@ -80,12 +80,6 @@ pub struct Topics {
     topics: RwLock<BTreeMap<String, TopicMeta>>,
     /// Serialises creates, deletes and the file rewrite.
     write_lock: std::sync::Mutex<()>,
-}
-
-/// Kafka's internal topics: listed in Metadata with `is_internal`, read by anyone, written
-/// only by the broker itself.
-pub fn is_internal(name: &str) -> bool {
-    name == OFFSETS_TOPIC || name == TRANSACTION_TOPIC
 }
 
 pub fn valid_topic_name(name: &str) -> bool {
@@ -433,7 +427,7 @@ impl Topics {
     /// since `before`. Internal topics' logs stay: the coordinators hold them.
     pub fn apply_image(&self, before: Option<&ClusterImage>, image: &ClusterImage, node: i32) {
         let _w = self.write_lock.lock().unwrap();
-        let hosted = |t: &crate::cluster::image::TopicInfo| -> Vec<u32> {
+        let hosted = |t: &laminar_cluster::image::TopicInfo| -> Vec<u32> {
             (0..t.partitions.len() as u32)
                 .filter(|p| t.partitions[*p as usize].replicas.contains(&node))
                 .collect()

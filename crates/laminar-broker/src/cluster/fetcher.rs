@@ -27,11 +27,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use laminar_storage::{AppendMode, LogId, Offset};
 
-use super::client::BrokerConnection;
-use super::image::BrokerId;
-use super::replica::{Replica, Role};
 use crate::broker::Broker;
 use crate::storage_pool::partition_key;
+use laminar_cluster::client::BrokerConnection;
+use laminar_cluster::image::BrokerId;
+use laminar_cluster::replica::{Replica, Role};
 use laminar_protocol::ErrorCode;
 
 const FETCH_VERSION: i16 = 12;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::image::ClusterImage;
-use super::replica::Transition;
 use crate::broker::Broker;
+use laminar_cluster::image::ClusterImage;
+use laminar_cluster::replica::Transition;
 
 /// Runs until the image channel closes. Creating and deleting logs are directory
 /// operations: they run on the I/O pool.

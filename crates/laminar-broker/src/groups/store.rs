@@ -23,8 +23,7 @@ use serde::Deserialize;
 use super::records::{GroupKey, GroupMetadataValue, OffsetValue, RecordError};
 use super::{CommittedOffset, Coordinator};
 
-/// Kafka's name, so that tools that read it find it.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use laminar_cluster::names::OFFSETS_TOPIC;
 /// The group log of Laminar before it wrote `__consumer_offsets`.
 pub const LEGACY_GROUPS_LOG_TOPIC: &str = "__laminar_groups";
 /// Bound on one decoded record batch of the internal log.

@@ -12,8 +12,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::cluster::image::Command;
 use crate::quotas::{apply_changes, checked_change, QuotaChange, QuotaError};
+use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(
@@ -57,7 +57,7 @@ pub async fn handle(
 /// In a cluster: the checked entries go to the controller in one command; each entry is
 /// all-or-nothing, as on one node. Answered once this broker's image has them.
 async fn alter_in_cluster(
-    cluster: &crate::cluster::Cluster,
+    cluster: &laminar_cluster::Cluster,
     r: &AlterClientQuotasRequest,
 ) -> Vec<Result<(), QuotaError>> {
     let checked: Vec<Result<QuotaChange, QuotaError>> = r

@@ -20,9 +20,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
-use crate::cluster::image::ConfigTarget;
 use crate::dynamic_configs::Level;
 use crate::topics::Topics;
+use laminar_cluster::image::ConfigTarget;
 use laminar_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -101,7 +101,7 @@ pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: Alter
 /// CreateTopics checks them, and replaced through the controller.
 async fn alter_in_cluster(
     b: &Broker,
-    cluster: &crate::cluster::Cluster,
+    cluster: &laminar_cluster::Cluster,
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
@@ -127,7 +127,7 @@ async fn alter_in_cluster(
 /// Checked against this broker's settings (another broker's static ones are not known here).
 async fn alter_broker_in_cluster(
     b: &Broker,
-    cluster: &crate::cluster::Cluster,
+    cluster: &laminar_cluster::Cluster,
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,

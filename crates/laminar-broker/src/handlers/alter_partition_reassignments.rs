@@ -15,7 +15,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
-use crate::cluster::image::Command;
+use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(

@@ -11,9 +11,9 @@ use super::{sb, topic_name, uuid, Encoded};
 use std::collections::BTreeMap;
 
 use crate::broker::Broker;
-use crate::cluster::image::TopicInfo;
-use crate::cluster::rpc::TopicRequest;
-use crate::cluster::Cluster;
+use laminar_cluster::image::TopicInfo;
+use laminar_cluster::rpc::TopicRequest;
+use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: CreateTopicsRequest) -> Encoded {

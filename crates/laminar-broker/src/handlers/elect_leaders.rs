@@ -21,7 +21,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
-use crate::cluster::image::Command;
+use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ElectLeadersRequest) -> Encoded {

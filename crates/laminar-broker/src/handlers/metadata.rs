@@ -9,8 +9,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
-use crate::cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
 use crate::topics::TopicMeta;
+use laminar_cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
 use laminar_protocol::ErrorCode;
 
 fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {

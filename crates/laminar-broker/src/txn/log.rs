@@ -22,8 +22,7 @@ use laminar_storage::Log;
 
 use super::{PendingOffset, TxnMeta, TxnStatus};
 
-/// Kafka's name for it.
-pub const TRANSACTION_TOPIC: &str = "__transaction_state";
+pub use laminar_cluster::names::TRANSACTION_TOPIC;
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 0;
 /// Bound on the partitions and offsets of one transaction's record.

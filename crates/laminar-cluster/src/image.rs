@@ -260,8 +260,8 @@ impl ClusterImage {
     }
 
     /// This broker's dynamic configs: the cluster default and its own.
-    pub fn dynamic_configs_of(&self, node: BrokerId) -> crate::dynamic_configs::DynamicConfigs {
-        crate::dynamic_configs::DynamicConfigs {
+    pub fn dynamic_configs_of(&self, node: BrokerId) -> crate::dynamic::DynamicConfigs {
+        crate::dynamic::DynamicConfigs {
             cluster_default: self.broker_configs.get("").cloned().unwrap_or_default(),
             broker: self
                 .broker_configs

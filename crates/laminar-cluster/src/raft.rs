@@ -139,7 +139,7 @@ impl LogStore {
             }
         }
         if let Some(reason) = torn {
-            crate::warn!(
+            laminar_metrics::warn!(
                 "{}: cutting the tail at byte {pos} of {} ({reason}): an append the crash interrupted",
                 path.display(),
                 bytes.len()
@@ -263,7 +263,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 // A failed fsync leaves the file's state unknown: this controller stops
                 // (openraft turns the error into a fatal one), as a log does on a failed
                 // fsync.
-                crate::warn!("the controller's log {}: {e}", inner.dir.display());
+                laminar_metrics::warn!("the controller's log {}: {e}", inner.dir.display());
                 let kind = e.kind();
                 callback.log_io_completed(Err(std::io::Error::new(kind, e.to_string())));
                 Err(io_err(ErrorSubject::Logs, ErrorVerb::Write, e))

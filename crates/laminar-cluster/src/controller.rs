@@ -20,7 +20,7 @@ use super::rpc::{
     self, ControllerRequest, ControllerResponse, Heartbeat, HeartbeatAnswer, Network, NotLeader, TopicRequest,
 };
 use super::{ClusterSettings, Voter};
-use crate::txn::log::TRANSACTION_TOPIC;
+use crate::names::TRANSACTION_TOPIC;
 use laminar_protocol::ErrorCode;
 
 /// How often the active controller looks for expired broker sessions.
@@ -115,7 +115,9 @@ impl Controller {
                     // are identical, and once any voter has a log this is refused, harmlessly.
                     if !raft.is_initialized().await.unwrap_or(true) {
                         if let Err(e) = raft.initialize(members).await {
-                            crate::info!("controller {id}: the quorum was already initialized ({e})");
+                            laminar_metrics::info!(
+                                "controller {id}: the quorum was already initialized ({e})"
+                            );
                         }
                     }
                     let active = Arc::new(Active {
@@ -134,7 +136,7 @@ impl Controller {
                     let _ = started_tx.send(Ok(raft.clone()));
                     let _ = stop_rx.await;
                     if let Err(e) = raft.shutdown().await {
-                        crate::warn!("controller {id}: shutting raft down: {e}");
+                        laminar_metrics::warn!("controller {id}: shutting raft down: {e}");
                     }
                 });
             })?;
@@ -171,7 +173,7 @@ async fn accept(listener: TcpListener, active: Arc<Active>) {
                 tokio::spawn(serve(stream, active.clone()));
             }
             Err(e) => {
-                crate::warn!("controller {}: accept: {e}", active.id);
+                laminar_metrics::warn!("controller {}: accept: {e}", active.id);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -184,7 +186,7 @@ async fn serve(mut stream: TcpStream, active: Arc<Active>) {
             Ok(r) => r,
             Err(e) => {
                 if e.kind() != std::io::ErrorKind::UnexpectedEof {
-                    crate::warn!("controller {}: closing a connection: {e}", active.id);
+                    laminar_metrics::warn!("controller {}: closing a connection: {e}", active.id);
                 }
                 return;
             }
@@ -235,7 +237,7 @@ impl Active {
                 Err(NotLeader { leader: f.leader_id })
             }
             Err(e) => {
-                crate::warn!("controller {}: a write failed: {e}", self.id);
+                laminar_metrics::warn!("controller {}: a write failed: {e}", self.id);
                 Err(NotLeader { leader: None })
             }
         }
@@ -251,7 +253,11 @@ impl Active {
             Some(b) if b.incarnation == h.incarnation && b.host == h.host && b.port == h.port => {
                 if h.leaving {
                     if !b.fenced {
-                        crate::info!("controller {}: broker {} is leaving: fencing it", self.id, h.id);
+                        laminar_metrics::info!(
+                            "controller {}: broker {} is leaving: fencing it",
+                            self.id,
+                            h.id
+                        );
                         self.write(Command::FenceBroker {
                             id: h.id,
                             incarnation: h.incarnation.clone(),
@@ -269,7 +275,7 @@ impl Active {
             }
             _ if h.leaving => {}
             _ => {
-                crate::info!(
+                laminar_metrics::info!(
                     "controller {}: broker {} registers at {}:{} (incarnation {})",
                     self.id,
                     h.id,
@@ -343,7 +349,7 @@ impl Active {
             // A new controller gives every broker a whole session from now: it has no
             // heartbeats to judge by yet.
             self.sessions.lock().unwrap().clear();
-            crate::info!("controller {}: active", self.id);
+            laminar_metrics::info!("controller {}: active", self.id);
             Instant::now()
         });
         let image = self.image.borrow().clone();
@@ -360,7 +366,7 @@ impl Active {
         if image.live_brokers().len() >= internal_rf {
             for (name, segment_bytes) in [
                 (
-                    crate::groups::store::OFFSETS_TOPIC,
+                    crate::names::OFFSETS_TOPIC,
                     self.settings.offsets_topic_segment_bytes,
                 ),
                 (
@@ -384,7 +390,10 @@ impl Active {
                         .await;
                     if let Ok(r) = created {
                         if r.error_code == ErrorCode::None.code() {
-                            crate::info!("controller {}: created the internal topic {name}", self.id);
+                            laminar_metrics::info!(
+                                "controller {}: created the internal topic {name}",
+                                self.id
+                            );
                         }
                     }
                 }
@@ -405,7 +414,7 @@ impl Active {
                 .collect()
         };
         for (id, incarnation) in expired {
-            crate::warn!(
+            laminar_metrics::warn!(
                 "controller {}: broker {id} missed its heartbeats for broker.session.timeout.ms ({:?}): fencing it",
                 self.id,
                 self.settings.broker_session_timeout
@@ -455,7 +464,7 @@ impl Active {
                 }
             }
         }
-        crate::info!(
+        laminar_metrics::info!(
             "controller {}: {elected} partition(s) led by their preferred replica again (auto.leader.rebalance.enable)",
             self.id
         );
