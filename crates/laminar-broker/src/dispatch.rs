@@ -9,6 +9,7 @@ use laminar_protocol::responses::{self, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 
 use crate::broker::{Broker, Dispatched, RecordsFile};
+use crate::context::{Principal, RequestContext, PLAINTEXT_LISTENER};
 use crate::handlers;
 use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
 
@@ -85,57 +86,58 @@ impl Broker {
                     .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
             }
         }
-        let client_id = header.client_id.as_deref().unwrap_or("");
+        let ctx = RequestContext {
+            api_version: v,
+            correlation_id: c,
+            client_id: header.client_id.clone().unwrap_or_default(),
+            peer,
+            listener: PLAINTEXT_LISTENER,
+            principal: Principal::anonymous(),
+        };
         let encoded = match request {
-            Request::ApiVersions(r) => handlers::api_versions::handle(b, v, c, r),
-            Request::Metadata(r) => handlers::metadata::handle(b, v, c, r).await,
-            Request::Produce(r) => return handlers::produce::handle(b, v, c, client_id, r).await,
-            Request::Fetch(r) => {
-                return Ok(Dispatched::Now(Some(
-                    handlers::fetch::handle(b, v, c, client_id, r).await,
-                )))
-            }
-            Request::ListOffsets(r) => handlers::list_offsets::handle(b, v, c, r).await,
-            Request::CreateTopics(r) => handlers::create_topics::handle(b, v, c, r).await,
-            Request::DeleteTopics(r) => handlers::delete_topics::handle(b, v, c, r).await,
-            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, v, c, r).await,
-            Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, v, c, r),
-            Request::CreatePartitions(r) => handlers::create_partitions::handle(b, v, c, r).await,
-            Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, v, c, r),
-            Request::JoinGroup(r) => {
-                handlers::join_group::handle(b, v, c, client_id, &format!("/{}", peer.ip()), r).await
-            }
-            Request::SyncGroup(r) => handlers::sync_group::handle(b, v, c, r).await,
-            Request::Heartbeat(r) => handlers::heartbeat::handle(b, v, c, r),
-            Request::LeaveGroup(r) => handlers::leave_group::handle(b, v, c, r),
-            Request::OffsetCommit(r) => handlers::offset_commit::handle(b, v, c, r).await,
-            Request::OffsetFetch(r) => handlers::offset_fetch::handle(b, v, c, r),
-            Request::ListGroups(r) => handlers::list_groups::handle(b, v, c, r),
-            Request::DescribeGroups(r) => handlers::describe_groups::handle(b, v, c, r),
-            Request::DeleteGroups(r) => handlers::delete_groups::handle(b, v, c, r).await,
-            Request::OffsetDelete(r) => handlers::offset_delete::handle(b, v, c, r).await,
-            Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, v, c, r),
-            Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, v, c, r).await,
-            Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, v, c, r).await,
-            Request::DeleteRecords(r) => handlers::delete_records::handle(b, v, c, r).await,
-            Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, v, c, r),
-            Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, v, c, r),
-            Request::AlterConfigs(r) => handlers::alter_configs::handle(b, v, c, r).await,
-            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, v, c, r).await,
-            Request::DescribeProducers(r) => handlers::describe_producers::handle(b, v, c, r),
+            Request::ApiVersions(r) => handlers::api_versions::handle(b, &ctx, r),
+            Request::Metadata(r) => handlers::metadata::handle(b, &ctx, r).await,
+            Request::Produce(r) => return handlers::produce::handle(b, &ctx, r).await,
+            Request::Fetch(r) => return Ok(Dispatched::Now(Some(handlers::fetch::handle(b, &ctx, r).await))),
+            Request::ListOffsets(r) => handlers::list_offsets::handle(b, &ctx, r).await,
+            Request::CreateTopics(r) => handlers::create_topics::handle(b, &ctx, r).await,
+            Request::DeleteTopics(r) => handlers::delete_topics::handle(b, &ctx, r).await,
+            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, &ctx, r).await,
+            Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, &ctx, r),
+            Request::CreatePartitions(r) => handlers::create_partitions::handle(b, &ctx, r).await,
+            Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, &ctx, r),
+            Request::JoinGroup(r) => handlers::join_group::handle(b, &ctx, r).await,
+            Request::SyncGroup(r) => handlers::sync_group::handle(b, &ctx, r).await,
+            Request::Heartbeat(r) => handlers::heartbeat::handle(b, &ctx, r),
+            Request::LeaveGroup(r) => handlers::leave_group::handle(b, &ctx, r),
+            Request::OffsetCommit(r) => handlers::offset_commit::handle(b, &ctx, r).await,
+            Request::OffsetFetch(r) => handlers::offset_fetch::handle(b, &ctx, r),
+            Request::ListGroups(r) => handlers::list_groups::handle(b, &ctx, r),
+            Request::DescribeGroups(r) => handlers::describe_groups::handle(b, &ctx, r),
+            Request::DeleteGroups(r) => handlers::delete_groups::handle(b, &ctx, r).await,
+            Request::OffsetDelete(r) => handlers::offset_delete::handle(b, &ctx, r).await,
+            Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, &ctx, r),
+            Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, &ctx, r).await,
+            Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, &ctx, r).await,
+            Request::DeleteRecords(r) => handlers::delete_records::handle(b, &ctx, r).await,
+            Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, &ctx, r),
+            Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, &ctx, r),
+            Request::AlterConfigs(r) => handlers::alter_configs::handle(b, &ctx, r).await,
+            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, &ctx, r).await,
+            Request::DescribeProducers(r) => handlers::describe_producers::handle(b, &ctx, r),
             Request::AlterPartitionReassignments(r) => {
-                handlers::alter_partition_reassignments::handle(b, v, c, r).await
+                handlers::alter_partition_reassignments::handle(b, &ctx, r).await
             }
             Request::ListPartitionReassignments(r) => {
-                handlers::list_partition_reassignments::handle(b, v, c, r)
+                handlers::list_partition_reassignments::handle(b, &ctx, r)
             }
-            Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, v, c, r).await,
-            Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, v, c, r).await,
-            Request::EndTxn(r) => handlers::end_txn::handle(b, v, c, r).await,
-            Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, v, c, r).await,
-            Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, v, c, r).await,
-            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(b, v, c, r),
-            Request::ListTransactions(r) => handlers::list_transactions::handle(b, v, c, r),
+            Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, &ctx, r).await,
+            Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, &ctx, r).await,
+            Request::EndTxn(r) => handlers::end_txn::handle(b, &ctx, r).await,
+            Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, &ctx, r).await,
+            Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, &ctx, r).await,
+            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(b, &ctx, r),
+            Request::ListTransactions(r) => handlers::list_transactions::handle(b, &ctx, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

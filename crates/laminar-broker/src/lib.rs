@@ -10,6 +10,7 @@
 pub mod broker;
 pub mod cluster;
 pub mod config;
+pub mod context;
 pub mod dispatch;
 pub mod dynamic_configs;
 pub mod groups;

@@ -9,16 +9,13 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: AddOffsetsToTxnRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddOffsetsToTxnRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AddOffsetsToTxnResponse::default();
     resp.error_code = if r.group_id.is_empty() {
         ErrorCode::InvalidGroupId.code()

@@ -14,16 +14,13 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: AddPartitionsToTxnRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddPartitionsToTxnRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AddPartitionsToTxnResponse::default();
     if version < 4 {
         let Some(txn) = r.transactions.first() else {

@@ -12,16 +12,13 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::quotas::{apply_changes, checked_change, QuotaChange, QuotaError};
 use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: AlterClientQuotasRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterClientQuotasRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let results = match &b.cluster {
         Some(cluster) => alter_in_cluster(cluster, &r).await,
         None => {

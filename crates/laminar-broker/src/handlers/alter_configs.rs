@@ -20,6 +20,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::dynamic_configs::Level;
 use crate::topics::Topics;
 use laminar_cluster::image::ConfigTarget;
@@ -37,7 +38,8 @@ const OP_SUBTRACT: i8 = 3;
 /// Topic configs whose value is a comma-separated list (APPEND and SUBTRACT apply to them).
 const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: AlterConfigsRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let node_id = b.config.node_id;
     let incremental = r.incremental;
     let validate_only = r.validate_only;

@@ -15,15 +15,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(
-    b: &Broker,
-    version: i16,
-    correlation_id: i32,
-    r: AlterPartitionReassignmentsRequest,
-) -> Encoded {
+pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignmentsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AlterPartitionReassignmentsResponse::default();
     for (topic, partitions) in r.topics {
         let mut out = ReassignableTopicResponse::default();

@@ -10,13 +10,10 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: CreatePartitionsRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreatePartitionsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     if let Some(cluster) = &b.cluster {
         // Through the controller, which places the new partitions.
         let mut resp = CreatePartitionsResponse::default();

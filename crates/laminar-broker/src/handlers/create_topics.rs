@@ -11,12 +11,14 @@ use super::{sb, topic_name, uuid, Encoded};
 use std::collections::BTreeMap;
 
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_cluster::image::TopicInfo;
 use laminar_cluster::rpc::TopicRequest;
 use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: CreateTopicsRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     if let Some(cluster) = &b.cluster {
         let mut resp = CreateTopicsResponse::default();
         for t in r.topics {

@@ -9,10 +9,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteGroupsRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteGroupsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DeleteGroupsResponse::default();
     for g in r.groups {
         let mut code = b.groups.delete_group_check(&g);

@@ -18,12 +18,14 @@ use laminar_storage::{Offset, StorageError};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_protocol::ErrorCode;
 
 /// The offset that asks for "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteRecordsRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteRecordsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let broker = b.clone();
     let resp = b.io.run(move || delete(&broker, r)).await;
     responses::encode(ApiKey::DeleteRecords, version, correlation_id, &resp)

@@ -9,9 +9,11 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DeleteTopicsRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     if let Some(cluster) = &b.cluster {
         let mut resp = DeleteTopicsResponse::default();
         for t in r.topics {

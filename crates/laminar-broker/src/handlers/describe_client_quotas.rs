@@ -10,13 +10,15 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::quotas::CLIENT_ID;
 
 const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
 const MATCH_SPECIFIED: i8 = 2;
 
-pub fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: DescribeClientQuotasRequest) -> Encoded {
+pub fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DescribeClientQuotasRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeClientQuotasResponse::default();
     let invalid = r.components.iter().enumerate().find_map(|(i, c)| {
         if !(MATCH_EXACT..=MATCH_SPECIFIED).contains(&c.match_type) {

@@ -10,6 +10,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
 /// Kafka's `endpointType` values.
 const ENDPOINT_BROKERS: i8 = 1;
@@ -17,7 +18,8 @@ const ENDPOINT_BROKERS: i8 = 1;
 /// "Not requested or not known": Laminar has no ACLs to report operations from.
 const AUTHORIZED_OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeClusterRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeClusterRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeClusterResponse::default();
     resp.endpoint_type = r.endpoint_type;
     resp.cluster_authorized_operations = AUTHORIZED_OPERATIONS_UNKNOWN;

@@ -13,6 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, SETTINGS};
+use crate::context::RequestContext;
 use crate::dynamic_configs::{DynamicConfigs, DYNAMIC_SETTINGS};
 use crate::topics::TOPIC_CONFIGS;
 use laminar_protocol::ErrorCode;
@@ -205,7 +206,8 @@ fn entry(
     e
 }
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeConfigsRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeConfigsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let dynamic = b.topics.dynamic_configs();
     let node = b.config.node_id.to_string();
     let mut resp = DescribeConfigsResponse::default();

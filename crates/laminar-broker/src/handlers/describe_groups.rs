@@ -7,9 +7,11 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::groups::GroupState;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeGroupsRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeGroupsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeGroupsResponse::default();
     let groups = b.groups.groups.lock().unwrap();
     for id in r.groups {

@@ -18,13 +18,10 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: DescribeLogDirsRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DescribeLogDirsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let broker = b.clone();
     let resp = b.io.run(move || describe(&broker, version, r)).await;
     responses::encode(ApiKey::DescribeLogDirs, version, correlation_id, &resp)

@@ -8,9 +8,11 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: DescribeTransactionsRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeTransactionsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeTransactionsResponse::default();
     resp.transaction_states = r
         .transactional_ids

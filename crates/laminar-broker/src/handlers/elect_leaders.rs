@@ -21,10 +21,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ElectLeadersRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ElectLeadersRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ElectLeadersResponse::default();
     let requested = match (&b.cluster, r.topic_partitions) {
         (_, Some(named)) => named,

@@ -11,10 +11,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::txn::complete::{run, Written};
 use crate::txn::decide_end;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: EndTxnRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: EndTxnRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let pr = &r.producer;
     let now = laminar_storage::now_ms();
     let mut allocate = || b.producers.allocate();

@@ -17,6 +17,7 @@ use laminar_storage::backend::read_exact_at;
 use laminar_storage::{FileRange, Offset, StorageError};
 
 use crate::broker::{Broker, RecordsFile};
+use crate::context::RequestContext;
 use crate::quotas::QuotaKind;
 use laminar_protocol::ErrorCode;
 
@@ -290,13 +291,9 @@ async fn read_unstuck(
     }
 }
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    client_id: &str,
-    r: FetchRequest,
-) -> ResponseFrame<RecordsFile> {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> ResponseFrame<RecordsFile> {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
+    let client_id = ctx.client_id.as_str();
     let wanted: Arc<Vec<Wanted>> = Arc::new(
         r.topics
             .iter()

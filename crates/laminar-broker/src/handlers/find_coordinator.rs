@@ -8,9 +8,11 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: FindCoordinatorRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: FindCoordinatorRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = FindCoordinatorResponse::default();
     // 0: a group, 1: a transactional id; Kafka refuses other kinds (share groups) so.
     let error = if r.key_type == 0 || r.key_type == 1 {

@@ -6,8 +6,10 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: HeartbeatRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: HeartbeatRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = HeartbeatResponse::default();
     resp.error_code = b
         .groups

@@ -9,11 +9,13 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::txn::complete::{run, Written};
 use crate::txn::{decide_init, TxnStatus};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: InitProducerIdRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: InitProducerIdRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;

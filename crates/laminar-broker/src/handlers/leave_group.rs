@@ -7,8 +7,10 @@ use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: LeaveGroupRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: LeaveGroupRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = LeaveGroupResponse::default();
     match b.groups.leave(&r.group_id, &r.members) {
         Err(code) => resp.error_code = code.code(),

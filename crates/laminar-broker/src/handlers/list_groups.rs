@@ -7,8 +7,10 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: ListGroupsRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: ListGroupsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListGroupsResponse::default();
     let groups = b.groups.groups.lock().unwrap();
     let mut listed: Vec<ListedGroup> = groups

@@ -12,6 +12,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_protocol::ErrorCode;
 
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -73,7 +74,8 @@ fn lookup(
     p
 }
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: ListOffsetsRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ListOffsetsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let b2 = b.clone();
     // Timestamp lookups read batch headers from disk: the I/O pool, not here.
     let topics =

@@ -12,13 +12,10 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
-pub fn handle(
-    b: &Broker,
-    version: i16,
-    correlation_id: i32,
-    r: ListPartitionReassignmentsRequest,
-) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: ListPartitionReassignmentsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListPartitionReassignmentsResponse::default();
     if let Some(cluster) = &b.cluster {
         let image = cluster.image();

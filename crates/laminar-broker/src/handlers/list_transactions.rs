@@ -9,10 +9,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::txn::TxnStatus;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: ListTransactionsRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: ListTransactionsRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListTransactionsResponse::default();
     let known = |name: &str| (0..8).filter_map(TxnStatus::from_i8).any(|s| s.name() == name);
     resp.unknown_state_filters = r

@@ -9,6 +9,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::topics::TopicMeta;
 use laminar_cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
 use laminar_protocol::ErrorCode;
@@ -94,12 +95,8 @@ fn missing(version: i16, name: Option<String>, id: Option<[u8; 16]>, code: i16) 
     out
 }
 
-pub async fn handle(
-    b: &std::sync::Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: MetadataRequest,
-) -> Encoded {
+pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: MetadataRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = BrokerId(b.config.node_id);

@@ -12,13 +12,15 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
 use laminar_protocol::ErrorCode;
 
 /// Commit metadata strings longer than this are refused (offset.metadata.max.bytes).
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: OffsetCommitRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetCommitRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let group_error = b.groups.check_commit(
         &r.group_id,
         r.generation_id,

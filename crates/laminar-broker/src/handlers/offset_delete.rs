@@ -11,10 +11,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, version: i16, correlation_id: i32, r: OffsetDeleteRequest) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetDeleteRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = OffsetDeleteResponse::default();
     let check = b.groups.delete_group_check(&r.group_id);
     // Active members may still be consuming these partitions, as Kafka's

@@ -13,6 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 
 /// `(topic, [(partition, offset, leader_epoch, metadata, error)])` for one group.
 type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
@@ -63,7 +64,8 @@ fn fetch_committed(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
     }
 }
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetFetchRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetFetchRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = OffsetFetchResponse::default();
     let epoch = |e: i32| if version >= 5 { e } else { -1 };
     if version >= 8 {

@@ -16,12 +16,14 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use laminar_protocol::ErrorCode;
 
 const UNDEFINED_EPOCH: i32 = -1;
 const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 
-pub fn handle(b: &Broker, version: i16, correlation_id: i32, r: OffsetForLeaderEpochRequest) -> Encoded {
+pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let from_follower = r.replica_id >= 0;
     let mut resp = OffsetForLeaderEpochResponse::default();
     resp.topics = r

@@ -25,6 +25,7 @@ use laminar_storage::{AppendMode, Offset, StorageError};
 
 use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
+use crate::context::RequestContext;
 use crate::producers::{ProducerBatch, SeqCheck};
 use crate::replicate::{self, ReplicateError, Replicated};
 use crate::storage_pool::partition_key;
@@ -684,11 +685,11 @@ fn encode(
 /// one fsync can then cover several requests of one producer (group commit).
 pub async fn handle(
     b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    client_id: &str,
+    ctx: &RequestContext,
     r: ProduceRequest,
 ) -> Result<Dispatched, CloseConnection> {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
+    let client_id = ctx.client_id.as_str();
     let acks = r.acks;
     let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
     let request_bytes: u64 = r

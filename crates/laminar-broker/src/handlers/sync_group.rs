@@ -6,10 +6,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::groups::{Reply, SyncOutcome};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Broker, version: i16, correlation_id: i32, r: SyncGroupRequest) -> Encoded {
+pub async fn handle(b: &Broker, ctx: &RequestContext, r: SyncGroupRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let reply = b.groups.sync(
         &r.group_id,
         r.generation_id,

@@ -18,16 +18,13 @@ use laminar_protocol::{responses, ApiKey};
 use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
 use crate::txn::{offsets_partition, PendingOffset};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: TxnOffsetCommitRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     // The consumer's generation and member, when it names them (v3+, KIP-447): a zombie
     // consumer of an older generation is refused.
     let group_error = if r.generation_id >= 0 || !r.member_id.is_empty() {

@@ -23,15 +23,12 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::broker::Broker;
+use crate::context::RequestContext;
 use crate::txn::complete::write_marker;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(
-    b: &Arc<Broker>,
-    version: i16,
-    correlation_id: i32,
-    r: WriteTxnMarkersRequest,
-) -> Encoded {
+pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: WriteTxnMarkersRequest) -> Encoded {
+    let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = WriteTxnMarkersResponse::default();
     for m in &r.markers {
         let mut mr = WritableTxnMarkerResult::default();
