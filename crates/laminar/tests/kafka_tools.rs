@@ -1122,6 +1122,7 @@ fn kafka_delete_records_moves_the_log_start_for_good() {
 struct ConnectWorker {
     child: std::process::Child,
     rest: String,
+    log: PathBuf,
 }
 
 impl ConnectWorker {
@@ -1143,7 +1144,11 @@ impl ConnectWorker {
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()
             .expect("java ConnectDistributed");
-        let worker = ConnectWorker { child, rest };
+        let worker = ConnectWorker {
+            child,
+            rest,
+            log: log.to_path_buf(),
+        };
         let deadline = Instant::now() + Duration::from_secs(120);
         while worker.http("GET", "/connectors", None).0 != 200 {
             assert!(
@@ -1192,7 +1197,17 @@ impl ConnectWorker {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "the Connect worker did not stop");
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(80).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "the Connect worker did not stop within 60 s of SIGTERM; its log ends:\n{}",
+                    tail.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
