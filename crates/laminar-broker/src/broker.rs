@@ -205,6 +205,6 @@ impl Broker {
         let image = c.image();
         let leader = image.partition(topic, 0)?.leader;
         let b = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-        Some((b.id, b.host.clone(), b.port))
+        Some((b.id.0, b.host.clone(), b.port))
     }
 }

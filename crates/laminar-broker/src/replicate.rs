@@ -146,17 +146,17 @@ mod tests {
     use laminar_storage::{AppendMode, LogConfig, LogId, Store, StoreConfig};
 
     use super::*;
-    use laminar_cluster::image::PartitionInfo;
+    use laminar_cluster::image::{BrokerId, PartitionInfo};
     use laminar_cluster::replica::Replicas;
 
     const NODE: i32 = 1;
 
     fn placement(leader: i32, leader_epoch: i32) -> PartitionInfo {
         PartitionInfo {
-            replicas: vec![1, 2],
-            leader,
+            replicas: vec![BrokerId(1), BrokerId(2)],
+            leader: BrokerId(leader),
             leader_epoch,
-            isr: vec![1, 2],
+            isr: vec![BrokerId(1), BrokerId(2)],
             partition_epoch: leader_epoch,
             adding: vec![],
             removing: vec![],
@@ -181,7 +181,7 @@ mod tests {
         let log = store
             .create_log(&LogId::new("t", 0), LogConfig::default())
             .unwrap();
-        let replicas = Replicas::new(NODE);
+        let replicas = Replicas::new(laminar_cluster::BrokerId(NODE));
         replicas.apply("t", 0, Some(&placement(NODE, 5)), false, 0);
         let replica = replicas.get("t", 0).unwrap();
         replica.start_serving();
@@ -235,7 +235,7 @@ mod tests {
         let waiting = tokio::spawn(write.durable(&log, last, Duration::from_secs(30)).wait());
         let replica = replicas.get("t", 0).unwrap();
         // Follower 2 fetches from past the write: it has it on its disk.
-        replica.on_follower_fetch(2, last.0 + 1, log.log_end().0);
+        replica.on_follower_fetch(laminar_cluster::BrokerId(2), last.0 + 1, log.log_end().0);
         assert_eq!(waiting.await.unwrap(), Ok(Replicated { isr_len: Some(2) }));
     }
 

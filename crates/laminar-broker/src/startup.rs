@@ -105,10 +105,17 @@ impl RunningBroker {
                     .auto_leader_rebalance_enable
                     .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
             };
-            let started =
-                tokio::task::spawn_blocking(move || Cluster::start(node_id, voters, storage, &dir, settings))
-                    .await
-                    .expect("controller start task");
+            let started = tokio::task::spawn_blocking(move || {
+                Cluster::start(
+                    laminar_cluster::BrokerId(node_id),
+                    voters,
+                    storage,
+                    &dir,
+                    settings,
+                )
+            })
+            .await
+            .expect("controller start task");
             Some(started.map_err(io::Error::other)?)
         };
         let cfg = config.clone();

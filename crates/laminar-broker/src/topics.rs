@@ -425,7 +425,12 @@ impl Topics {
     /// In a cluster: takes the topics of a new image, creates the logs of the partitions
     /// placed on `node`, and removes the logs of topics deleted and partitions moved away
     /// since `before`. Internal topics' logs stay: the coordinators hold them.
-    pub fn apply_image(&self, before: Option<&ClusterImage>, image: &ClusterImage, node: i32) {
+    pub fn apply_image(
+        &self,
+        before: Option<&ClusterImage>,
+        image: &ClusterImage,
+        node: laminar_cluster::BrokerId,
+    ) {
         let _w = self.write_lock.lock().unwrap();
         let hosted = |t: &laminar_cluster::image::TopicInfo| -> Vec<u32> {
             (0..t.partitions.len() as u32)

@@ -64,11 +64,11 @@ impl Controller {
         let image = published.subscribe();
         let sm = StateMachine::open(storage, &dir, published)?;
         let listen = me.addr.clone();
-        let id = me.id as NodeId;
+        let id = me.id.0 as NodeId;
         let voter_count = voters.len();
         let members: BTreeMap<NodeId, BasicNode> = voters
             .iter()
-            .map(|v| (v.id as NodeId, BasicNode::new(v.addr.clone())))
+            .map(|v| (v.id.0 as NodeId, BasicNode::new(v.addr.clone())))
             .collect();
         let (started_tx, started_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

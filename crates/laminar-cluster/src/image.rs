@@ -14,11 +14,26 @@ use serde::{Deserialize, Serialize};
 
 use laminar_protocol::ErrorCode;
 
-/// A Kafka broker id (`node.id`).
-pub type BrokerId = i32;
+/// A Kafka broker id (`node.id`). Stored as its number (`serde(transparent)`), so the
+/// controller's log and snapshots read the same as when it was a plain integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BrokerId(pub i32);
+
+impl std::fmt::Display for BrokerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<BrokerId> for kafka_protocol::messages::BrokerId {
+    fn from(id: BrokerId) -> Self {
+        kafka_protocol::messages::BrokerId(id.0)
+    }
+}
 
 /// No leader: the partition is offline.
-pub const NO_LEADER: BrokerId = -1;
+pub const NO_LEADER: BrokerId = BrokerId(-1);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerInfo {
@@ -760,6 +775,23 @@ pub fn assign_replicas(
 mod tests {
     use super::*;
 
+    fn ids(ids: &[i32]) -> Vec<BrokerId> {
+        ids.iter().copied().map(BrokerId).collect()
+    }
+
+    /// A broker id is stored as its number, as before it had a type of its own: a controller
+    /// log or snapshot written by an older build reads the same.
+    #[test]
+    fn broker_ids_are_stored_as_plain_numbers() {
+        let mut image = image_with(&ids(&[1, 2]));
+        create(&mut image, vec![ids(&[2, 1])]);
+        let json = serde_json::to_string(&image).unwrap();
+        assert!(json.contains(r#""1":{"id":1,"#), "{json}");
+        assert!(json.contains(r#""replicas":[2,1],"leader":2,"#), "{json}");
+        let back: ClusterImage = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+
     fn image_with(brokers: &[BrokerId]) -> ClusterImage {
         let mut image = ClusterImage::default();
         let mut v = 0;
@@ -770,7 +802,7 @@ mod tests {
                 &Command::RegisterBroker {
                     id: *id,
                     host: "127.0.0.1".into(),
-                    port: 9000 + *id as u16,
+                    port: 9000 + id.0 as u16,
                     incarnation: format!("i{id}"),
                 },
             );
@@ -801,27 +833,33 @@ mod tests {
 
     #[test]
     fn a_fenced_leader_hands_over_to_the_next_isr_member_with_a_new_epoch() {
-        let mut image = image_with(&[1, 2, 3]);
-        assert_eq!(create(&mut image, vec![vec![1, 2, 3]]), CommandResult::ok());
+        let mut image = image_with(&ids(&[1, 2, 3]));
+        assert_eq!(create(&mut image, vec![ids(&[1, 2, 3])]), CommandResult::ok());
         let p = image.partition("t", 0).unwrap().clone();
-        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (1, 0, vec![1, 2, 3]));
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.isr.clone()),
+            (BrokerId(1), 0, ids(&[1, 2, 3]))
+        );
         let v = image.version + 1;
         image.apply(
             v,
             &Command::FenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3]));
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.isr.clone()),
+            (BrokerId(2), 1, ids(&[2, 3]))
+        );
         assert_eq!(p.partition_epoch, 1);
     }
 
     #[test]
     fn a_preferred_election_needs_the_first_replica_live_and_in_sync() {
-        let mut image = image_with(&[1, 2, 3]);
-        create(&mut image, vec![vec![1, 2, 3]]);
+        let mut image = image_with(&ids(&[1, 2, 3]));
+        create(&mut image, vec![ids(&[1, 2, 3])]);
         let apply = |image: &mut ClusterImage, c: Command| {
             let v = image.version + 1;
             image.apply(v, &c)
@@ -838,14 +876,14 @@ mod tests {
         apply(
             &mut image,
             Command::FenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
         apply(
             &mut image,
             Command::UnfenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
@@ -855,7 +893,7 @@ mod tests {
             ErrorCode::PreferredLeaderNotAvailable
         );
         let p = image.partition("t", 0).unwrap().clone();
-        assert_eq!(p.leader, 2);
+        assert_eq!(p.leader, BrokerId(2));
         assert!(
             image.imbalanced_partitions().is_empty(),
             "its first replica is not in sync"
@@ -865,17 +903,17 @@ mod tests {
             Command::AlterPartition {
                 topic: "t".into(),
                 partition: 0,
-                leader: 2,
+                leader: BrokerId(2),
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
-                isr: vec![2, 3, 1],
+                isr: ids(&[2, 3, 1]),
             },
         );
         assert_eq!(image.imbalanced_partitions(), vec![("t".to_string(), 0)]);
         assert_eq!(apply(&mut image, elect()), CommandResult::ok());
         assert!(image.imbalanced_partitions().is_empty());
         let q = image.partition("t", 0).unwrap();
-        assert_eq!((q.leader, q.leader_epoch), (1, p.leader_epoch + 1));
+        assert_eq!((q.leader, q.leader_epoch), (BrokerId(1), p.leader_epoch + 1));
         assert_eq!(q.partition_epoch, p.partition_epoch + 2);
         assert_eq!(
             apply(
@@ -892,24 +930,24 @@ mod tests {
 
     #[test]
     fn the_last_isr_member_stays_and_leads_again_when_it_returns() {
-        let mut image = image_with(&[1, 2]);
-        create(&mut image, vec![vec![1]]);
+        let mut image = image_with(&ids(&[1, 2]));
+        create(&mut image, vec![ids(&[1])]);
         let v = image.version + 1;
         image.apply(
             v,
             &Command::FenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, vec![1]));
+        assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, ids(&[1])));
         // Broker 2 is not in the ISR: no unclean election.
         let v = image.version + 1;
         image.apply(
             v,
             &Command::UnfenceBroker {
-                id: 2,
+                id: BrokerId(2),
                 incarnation: "i2".into(),
             },
         );
@@ -918,47 +956,47 @@ mod tests {
         image.apply(
             v,
             &Command::UnfenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.leader, p.leader_epoch), (1, 2));
+        assert_eq!((p.leader, p.leader_epoch), (BrokerId(1), 2));
     }
 
     #[test]
     fn a_restart_fences_the_old_incarnation_and_a_stale_one_cannot_unfence() {
-        let mut image = image_with(&[1, 2]);
-        create(&mut image, vec![vec![1, 2]]);
+        let mut image = image_with(&ids(&[1, 2]));
+        create(&mut image, vec![ids(&[1, 2])]);
         let v = image.version + 1;
         image.apply(
             v,
             &Command::RegisterBroker {
-                id: 1,
+                id: BrokerId(1),
                 host: "127.0.0.1".into(),
                 port: 9001,
                 incarnation: "again".into(),
             },
         );
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
-        assert!(image.brokers[&1].fenced);
+        assert_eq!((p.leader, p.isr.clone()), (BrokerId(2), ids(&[2])));
+        assert!(image.brokers[&BrokerId(1)].fenced);
         let v = image.version + 1;
         let stale = image.apply(
             v,
             &Command::UnfenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
         assert_eq!(stale.error_code, ErrorCode::StaleBrokerEpoch);
-        assert!(image.brokers[&1].fenced);
+        assert!(image.brokers[&BrokerId(1)].fenced);
     }
 
     #[test]
     fn a_reassignment_completes_when_its_target_is_in_sync_and_moves_a_removed_leader() {
-        let mut image = image_with(&[1, 2, 3, 4]);
-        create(&mut image, vec![vec![1, 2, 3]]);
+        let mut image = image_with(&ids(&[1, 2, 3, 4]));
+        create(&mut image, vec![ids(&[1, 2, 3])]);
         let apply = |image: &mut ClusterImage, c: Command| {
             let v = image.version + 1;
             image.apply(v, &c)
@@ -969,44 +1007,54 @@ mod tests {
             target,
         };
         assert_eq!(
-            apply(&mut image, reassign(Some(vec![2, 3, 4]))),
+            apply(&mut image, reassign(Some(ids(&[2, 3, 4])))),
             CommandResult::ok()
         );
         let p = image.partition("t", 0).unwrap().clone();
-        assert_eq!(p.replicas, vec![2, 3, 4, 1], "the target first, then the removed");
-        assert_eq!((p.adding.clone(), p.removing.clone()), (vec![4], vec![1]));
-        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (1, 0, vec![1, 2, 3]));
+        assert_eq!(
+            p.replicas,
+            ids(&[2, 3, 4, 1]),
+            "the target first, then the removed"
+        );
+        assert_eq!((p.adding.clone(), p.removing.clone()), (ids(&[4]), ids(&[1])));
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.isr.clone()),
+            (BrokerId(1), 0, ids(&[1, 2, 3]))
+        );
         // Broker 4 catches up: the leader adds it to the ISR, and the move is done.
         let alter = Command::AlterPartition {
             topic: "t".into(),
             partition: 0,
-            leader: 1,
+            leader: BrokerId(1),
             leader_epoch: 0,
             partition_epoch: p.partition_epoch,
-            isr: vec![1, 2, 3, 4],
+            isr: ids(&[1, 2, 3, 4]),
         };
         assert_eq!(apply(&mut image, alter), CommandResult::ok());
         let p = image.partition("t", 0).unwrap().clone();
-        assert_eq!(p.replicas, vec![2, 3, 4]);
+        assert_eq!(p.replicas, ids(&[2, 3, 4]));
         assert!(!p.reassigning());
-        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3, 4]));
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.isr.clone()),
+            (BrokerId(2), 1, ids(&[2, 3, 4]))
+        );
         assert_eq!(
             apply(&mut image, reassign(None)).error_code,
             ErrorCode::NoReassignmentInProgress
         );
         assert_eq!(
-            apply(&mut image, reassign(Some(vec![2, 2]))).error_code,
+            apply(&mut image, reassign(Some(ids(&[2, 2])))).error_code,
             ErrorCode::InvalidReplicaAssignment
         );
     }
 
     #[test]
     fn partitions_are_added_only_to_the_count_they_were_asked_from() {
-        let mut image = image_with(&[1, 2]);
-        create(&mut image, vec![vec![1, 2]]);
+        let mut image = image_with(&ids(&[1, 2]));
+        create(&mut image, vec![ids(&[1, 2])]);
         let add = |before| Command::CreatePartitions {
             name: "t".into(),
-            assignments: vec![vec![2, 1]],
+            assignments: vec![ids(&[2, 1])],
             partitions_before: Some(before),
         };
         let v = image.version + 1;
@@ -1018,14 +1066,14 @@ mod tests {
         assert_eq!(t.partitions.len(), 2);
         assert_eq!(
             (t.partitions[1].leader, t.partitions[1].isr.clone()),
-            (2, vec![2, 1])
+            (BrokerId(2), ids(&[2, 1]))
         );
     }
 
     #[test]
     fn a_reassignment_replacing_one_in_progress_undoes_it_first() {
-        let mut image = image_with(&[1, 2, 3, 4, 5, 6]);
-        create(&mut image, vec![vec![1, 2, 3]]);
+        let mut image = image_with(&ids(&[1, 2, 3, 4, 5, 6]));
+        create(&mut image, vec![ids(&[1, 2, 3])]);
         let apply = |image: &mut ClusterImage, c: Command| {
             let v = image.version + 1;
             image.apply(v, &c)
@@ -1035,39 +1083,42 @@ mod tests {
             partition: 0,
             target: Some(target),
         };
-        apply(&mut image, reassign(vec![4, 5, 6]));
+        apply(&mut image, reassign(ids(&[4, 5, 6])));
         let epoch = image.partition("t", 0).unwrap().partition_epoch;
         let alter = Command::AlterPartition {
             topic: "t".into(),
             partition: 0,
-            leader: 1,
+            leader: BrokerId(1),
             leader_epoch: 0,
             partition_epoch: epoch,
-            isr: vec![1, 2, 3, 4],
+            isr: ids(&[1, 2, 3, 4]),
         };
         assert_eq!(apply(&mut image, alter), CommandResult::ok());
         // The leader dies: broker 4, in sync, takes over.
         apply(
             &mut image,
             Command::FenceBroker {
-                id: 1,
+                id: BrokerId(1),
                 incarnation: "i1".into(),
             },
         );
-        assert_eq!(image.partition("t", 0).unwrap().leader, 4);
+        assert_eq!(image.partition("t", 0).unwrap().leader, BrokerId(4));
         // Back to the original replicas by a new move: 4 is no replica any more, so it
         // neither leads nor stays in the ISR.
-        assert_eq!(apply(&mut image, reassign(vec![1, 2, 3])), CommandResult::ok());
+        assert_eq!(apply(&mut image, reassign(ids(&[1, 2, 3]))), CommandResult::ok());
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.replicas.clone(), p.isr.clone()), (vec![1, 2, 3], vec![2, 3]));
-        assert_eq!((p.leader, p.leader_epoch), (2, 2));
+        assert_eq!(
+            (p.replicas.clone(), p.isr.clone()),
+            (ids(&[1, 2, 3]), ids(&[2, 3]))
+        );
+        assert_eq!((p.leader, p.leader_epoch), (BrokerId(2), 2));
         assert!(!p.reassigning());
     }
 
     #[test]
     fn a_cancelled_reassignment_goes_back_to_the_original_replicas() {
-        let mut image = image_with(&[1, 2, 3, 4]);
-        create(&mut image, vec![vec![1, 2, 3]]);
+        let mut image = image_with(&ids(&[1, 2, 3, 4]));
+        create(&mut image, vec![ids(&[1, 2, 3])]);
         let mut apply = |c: Command| {
             let v = image.version + 1;
             let r = image.apply(v, &c);
@@ -1076,10 +1127,10 @@ mod tests {
         let (r, p) = apply(Command::ReassignPartition {
             topic: "t".into(),
             partition: 0,
-            target: Some(vec![4, 2, 3]),
+            target: Some(ids(&[4, 2, 3])),
         });
         assert_eq!(r, CommandResult::ok());
-        assert_eq!((p.replicas.clone(), p.leader), (vec![4, 2, 3, 1], 1));
+        assert_eq!((p.replicas.clone(), p.leader), (ids(&[4, 2, 3, 1]), BrokerId(1)));
         let (r, p) = apply(Command::ReassignPartition {
             topic: "t".into(),
             partition: 0,
@@ -1089,15 +1140,15 @@ mod tests {
         // As Kafka's: the original replicas are what is left without those being added.
         assert_eq!(
             (p.replicas, p.isr, p.leader, p.leader_epoch),
-            (vec![2, 3, 1], vec![1, 2, 3], 1, 0)
+            (ids(&[2, 3, 1]), ids(&[1, 2, 3]), BrokerId(1), 0)
         );
         assert!(p.adding.is_empty() && p.removing.is_empty());
     }
 
     #[test]
     fn an_isr_change_applies_only_from_the_current_leader_at_the_current_epochs() {
-        let mut image = image_with(&[1, 2, 3]);
-        create(&mut image, vec![vec![1, 2, 3]]);
+        let mut image = image_with(&ids(&[1, 2, 3]));
+        create(&mut image, vec![ids(&[1, 2, 3])]);
         let alter = |leader, leader_epoch, partition_epoch, isr: Vec<BrokerId>| Command::AlterPartition {
             topic: "t".into(),
             partition: 0,
@@ -1108,52 +1159,58 @@ mod tests {
         };
         let v = image.version + 1;
         assert_eq!(
-            image.apply(v, &alter(2, 0, 0, vec![2])).error_code,
+            image.apply(v, &alter(BrokerId(2), 0, 0, ids(&[2]))).error_code,
             ErrorCode::FencedLeaderEpoch
         );
         assert_eq!(
-            image.apply(v + 1, &alter(1, 0, 5, vec![1])).error_code,
+            image
+                .apply(v + 1, &alter(BrokerId(1), 0, 5, ids(&[1])))
+                .error_code,
             ErrorCode::InvalidUpdateVersion
         );
         assert_eq!(
-            image.apply(v + 2, &alter(1, 0, 0, vec![2])).error_code,
+            image
+                .apply(v + 2, &alter(BrokerId(1), 0, 0, ids(&[2])))
+                .error_code,
             ErrorCode::InvalidRequest
         );
         assert_eq!(
-            image.apply(v + 3, &alter(1, 0, 0, vec![1, 3])),
+            image.apply(v + 3, &alter(BrokerId(1), 0, 0, ids(&[1, 3]))),
             CommandResult::ok()
         );
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.isr.clone(), p.partition_epoch), (vec![1, 3], 1));
+        assert_eq!((p.isr.clone(), p.partition_epoch), (ids(&[1, 3]), 1));
         // Broker 2 is fenced: it may not join.
         image.apply(
             v + 4,
             &Command::FenceBroker {
-                id: 2,
+                id: BrokerId(2),
                 incarnation: "i2".into(),
             },
         );
         assert_eq!(
-            image.apply(v + 5, &alter(1, 0, 1, vec![1, 2, 3])).error_code,
+            image
+                .apply(v + 5, &alter(BrokerId(1), 0, 1, ids(&[1, 2, 3])))
+                .error_code,
             ErrorCode::IneligibleReplica
         );
     }
 
     #[test]
     fn assignments_name_registered_distinct_brokers() {
-        let mut image = image_with(&[1, 2]);
+        let mut image = image_with(&ids(&[1, 2]));
         assert_eq!(
-            create(&mut image, vec![vec![1, 1]]).error_code,
+            create(&mut image, vec![ids(&[1, 1])]).error_code,
             ErrorCode::InvalidReplicaAssignment
         );
         assert_eq!(
-            create(&mut image, vec![vec![7]]).error_code,
+            create(&mut image, vec![ids(&[7])]).error_code,
             ErrorCode::InvalidReplicaAssignment
         );
         assert!(image.topics.is_empty());
-        assert_eq!(create(&mut image, vec![vec![2, 1]]), CommandResult::ok());
+        assert_eq!(create(&mut image, vec![ids(&[2, 1])]), CommandResult::ok());
         assert_eq!(
-            create(&mut image, vec![vec![2, 1]]).error_code,
+            create(&mut image, vec![ids(&[2, 1])]).error_code,
             ErrorCode::TopicAlreadyExists
         );
     }
@@ -1161,7 +1218,7 @@ mod tests {
     #[test]
     fn placement_spreads_leaders_and_never_repeats_a_broker() {
         for n in 1..=5 {
-            let brokers: Vec<BrokerId> = (1..=n).collect();
+            let brokers: Vec<BrokerId> = (1..=n).map(BrokerId).collect();
             for rf in 1..=n as usize {
                 for start in 0..n as usize {
                     let a = assign_replicas(&brokers, 12, rf, start);

@@ -30,6 +30,8 @@ pub mod quotas;
 pub mod replica;
 pub mod voters;
 
+pub use image::BrokerId;
+
 use laminar_protocol::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -38,7 +40,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use image::{BrokerId, ClusterImage, CommandResult, TopicInfo};
+use image::{ClusterImage, CommandResult, TopicInfo};
 use rpc::{Connection, ControllerRequest, ControllerResponse, Heartbeat, TopicRequest};
 
 /// `log.dirs` subdirectory of a voter's controller log (its name is no log's: a log's
@@ -162,10 +164,10 @@ impl Cluster {
     pub fn controller_id(&self) -> BrokerId {
         if let Some(c) = self.controller.lock().unwrap().as_ref() {
             if let Some(l) = c.leader() {
-                return l as BrokerId;
+                return BrokerId(l as i32);
             }
         }
-        self.last_controller.load(Ordering::Relaxed) as BrokerId
+        BrokerId(self.last_controller.load(Ordering::Relaxed) as i32)
     }
 
     /// Takes an image from a heartbeat, if it is newer than the one held (a voter's own
@@ -202,12 +204,12 @@ impl Cluster {
                     None => {
                         *self.active_hint.lock().unwrap() = target;
                         self.last_controller
-                            .store(self.voters[target].id as i64, Ordering::Relaxed);
+                            .store(self.voters[target].id.0 as i64, Ordering::Relaxed);
                         return Ok(response);
                     }
                     Some(named) => {
                         last = format!("controller {} is not active", self.voters[target].id);
-                        match named.and_then(|l| self.voters.iter().position(|v| v.id as u64 == l)) {
+                        match named.and_then(|l| self.voters.iter().position(|v| v.id.0 as u64 == l)) {
                             Some(i) if i != target => target = i,
                             _ => {
                                 target = (target + 1) % self.voters.len();
@@ -607,11 +609,11 @@ mod tests {
             v,
             vec![
                 Voter {
-                    id: 1,
+                    id: BrokerId(1),
                     addr: "127.0.0.1:9093".into()
                 },
                 Voter {
-                    id: 2,
+                    id: BrokerId(2),
                     addr: "localhost:9094".into()
                 }
             ]

@@ -374,7 +374,7 @@ impl Replicas {
             })
             .clone();
         let mut role = replica.role.lock().unwrap();
-        let transition = if fenced || info.leader < 0 {
+        let transition = if fenced || info.leader < crate::image::BrokerId(0) {
             match &*role {
                 Role::Idle => None,
                 _ => {

@@ -19,6 +19,7 @@ pub fn parse_voters(value: &str) -> Result<Vec<Voter>, String> {
             .parse()
             .ok()
             .filter(|id| *id >= 0)
+            .map(BrokerId)
             .ok_or(format!("controller.quorum.voters: {id:?} is not a node id"))?;
         if addr
             .rsplit_once(':')

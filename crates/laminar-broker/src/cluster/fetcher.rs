@@ -30,8 +30,8 @@ use laminar_storage::{AppendMode, LogId, Offset};
 use crate::broker::Broker;
 use crate::storage_pool::partition_key;
 use laminar_cluster::client::BrokerConnection;
-use laminar_cluster::image::BrokerId;
 use laminar_cluster::replica::{Replica, Role};
+use laminar_cluster::BrokerId;
 use laminar_protocol::ErrorCode;
 
 const FETCH_VERSION: i16 = 12;

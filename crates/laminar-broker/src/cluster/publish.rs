@@ -25,12 +25,12 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
             let node = b.config.node_id;
             let before = previous.clone();
             let now = image.clone();
-            b.io.run(move || topics.apply_image(before.as_deref(), &now, node))
+            b.io.run(move || topics.apply_image(before.as_deref(), &now, laminar_cluster::BrokerId(node)))
                 .await;
             // Client quotas live in the cluster metadata: the same on every broker.
             b.quotas.set_entries(image.quotas.clone());
             // So do the dynamic broker configs: the cluster default and this broker's own.
-            let dynamic = image.dynamic_configs_of(node);
+            let dynamic = image.dynamic_configs_of(laminar_cluster::BrokerId(node));
             if dynamic != b.topics.dynamic_configs() {
                 let topics = b.topics.clone();
                 if let Err(e) = b.io.run(move || topics.set_dynamic_configs(dynamic)).await {

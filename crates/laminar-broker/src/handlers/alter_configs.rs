@@ -139,7 +139,7 @@ async fn alter_broker_in_cluster(
     let entity = match res.resource_name.as_str() {
         "" => String::new(),
         name => match name.parse::<i32>() {
-            Ok(id) if image.brokers.contains_key(&id) => id.to_string(),
+            Ok(id) if image.brokers.contains_key(&laminar_cluster::BrokerId(id)) => id.to_string(),
             _ => {
                 return Err((
                     ErrorCode::InvalidRequest,

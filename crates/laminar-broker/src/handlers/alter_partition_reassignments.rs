@@ -69,7 +69,7 @@ async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i3
     let command = Command::ReassignPartition {
         topic: topic.to_string(),
         partition,
-        target,
+        target: target.map(|t| t.into_iter().map(laminar_cluster::BrokerId).collect()),
     };
     match cluster.write(command).await {
         Ok(r) => (ErrorCode::from_wire(r.error_code), r.message),

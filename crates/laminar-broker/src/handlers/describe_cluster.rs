@@ -45,7 +45,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeClusterRequest) -> En
         if !image.cluster_id.is_empty() {
             resp.cluster_id = sb(&image.cluster_id);
         }
-        resp.controller_id = BrokerId(c.controller_id());
+        resp.controller_id = BrokerId(c.controller_id().0);
         // Fenced brokers too, marked (KIP-1073's `is_fenced`), as `laminar cluster describe`
         // and kafka-cluster tools show them.
         resp.brokers = image
@@ -55,7 +55,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeClusterRequest) -> En
             .filter(|x| version >= 2 || !x.fenced)
             .map(|x| {
                 let mut out = DescribeClusterBroker::default();
-                out.broker_id = BrokerId(x.id);
+                out.broker_id = BrokerId(x.id.0);
                 out.host = sb(&x.host);
                 out.port = x.port as i32;
                 out.is_fenced = x.fenced && version >= 2;

@@ -405,8 +405,8 @@ fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
                 continue;
             }
             if let Some(info) = image.partition(&t.name, p.partition_index) {
-                if info.leader >= 0 {
-                    p.current_leader = Some((info.leader, info.leader_epoch));
+                if info.leader >= laminar_cluster::BrokerId(0) {
+                    p.current_leader = Some((info.leader.0, info.leader_epoch));
                     leaders.push(info.leader);
                 }
             }
@@ -420,7 +420,7 @@ fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
     resp.node_endpoints = leaders
         .into_iter()
         .filter_map(|id| image.brokers.get(&id))
-        .map(|x| (x.id, x.host.clone(), x.port as i32))
+        .map(|x| (x.id.0, x.host.clone(), x.port as i32))
         .collect();
 }
 
@@ -449,7 +449,9 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
             if diverging(&log, wp).is_some() {
                 continue;
             }
-            if let Some(change) = replica.on_follower_fetch(follower, fetch_offset, log.log_end().0) {
+            if let Some(change) =
+                replica.on_follower_fetch(laminar_cluster::BrokerId(follower), fetch_offset, log.log_end().0)
+            {
                 tokio::spawn(cluster.clone().change_isr(change));
             }
         }

@@ -19,7 +19,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: ListPartitionReassignmentsReq
     let mut resp = ListPartitionReassignmentsResponse::default();
     if let Some(cluster) = &b.cluster {
         let image = cluster.image();
-        let ids = |v: &[i32]| v.iter().map(|x| BrokerId(*x)).collect::<Vec<_>>();
+        let ids = |v: &[laminar_cluster::BrokerId]| v.iter().map(|x| BrokerId(x.0)).collect::<Vec<_>>();
         let wanted: Vec<(String, Option<Vec<i32>>)> = match r.topics {
             Some(topics) => topics.into_iter().map(|(t, ps)| (t, Some(ps))).collect(),
             None => image.topics.keys().map(|t| (t.clone(), None)).collect(),

@@ -54,7 +54,7 @@ fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> Met
     if version >= 10 {
         out.topic_id = uuid(crate::topics::parse_id(&t.id));
     }
-    let live = |id: &i32| image.brokers.get(id).is_some_and(|b| !b.fenced);
+    let live = |id: &laminar_cluster::BrokerId| image.brokers.get(id).is_some_and(|b| !b.fenced);
     out.partitions = t
         .partitions
         .iter()
@@ -62,21 +62,21 @@ fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> Met
         .map(|(i, p)| {
             let mut part = MetadataResponsePartition::default();
             part.partition_index = i as i32;
-            part.leader_id = BrokerId(p.leader);
+            part.leader_id = BrokerId(p.leader.0);
             if p.leader == NO_LEADER {
                 part.error_code = ErrorCode::LeaderNotAvailable.code();
             }
             if version >= 7 {
                 part.leader_epoch = p.leader_epoch;
             }
-            part.replica_nodes = p.replicas.iter().map(|r| BrokerId(*r)).collect();
-            part.isr_nodes = p.isr.iter().map(|r| BrokerId(*r)).collect();
+            part.replica_nodes = p.replicas.iter().map(|r| BrokerId(r.0)).collect();
+            part.isr_nodes = p.isr.iter().map(|r| BrokerId(r.0)).collect();
             if version >= 5 {
                 part.offline_replicas = p
                     .replicas
                     .iter()
                     .filter(|r| !live(r))
-                    .map(|r| BrokerId(*r))
+                    .map(|r| BrokerId(r.0))
                     .collect();
             }
             part
@@ -119,7 +119,7 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
             .filter(|x| !x.fenced)
             .map(|x| {
                 let mut out = MetadataResponseBroker::default();
-                out.node_id = BrokerId(x.id);
+                out.node_id = BrokerId(x.id.0);
                 out.host = sb(&x.host);
                 out.port = x.port as i32;
                 out
@@ -137,9 +137,14 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
             // controller, so this broker names itself while it is live.
             let me = image.brokers.get(&c.node_id).is_some_and(|x| !x.fenced);
             resp.controller_id = BrokerId(if me {
-                c.node_id
+                c.node_id.0
             } else {
-                image.live_brokers().first().copied().unwrap_or(-1)
+                image
+                    .live_brokers()
+                    .first()
+                    .copied()
+                    .unwrap_or(laminar_cluster::BrokerId(-1))
+                    .0
             });
         }
     }

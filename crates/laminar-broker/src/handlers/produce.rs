@@ -512,7 +512,7 @@ async fn produce_partition(
             // metadata first (its endpoint goes in the response's node endpoints).
             if let (Some(c), true) = (&b.cluster, version >= 10) {
                 if let Some(p) = c.image().partition(&topic, partition) {
-                    out.current_leader.leader_id = BrokerId(p.leader);
+                    out.current_leader.leader_id = BrokerId(p.leader.0);
                     out.current_leader.leader_epoch = p.leader_epoch;
                 }
             }
@@ -755,14 +755,14 @@ pub async fn handle(
     }
     if let (Some(c), true) = (&b.cluster, version >= 10) {
         let image = c.image();
-        let mut leaders: Vec<i32> = resp
+        let mut leaders: Vec<laminar_cluster::BrokerId> = resp
             .responses
             .iter()
             .flat_map(|t| &t.partition_responses)
             .filter(|p| {
                 p.error_code == ErrorCode::NotLeaderOrFollower.code() && p.current_leader.leader_id.0 >= 0
             })
-            .map(|p| p.current_leader.leader_id.0)
+            .map(|p| laminar_cluster::BrokerId(p.current_leader.leader_id.0))
             .collect();
         leaders.sort_unstable();
         leaders.dedup();
@@ -771,7 +771,7 @@ pub async fn handle(
             .filter_map(|id| image.brokers.get(&id))
             .map(|x| {
                 let mut e = NodeEndpoint::default();
-                e.node_id = BrokerId(x.id);
+                e.node_id = BrokerId(x.id.0);
                 e.host = sb(&x.host);
                 e.port = x.port as i32;
                 e

@@ -304,7 +304,9 @@ async fn write_markers(
                     // Its topic was deleted: nothing is left to end.
                     None => {}
                     Some(leader) if leader == c.node_id => local.push((topic, partition)),
-                    Some(leader) if leader >= 0 => remote.entry(leader).or_default().push((topic, partition)),
+                    Some(leader) if leader >= laminar_cluster::BrokerId(0) => {
+                        remote.entry(leader.0).or_default().push((topic, partition))
+                    }
                     Some(_) => failed.push((topic, partition)),
                 }
             }
@@ -402,7 +404,7 @@ async fn send_markers(
         .clients
         .call(
             &c.image(),
-            leader,
+            laminar_cluster::BrokerId(leader),
             ApiKey::WriteTxnMarkers,
             WRITE_TXN_MARKERS_VERSION,
             &req,

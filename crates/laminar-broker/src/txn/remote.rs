@@ -39,7 +39,7 @@ pub async fn add_or_verify(
     let coordinator = image
         .partition(TRANSACTION_TOPIC, 0)
         .map(|p| p.leader)
-        .filter(|l| *l >= 0)
+        .filter(|l| *l >= laminar_cluster::BrokerId(0))
         .ok_or(ErrorCode::CoordinatorNotAvailable)?;
     let mut t = AddPartitionsToTxnTopic::default();
     t.name = TopicName(sb(topic));
