@@ -80,7 +80,7 @@ impl Broker {
         let v = version;
         let c = header.correlation_id;
         if let Err(code) = b.group_coordinator_ready() {
-            if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code.code()) {
+            if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code) {
                 return refused
                     .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
                     .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));

@@ -85,9 +85,14 @@ fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> Met
     out
 }
 
-fn missing(version: i16, name: Option<String>, id: Option<[u8; 16]>, code: i16) -> MetadataResponseTopic {
+fn missing(
+    version: i16,
+    name: Option<String>,
+    id: Option<[u8; 16]>,
+    code: ErrorCode,
+) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
-    out.error_code = code;
+    out.error_code = code.code();
     out.name = name.map(|n| topic_name(&n));
     if let Some(id) = id.filter(|_| version >= 10) {
         out.topic_id = uuid(id);
@@ -169,12 +174,8 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                     continue;
                 }
                 let Some(name) = w.name.clone() else {
-                    resp.topics.push(missing(
-                        version,
-                        None,
-                        w.topic_id,
-                        ErrorCode::UnknownTopicId.code(),
-                    ));
+                    resp.topics
+                        .push(missing(version, None, w.topic_id, ErrorCode::UnknownTopicId));
                     continue;
                 };
                 if let (true, Some(c)) = (
@@ -194,14 +195,12 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                     .await;
                     match (created, c.image().topics.get(&name)) {
                         (_, Some(info)) => resp.topics.push(cluster_topic_entry(version, info, &c.image())),
-                        (Err((code, _)), None) => {
-                            resp.topics.push(missing(version, Some(name), None, code.code()))
-                        }
+                        (Err((code, _)), None) => resp.topics.push(missing(version, Some(name), None, code)),
                         (Ok(_), None) => resp.topics.push(missing(
                             version,
                             Some(name),
                             None,
-                            ErrorCode::LeaderNotAvailable.code(),
+                            ErrorCode::LeaderNotAvailable,
                         )),
                     }
                 } else if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
@@ -219,17 +218,17 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                                 version,
                                 Some(name),
                                 None,
-                                ErrorCode::UnknownTopicOrPartition.code(),
+                                ErrorCode::UnknownTopicOrPartition,
                             )),
                         },
-                        Err((code, _)) => resp.topics.push(missing(version, Some(name), None, code.code())),
+                        Err((code, _)) => resp.topics.push(missing(version, Some(name), None, code)),
                     }
                 } else {
                     resp.topics.push(missing(
                         version,
                         Some(name),
                         None,
-                        ErrorCode::UnknownTopicOrPartition.code(),
+                        ErrorCode::UnknownTopicOrPartition,
                     ));
                 }
             }

@@ -20,13 +20,14 @@ use kafka_protocol::messages::{
     TxnOffsetCommitResponse,
 };
 use laminar_protocol::requests::Request;
-use laminar_protocol::{responses, ApiKey};
+use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, topic_name, Encoded};
 
 /// The refusal of `request` with `code`, or `None` if it is not a request for the group
 /// coordinator.
-pub fn refuse(request: &Request, version: i16, correlation_id: i32, code: i16) -> Option<Encoded> {
+pub fn refuse(request: &Request, version: i16, correlation_id: i32, code: ErrorCode) -> Option<Encoded> {
+    let code = code.code();
     let encoded = match request {
         Request::JoinGroup(_) => {
             let mut r = JoinGroupResponse::default();
