@@ -56,6 +56,9 @@ impl SendFile for RecordsFile {
     }
 }
 
+/// How long a change through the controller waits to be applied here.
+const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub type Response = Option<ResponseFrame<RecordsFile>>;
 
 /// A handled request: its response, or (an `acks=all` produce whose appends are done) the
@@ -84,23 +87,26 @@ pub struct Broker {
     pub quotas: Quotas,
     /// Partitions whose fetch reads are stuck on the disk, skipped until they return.
     pub stuck_reads: crate::stuck_reads::StuckReads,
-    /// Set in a cluster (`controller.quorum.voters`); `None` on a single node.
-    pub cluster: Option<Arc<Cluster>>,
-    /// In a cluster: the leader epoch of `__consumer_offsets-0` whose group state is loaded
+    /// The cluster: several brokers under a controller quorum, or a single node, a quorum of
+    /// one voter (itself).
+    pub cluster: Arc<Cluster>,
+    /// The version of the newest image applied here (logs created, partitions led): a
+    /// change through the controller is answered once it is, so that the client's next
+    /// request here finds it in effect.
+    pub images_applied: tokio::sync::watch::Sender<u64>,
+    /// The leader epoch of `__consumer_offsets-0` whose group state is loaded
     /// here (-1: none; this broker does not coordinate groups).
     pub groups_loaded_epoch: std::sync::atomic::AtomicI64,
-    /// In a cluster: the leader epoch of `__transaction_state-0` whose transactions are
+    /// The leader epoch of `__transaction_state-0` whose transactions are
     /// loaded here (-1: none; this broker is not the transaction coordinator).
     pub txns_loaded_epoch: std::sync::atomic::AtomicI64,
 }
 
 impl Broker {
     /// The leader epoch of a partition this broker leads, or the error code a client gets
-    /// for it. On a single node every partition is led here, at epoch 0.
+    /// for it.
     pub fn leadership(&self, topic: &str, partition: i32) -> Result<i32, ErrorCode> {
-        let Some(c) = &self.cluster else {
-            return Ok(0);
-        };
+        let c = &self.cluster;
         if c.image().partition(topic, partition).is_none() {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
@@ -121,20 +127,13 @@ impl Broker {
         partition: i32,
     ) -> Result<crate::replicate::LeaderWrite, ErrorCode> {
         let epoch = self.leadership(topic, partition)?;
-        let replica = self
-            .cluster
-            .as_ref()
-            .and_then(|c| c.replicas.get(topic, partition));
+        let replica = self.cluster.replicas.get(topic, partition);
         Ok(crate::replicate::LeaderWrite::new(epoch, replica))
     }
 
-    /// Whether this broker coordinates groups now: in a cluster, it leads
-    /// `__consumer_offsets-0` and has loaded the groups from it. The error code a group
-    /// request gets if not.
+    /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has
+    /// loaded the groups from it. The error code a group request gets if not.
     pub fn group_coordinator_ready(&self) -> Result<(), ErrorCode> {
-        if self.cluster.is_none() {
-            return Ok(());
-        }
         match self.leadership(crate::groups::store::OFFSETS_TOPIC, 0) {
             Ok(epoch)
                 if self
@@ -149,13 +148,10 @@ impl Broker {
         }
     }
 
-    /// The transaction coordinator's epoch if this broker is it: in a cluster, the leader
-    /// epoch of `__transaction_state-0`, led here with the transactions loaded from it; 0 on
-    /// a single node. The error code a transaction request gets if not.
+    /// The transaction coordinator's epoch if this broker is it: the leader epoch of
+    /// `__transaction_state-0`, led here with the transactions loaded from it. The error code
+    /// a transaction request gets if not.
     pub fn txn_coordinator_epoch(&self) -> Result<i32, ErrorCode> {
-        if self.cluster.is_none() {
-            return Ok(0);
-        }
         match self.leadership(crate::txn::log::TRANSACTION_TOPIC, 0) {
             Ok(epoch)
                 if self.txns_loaded_epoch.load(std::sync::atomic::Ordering::Acquire) == epoch as i64 =>
@@ -167,14 +163,21 @@ impl Broker {
         }
     }
 
+    /// Waits until this broker has applied the image it holds now (at most `APPLY_WAIT`):
+    /// called after a change the controller committed and this broker's image shows.
+    pub async fn wait_applied(&self) {
+        let version = self.cluster.image().version;
+        let mut applied = self.images_applied.subscribe();
+        let _ = tokio::time::timeout(APPLY_WAIT, applied.wait_for(|v| *v >= version)).await;
+    }
+
     /// The transaction coordinator's log, `__transaction_state-0` (as a follower truncates
     /// it, it is reopened: looked up each time).
     pub fn txn_log(&self) -> Option<Arc<laminar_storage::Log>> {
         self.topics.log(crate::txn::log::TRANSACTION_TOPIC, 0)
     }
 
-    /// What consumers may read of a partition led here: below its high watermark. On a
-    /// single node, the whole log.
+    /// What consumers may read of a partition led here: below its high watermark.
     pub fn high_watermark(
         &self,
         topic: &str,
@@ -182,27 +185,16 @@ impl Broker {
         log: &laminar_storage::Log,
     ) -> laminar_storage::Offset {
         let end = log.log_end();
-        match self
-            .cluster
-            .as_ref()
-            .and_then(|c| c.replicas.get(topic, partition))
-        {
+        match self.cluster.replicas.get(topic, partition) {
             Some(r) => laminar_storage::Offset(r.high_watermark()).min(end),
             None => end,
         }
     }
 
     /// The broker the clients reach for `topic`'s partition 0 (the coordinators' logs), or
-    /// `None` while it has no leader. On a single node, this broker.
+    /// `None` while it has no leader.
     pub fn leader_of(&self, topic: &str) -> Option<(i32, String, u16)> {
-        let Some(c) = &self.cluster else {
-            return Some((
-                self.config.node_id,
-                self.advertised_host.clone(),
-                self.advertised_port,
-            ));
-        };
-        let image = c.image();
+        let image = self.cluster.image();
         let leader = image.partition(topic, 0)?.leader;
         let b = image.brokers.get(&leader).filter(|b| !b.fenced)?;
         Some((b.id.0, b.host.clone(), b.port))

@@ -1,7 +1,7 @@
 //! Client byte-rate quotas, as Kafka has them: `consumer_byte_rate` and
 //! `producer_byte_rate` per `client-id`, with a default entity for clients without their
 //! own. Set and read with AlterClientQuotas and DescribeClientQuotas (so
-//! `kafka-configs.sh --entity-type clients` works), persisted in `DATA_DIR/quotas.json`.
+//! `kafka-configs.sh --entity-type clients` works), held in the cluster metadata.
 //!
 //! Rates are measured as Kafka measures them: bytes over `QUOTA_WINDOW_SAMPLES` samples of
 //! `QUOTA_SAMPLE_MS` each, with the window counted as at least all but one full sample, so
@@ -13,12 +13,12 @@ use laminar_protocol::ErrorCode;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 pub use laminar_cluster::quotas::{apply_changes, QuotaChange, QuotaEntry};
 use laminar_protocol::requests::{QuotaEntity, QuotaOp};
-use laminar_storage::backend::{read_whole, write_atomically};
+use laminar_storage::backend::read_whole;
 use laminar_storage::Store;
 use serde::{Deserialize, Serialize};
 
@@ -103,7 +103,6 @@ impl Window {
 }
 
 pub struct Quotas {
-    store: Arc<Store>,
     entries: RwLock<Vec<QuotaEntry>>,
     /// Keyed by a keyed hash of the client-id: a client-id can be 32 KiB long, and the
     /// random key keeps clients from choosing collisions.
@@ -111,29 +110,46 @@ pub struct Quotas {
     hasher: RandomState,
     /// Rates use a monotonic clock, so a wall-clock step cannot skew a window.
     epoch: Instant,
-    write_lock: Mutex<()>,
 }
 
 /// Why an alteration was refused: a Kafka error code and message.
 pub type QuotaError = (ErrorCode, String);
 
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas::new()
+    }
+}
+
 impl Quotas {
-    /// Reads `quotas.json`. Touches the disk: startup only.
-    pub fn open(store: Arc<Store>) -> std::io::Result<Quotas> {
-        let path = store.dir().join(QUOTAS_FILE);
-        let file: QuotasFile = match read_whole(store.storage().as_ref(), &path)? {
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
-            None => QuotasFile::default(),
-        };
-        Ok(Quotas {
-            store,
-            entries: RwLock::new(file.quotas),
+    /// No quotas until the cluster metadata's arrive (`set_entries`).
+    pub fn new() -> Quotas {
+        Quotas {
+            entries: RwLock::new(Vec::new()),
             windows: Mutex::new(HashMap::new()),
             hasher: RandomState::new(),
             epoch: Instant::now(),
-            write_lock: Mutex::new(()),
-        })
+        }
+    }
+
+    /// A single node's `quotas.json` from before it was a cluster of one voter, if there is
+    /// one, for the controller to take. Touches the disk: startup only.
+    pub fn read_legacy(store: &Store) -> std::io::Result<Option<Vec<QuotaEntry>>> {
+        let path = store.dir().join(QUOTAS_FILE);
+        match read_whole(store.storage().as_ref(), &path)? {
+            Some(bytes) => serde_json::from_slice::<QuotasFile>(&bytes)
+                .map(|f| Some(f.quotas))
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display()))),
+            None => Ok(None),
+        }
+    }
+
+    /// Once the controller holds them: the legacy file goes. Blocking.
+    pub fn forget_legacy(store: &Store) -> std::io::Result<()> {
+        match std::fs::remove_file(store.dir().join(QUOTAS_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     pub fn entries(&self) -> Vec<QuotaEntry> {
@@ -200,48 +216,7 @@ impl Quotas {
         w.throttle(now_ms, quota)
     }
 
-    /// Applies AlterClientQuotas entries: each is all-or-nothing. `validate_only` checks
-    /// without changing anything. Writes `quotas.json`: runs on the I/O pool. (In a cluster
-    /// the quotas live in the cluster metadata instead: see `set_entries`.)
-    pub fn alter(
-        &self,
-        entries: &[(QuotaEntity, Vec<QuotaOp>)],
-        validate_only: bool,
-    ) -> Vec<Result<(), QuotaError>> {
-        let _w = self.write_lock.lock().unwrap();
-        let mut next = self.entries();
-        let results: Vec<_> = entries
-            .iter()
-            .map(|(entity, ops)| {
-                let change = checked_change(entity, ops)?;
-                if !validate_only {
-                    apply_changes(&mut next, std::slice::from_ref(&change));
-                }
-                Ok(())
-            })
-            .collect();
-        if !validate_only && results.iter().any(|r| r.is_ok()) {
-            let bytes =
-                serde_json::to_vec_pretty(&QuotasFile { quotas: next.clone() }).expect("serializable");
-            if let Err(e) = write_atomically(
-                self.store.storage().as_ref(),
-                self.store.dir(),
-                QUOTAS_FILE,
-                &bytes,
-            ) {
-                crate::warn!("writing {QUOTAS_FILE}: {e}");
-                let err = (
-                    ErrorCode::KafkaStorageError,
-                    format!("writing {QUOTAS_FILE}: {e}"),
-                );
-                return results.into_iter().map(|r| r.and(Err(err.clone()))).collect();
-            }
-            *self.entries.write().unwrap() = next;
-        }
-        results
-    }
-
-    /// In a cluster: the quotas the cluster metadata holds, applied here as they are.
+    /// The quotas the cluster metadata holds, applied here as they are.
     pub fn set_entries(&self, entries: Vec<QuotaEntry>) {
         let mut current = self.entries.write().unwrap();
         if *current != entries {

@@ -22,9 +22,9 @@ use laminar_protocol::ErrorCode;
 
 /// A write to a partition this broker leads, at the leader epoch it was checked at.
 pub struct LeaderWrite {
-    /// The leader epoch the write is appended at (0 on a single node).
+    /// The leader epoch the write is appended at.
     pub epoch: i32,
-    /// In a cluster, the partition's replica state; `None` on a single node.
+    /// The partition's replica state (`None` only in unit tests of this path alone).
     replica: Option<Arc<Replica>>,
 }
 

@@ -89,9 +89,7 @@ impl RunningBroker {
             Some(storage) => storage,
             None => RealStorage::new(),
         };
-        let cluster = if config.controller_quorum_voters.is_empty() {
-            None
-        } else {
+        let cluster = {
             let voters = config.controller_quorum_voters.clone();
             let node_id = config.node_id;
             let dir = config.data_dir.clone();
@@ -105,7 +103,7 @@ impl RunningBroker {
                     .auto_leader_rebalance_enable
                     .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
             };
-            let started = tokio::task::spawn_blocking(move || {
+            tokio::task::spawn_blocking(move || {
                 Cluster::start(
                     laminar_cluster::BrokerId(node_id),
                     voters,
@@ -115,8 +113,8 @@ impl RunningBroker {
                 )
             })
             .await
-            .expect("controller start task");
-            Some(started.map_err(io::Error::other)?)
+            .expect("controller start task")
+            .map_err(io::Error::other)?
         };
         let cfg = config.clone();
         let (store, topics, producers, groups, group_store, quotas, was_empty, txns) =
@@ -161,12 +159,10 @@ impl RunningBroker {
                 // Before the topics registry creates `__consumer_offsets` in a new directory.
                 let was_empty = store.logs().is_empty();
                 let topics = Topics::open(store.clone(), cfg.clone())?;
-                let quotas = Quotas::open(store.clone())?;
-                let producers = if cfg.controller_quorum_voters.is_empty() {
-                    Producers::new()
-                } else {
-                    Producers::for_node(cfg.node_id)
-                };
+                let quotas = Quotas::new();
+                // Ids from the clock in nanoseconds: above those a single node gave from the
+                // clock in microseconds before it was a cluster of one.
+                let producers = Producers::for_node(cfg.node_id);
                 for t in topics.list() {
                     for p in 0..t.partitions as i32 {
                         if let Some(log) = topics.log(&t.name, p) {
@@ -176,25 +172,10 @@ impl RunningBroker {
                         }
                     }
                 }
+                // The groups and transactions are read when this broker leads their logs.
                 let group_store = GroupStore::open(&store).map_err(io::Error::other)?;
                 let groups = Coordinator::new(Duration::from_millis(cfg.group_initial_rebalance_delay_ms));
-                let replayed = group_store.replay(&groups).map_err(io::Error::other)?;
-                if replayed > 0 {
-                    crate::info!("restored {replayed} group records");
-                }
-                let txn_log = store
-                    .log(&laminar_storage::LogId::new(crate::txn::log::TRANSACTION_TOPIC, 0))
-                    .ok_or_else(|| io::Error::other("__transaction_state-0 does not exist"))?;
-                // In a cluster, read when this broker becomes the log's leader.
-                let txns = if cfg.controller_quorum_voters.is_empty() {
-                    let restored = crate::txn::log::replay(&txn_log).map_err(io::Error::other)?;
-                    if !restored.is_empty() {
-                        crate::info!("restored {} transactional ids", restored.len());
-                    }
-                    crate::txn::TxnCoordinator::new(restored.into_values())
-                } else {
-                    crate::txn::TxnCoordinator::new([])
-                };
+                let txns = crate::txn::TxnCoordinator::new([]);
                 Ok((
                     store,
                     Arc::new(topics),
@@ -209,7 +190,7 @@ impl RunningBroker {
             .await
             .expect("startup task")?;
         crate::info!(
-            "laminar listening on {bound} (advertised {advertised_host}:{advertised_port}), data in {}: {}",
+            "laminar opened {}: {}",
             config.data_dir.display(),
             if store.opened_clean() {
                 "started after a clean shutdown"
@@ -252,30 +233,10 @@ impl RunningBroker {
             quotas,
             stuck_reads: Default::default(),
             cluster,
+            images_applied: tokio::sync::watch::channel(0).0,
             groups_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
             txns_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
         });
-        let limits = ServerLimits {
-            max_connections: laminar_net::open_files::fit_connections(config.max_connections),
-            max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
-            socket_request_max_bytes: config.socket_request_max_bytes,
-            queued_max_request_bytes: config.queued_max_request_bytes,
-            socket_send_chunk_bytes: config.socket_send_chunk_bytes,
-            socket_send_buffer_bytes: config.socket_send_buffer_bytes,
-            max_connection_creation_rate: config.max_connection_creation_rate,
-            event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
-        };
-        let server = laminar_net::serve(
-            listener,
-            broker.clone(),
-            limits,
-            if wiring.send_cold_reads_on_socket_threads {
-                IoPool::on_caller_thread()
-            } else {
-                broker.io.clone()
-            },
-            broker.metrics.net.clone(),
-        );
         let metrics_server = match metrics_listener {
             Some(l) => {
                 let addr = l.local_addr()?;
@@ -330,15 +291,6 @@ impl RunningBroker {
                 b.persist_group_changes().await;
             }
         });
-        // Transactions found prepared were decided before the stop: end them now.
-        for prepared in broker.txns.prepared() {
-            crate::info!(
-                "completing transaction {:?} ({}) decided before the restart",
-                prepared.transactional_id,
-                prepared.status.name()
-            );
-            tokio::spawn(crate::txn::complete::complete(broker.clone(), prepared, 0));
-        }
         let b = broker.clone();
         let txn_timer = tokio::spawn(async move {
             let interval = Duration::from_millis(
@@ -351,21 +303,55 @@ impl RunningBroker {
                 crate::txn::complete::expire_ids(&b).await;
             }
         });
-        let mut cluster_tasks = Vec::new();
-        if let Some(c) = &broker.cluster {
-            cluster_tasks.push(tokio::spawn(crate::cluster::publish::run(
-                broker.clone(),
-                c.subscribe(),
-            )));
-            cluster_tasks.push(tokio::spawn(
+        let c = &broker.cluster;
+        let cluster_tasks = vec![
+            tokio::spawn(crate::cluster::publish::run(broker.clone(), c.subscribe())),
+            tokio::spawn(
                 c.clone()
                     .run_heartbeats(broker.advertised_host.clone(), broker.advertised_port),
-            ));
-            cluster_tasks
-                .push(tokio::spawn(c.clone().run_isr_checks(Duration::from_millis(
-                    config.replica_lag_time_max_ms,
-                ))));
+            ),
+            tokio::spawn(
+                c.clone()
+                    .run_isr_checks(Duration::from_millis(config.replica_lag_time_max_ms)),
+            ),
+        ];
+        crate::cluster::migrate::single_node(&broker).await;
+        if c.alone() {
+            ready_alone(&broker).await;
+            // Its own quorum's image, caught up: what it does not place here was deleted.
+            if c.caught_up().await {
+                let (topics, image, node) = (broker.topics.clone(), c.image(), c.node_id);
+                broker.io.run(move || topics.remove_unplaced(&image, node)).await;
+            }
         }
+        // Clients connect from here on; until now their connections waited in the listen
+        // backlog, so that a single node's first requests find it leading its partitions.
+        let limits = ServerLimits {
+            max_connections: laminar_net::open_files::fit_connections(config.max_connections),
+            max_inflight_requests_per_connection: config.max_inflight_requests_per_connection,
+            socket_request_max_bytes: config.socket_request_max_bytes,
+            queued_max_request_bytes: config.queued_max_request_bytes,
+            socket_send_chunk_bytes: config.socket_send_chunk_bytes,
+            socket_send_buffer_bytes: config.socket_send_buffer_bytes,
+            max_connection_creation_rate: config.max_connection_creation_rate,
+            event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
+        };
+        let server = laminar_net::serve(
+            listener,
+            broker.clone(),
+            limits,
+            if wiring.send_cold_reads_on_socket_threads {
+                IoPool::on_caller_thread()
+            } else {
+                broker.io.clone()
+            },
+            broker.metrics.net.clone(),
+        );
+        crate::info!(
+            "laminar listening on {bound} (advertised {}:{})",
+            broker.advertised_host,
+            broker.advertised_port
+        );
         Ok(RunningBroker {
             broker,
             server,
@@ -396,10 +382,10 @@ impl RunningBroker {
         for task in self.cluster_tasks.iter().skip(1) {
             task.abort();
         }
-        if let Some(c) = &self.broker.cluster {
-            c.leave(&self.broker.advertised_host, self.broker.advertised_port)
-                .await;
-        }
+        self.broker
+            .cluster
+            .leave(&self.broker.advertised_host, self.broker.advertised_port)
+            .await;
         for task in &self.cluster_tasks {
             task.abort();
         }
@@ -429,4 +415,40 @@ impl RunningBroker {
         crate::info!("laminar stopped cleanly");
         Ok(())
     }
+}
+
+/// How long a single node's start waits to lead its partitions and coordinate.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// A single node leads every partition it hosts once its own controller has registered and
+/// unfenced it: `start` returns then (and the group and transaction coordinators are
+/// loaded), so that its first clients find it serving, as before it was a cluster of one.
+async fn ready_alone(b: &Arc<Broker>) {
+    let started = std::time::Instant::now();
+    let ready = || {
+        let image = b.cluster.image();
+        let internal = [
+            crate::groups::store::OFFSETS_TOPIC,
+            crate::txn::log::TRANSACTION_TOPIC,
+        ];
+        !b.cluster.is_fenced()
+            && internal.iter().all(|t| image.topics.contains_key(*t))
+            && image
+                .topics
+                .values()
+                .all(|t| (0..t.partitions.len() as i32).all(|p| b.leadership(&t.name, p).is_ok()))
+            && b.group_coordinator_ready().is_ok()
+            && b.txn_coordinator_epoch().is_ok()
+    };
+    while !ready() {
+        if started.elapsed() > READY_WAIT {
+            crate::warn!("not yet leading every partition {READY_WAIT:?} after the start: serving anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    crate::info!(
+        "leading every partition, {:?} after the controller started",
+        started.elapsed()
+    );
 }

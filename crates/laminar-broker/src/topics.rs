@@ -1,7 +1,8 @@
-//! Topics: names, ids, partition counts and config overrides, persisted in
-//! `DATA_DIR/topics.json` (written atomically: temp file, fsync, rename, directory fsync).
-//! Every method here may touch the disk: callers run it on the I/O pool, never on a
-//! socket thread.
+//! Topics: names, ids, partition counts and config overrides, as the cluster metadata's
+//! image has them (`apply_image`), applied to this broker's logs. `DATA_DIR/topics.json`
+//! keeps the internal topics (written atomically: temp file, fsync, rename, directory fsync),
+//! whose logs the coordinators open at start. Every method here may touch the disk: callers
+//! run it on the I/O pool, never on a socket thread.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -11,7 +12,7 @@ use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
-use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig, Level, BROKER_CONFIGS_FILE};
+use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig, BROKER_CONFIGS_FILE};
 use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
 use crate::txn::log::TRANSACTION_TOPIC;
 use laminar_cluster::image::ClusterImage;
@@ -78,8 +79,18 @@ pub struct Topics {
     dynamic: RwLock<DynamicConfigs>,
     effective: RwLock<Arc<BrokerConfig>>,
     topics: RwLock<BTreeMap<String, TopicMeta>>,
-    /// Serialises creates, deletes and the file rewrite.
+    /// Serialises the applying of images, the dynamic configs and the file rewrite.
     write_lock: std::sync::Mutex<()>,
+    /// What a single node kept itself before it was a cluster of one, read at start.
+    legacy: std::sync::Mutex<Option<Legacy>>,
+}
+
+/// A single node's topics and dynamic broker configs from before it was a cluster of one
+/// voter, for the controller to take (`cluster/migrate.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct Legacy {
+    pub topics: Vec<TopicMeta>,
+    pub dynamic: Option<DynamicConfigs>,
 }
 
 pub fn valid_topic_name(name: &str) -> bool {
@@ -107,53 +118,36 @@ impl Topics {
                 .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
             None => TopicsFile::default(),
         };
+        // The dynamic broker configs are in the cluster metadata (`set_dynamic_configs`); a
+        // file of them is a single node's from before it was a cluster of one, to migrate.
         let path = store.dir().join(BROKER_CONFIGS_FILE);
-        let in_cluster = !config.controller_quorum_voters.is_empty();
-        let dynamic: DynamicConfigs = match read_whole(store.storage().as_ref(), &path)? {
-            // In a cluster the cluster metadata holds them (`set_dynamic_configs`).
-            Some(_) if in_cluster => {
-                crate::warn!(
-                    "{}: not used in a cluster, where the dynamic broker configs are in the cluster metadata (set them again with kafka-configs)",
-                    path.display()
-                );
-                DynamicConfigs::default()
-            }
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
-            None => DynamicConfigs::default(),
+        let legacy_dynamic: Option<DynamicConfigs> = match read_whole(store.storage().as_ref(), &path)? {
+            Some(bytes) => Some(
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
+            ),
+            None => None,
         };
+        let dynamic = DynamicConfigs::default();
         let effective = dynamic
             .effective(&config)
             .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+        // Topics besides the internal ones are a single node's from before it was a cluster
+        // of one: the controller takes them (`cluster/migrate.rs`).
+        let (internal, legacy_topics): (Vec<TopicMeta>, Vec<TopicMeta>) =
+            file.topics.into_iter().partition(|t| is_internal(&t.name));
         let topics = Topics {
             store,
             config,
             dynamic: RwLock::new(dynamic),
             effective: RwLock::new(Arc::new(effective)),
-            topics: RwLock::new(file.topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
+            topics: RwLock::new(internal.into_iter().map(|t| (t.name.clone(), t)).collect()),
             write_lock: std::sync::Mutex::new(()),
+            legacy: std::sync::Mutex::new(Some(Legacy {
+                topics: legacy_topics,
+                dynamic: legacy_dynamic,
+            })),
         };
-        // Logs that no topic claims were being deleted when the broker stopped: DeleteTopics
-        // writes the topics file first, then removes the directories. Finish the deletion,
-        // or re-creating the topic would serve the old records.
-        let claimed = |id: &LogId| {
-            // The legacy group log stays until the group store has migrated it.
-            id.topic == LEGACY_GROUPS_LOG_TOPIC
-                || topics.get(&id.topic).is_some_and(|t| id.partition < t.partitions)
-        };
-        // In a cluster the controller's image says which logs belong here, and the first
-        // image may come from a voter that is behind: `apply_image` removes only the logs
-        // whose removal it sees.
-        let single_node = topics.config.controller_quorum_voters.is_empty();
-        for (id, _) in topics.store.logs() {
-            if single_node && !claimed(&id) {
-                crate::warn!("removing {id}: no topic claims it (a deletion a crash interrupted)");
-                topics
-                    .store
-                    .delete_log(&id)
-                    .map_err(|e| std::io::Error::other(format!("remove {id}: {e}")))?;
-            }
-        }
         if topics.get(OFFSETS_TOPIC).is_none() {
             topics.create_internal_topic(OFFSETS_TOPIC, topics.config.offsets_topic_segment_bytes)?;
         }
@@ -163,8 +157,8 @@ impl Topics {
                 topics.config.transaction_state_log_segment_bytes,
             )?;
         }
-        // Apply each topic's configs to its logs, and create any log that is missing (a
-        // crash between the topics file and the log directories).
+        // The internal topics' logs: the coordinators open them at start, before the
+        // cluster metadata places them.
         for t in topics.list() {
             for p in 0..t.partitions {
                 topics
@@ -236,42 +230,6 @@ impl Topics {
     /// The log config of a topic: broker defaults, overridden by the topic's configs.
     pub fn log_config(&self, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
         log_config(&self.effective_config(), configs)
-    }
-
-    /// Changes one level of the dynamic broker configs with `change`, after checking that
-    /// the result is valid and that every topic's logs accept it; then persists it and
-    /// applies it to the logs of every topic (those with an override of their own keep it).
-    pub fn alter_broker_configs(
-        &self,
-        level: Level,
-        change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
-        validate_only: bool,
-    ) -> Result<(), (ErrorCode, String)> {
-        let _w = self.write_lock.lock().unwrap();
-        let mut dynamic = self.dynamic_configs();
-        change(dynamic.level_mut(level)).map_err(|e| (ErrorCode::InvalidConfig, e))?;
-        let effective = self
-            .check_dynamic(&dynamic)
-            .map_err(|e| (ErrorCode::InvalidConfig, e))?;
-        if validate_only {
-            return Ok(());
-        }
-        let bytes =
-            serde_json::to_vec_pretty(&dynamic).map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
-        write_atomically(
-            self.store.storage().as_ref(),
-            self.store.dir(),
-            BROKER_CONFIGS_FILE,
-            &bytes,
-        )
-        .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
-        crate::info!(
-            "dynamic broker configs now: cluster default {:?}, this broker {:?}",
-            dynamic.cluster_default,
-            dynamic.broker
-        );
-        self.install_dynamic(dynamic, effective)
-            .map_err(|e| (ErrorCode::KafkaStorageError, e))
     }
 
     /// The settings `dynamic` puts in effect, if they are valid and every topic's logs
@@ -464,7 +422,13 @@ impl Topics {
                     .topics
                     .get(&id.topic)
                     .is_some_and(|t| hosted(t).contains(&id.partition));
-                if !known && !is_internal(&id.topic) && id.topic != LEGACY_GROUPS_LOG_TOPIC {
+                let legacy = self
+                    .legacy
+                    .lock()
+                    .unwrap()
+                    .as_ref()
+                    .is_some_and(|l| l.topics.iter().any(|t| t.name == id.topic));
+                if !known && !legacy && !is_internal(&id.topic) && id.topic != LEGACY_GROUPS_LOG_TOPIC {
                     crate::warn!("{id} is not placed here by the cluster metadata: kept, unserved");
                 }
             }
@@ -489,9 +453,12 @@ impl Topics {
         }
     }
 
-    /// Through the store's storage interface, like every other file the broker writes.
+    /// The internal topics (the others are the cluster metadata's), through the store's
+    /// storage interface, like every other file the broker writes.
     fn persist(&self) -> std::io::Result<()> {
-        let file = TopicsFile { topics: self.list() };
+        let file = TopicsFile {
+            topics: self.list().into_iter().filter(|t| is_internal(&t.name)).collect(),
+        };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
         write_atomically(
             self.store.storage().as_ref(),
@@ -531,164 +498,44 @@ impl Topics {
         Ok(partitions as u32)
     }
 
-    /// Creates a topic. Returns its metadata, or a Kafka error code and message.
-    pub fn create(
-        &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: i16,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<TopicMeta, (ErrorCode, String)> {
-        let partitions = self.check_new(name, partitions, &configs)?;
-        if replication_factor != -1 && replication_factor != 1 {
-            return Err((
-                ErrorCode::InvalidReplicationFactor,
-                format!("replication factor {replication_factor}: this is a single node"),
-            ));
-        }
-        let _w = self.write_lock.lock().unwrap();
-        if self.topics.read().unwrap().contains_key(name) {
-            return Err((
-                ErrorCode::TopicAlreadyExists,
-                format!("topic {name} already exists"),
-            ));
-        }
-        let meta = TopicMeta {
-            name: name.to_string(),
-            id: random_id(),
-            partitions,
-            configs,
-        };
-        if validate_only {
-            return Ok(meta);
-        }
-        for p in 0..meta.partitions {
-            self.ensure_log(&meta, p)
-                .map_err(|e| (ErrorCode::KafkaStorageError, e))?;
-        }
-        self.topics
-            .write()
-            .unwrap()
-            .insert(name.to_string(), meta.clone());
-        self.persist()
-            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
-        crate::info!(
-            "created topic {name} with {} partitions (id {})",
-            meta.partitions,
-            meta.id
-        );
-        Ok(meta)
+    /// The single node's topics and dynamic configs from before it was a cluster of one,
+    /// until the controller holds them.
+    pub fn legacy(&self) -> Legacy {
+        self.legacy.lock().unwrap().clone().unwrap_or_default()
     }
 
-    pub fn delete(&self, name: &str) -> Result<TopicMeta, (ErrorCode, String)> {
-        if is_internal(name) {
-            return Err((
-                ErrorCode::InvalidTopicException,
-                format!("{name} is an internal topic"),
-            ));
-        }
+    /// Once the controller holds them: the topics file keeps only the internal topics, and
+    /// the dynamic configs file goes. Blocking.
+    pub fn forget_legacy(&self) -> std::io::Result<()> {
         let _w = self.write_lock.lock().unwrap();
-        let meta = self
-            .topics
-            .write()
-            .unwrap()
-            .remove(name)
-            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
-        self.persist()
-            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
-        for p in 0..meta.partitions {
-            if let Err(e) = self.store.delete_log(&LogId::new(name, p)) {
-                crate::warn!("deleting {name}-{p}: {e}");
+        *self.legacy.lock().unwrap() = None;
+        self.persist()?;
+        let path = self.store.dir().join(BROKER_CONFIGS_FILE);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// A single node's logs that its own, caught-up cluster metadata no longer places here:
+    /// the deletions a crash interrupted (the controller committed them; the directories
+    /// were still there). Removed, or re-creating the topic would serve the old records.
+    /// Blocking. (In a cluster of several, the first image may come from a voter that is
+    /// behind: there only the removals seen between two images are made.)
+    pub fn remove_unplaced(&self, image: &ClusterImage, node: laminar_cluster::BrokerId) {
+        let _w = self.write_lock.lock().unwrap();
+        for (id, _) in self.store.logs() {
+            let placed = image.topics.get(&id.topic).is_some_and(|t| {
+                t.partitions
+                    .get(id.partition as usize)
+                    .is_some_and(|p| p.replicas.contains(&node))
+            });
+            if !placed && !is_internal(&id.topic) && id.topic != LEGACY_GROUPS_LOG_TOPIC {
+                crate::warn!("removing {id}: no topic places it here (a deletion a crash interrupted)");
+                if let Err(e) = self.store.delete_log(&id) {
+                    crate::warn!("removing {id}: {e}");
+                }
             }
         }
-        crate::info!("deleted topic {name}");
-        Ok(meta)
-    }
-
-    /// Replaces a topic's config overrides with what `change` makes of them, after checking
-    /// the result as CreateTopics checks it; then applies it to every partition's log and
-    /// persists it (so it survives a restart). Returns a Kafka error code and message.
-    pub fn alter_configs(
-        &self,
-        name: &str,
-        change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
-        validate_only: bool,
-    ) -> Result<(), (ErrorCode, String)> {
-        self.single_node("changing a topic's configs")?;
-        let _w = self.write_lock.lock().unwrap();
-        let mut meta = self
-            .get(name)
-            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
-        change(&mut meta.configs).map_err(|e| (ErrorCode::InvalidConfig, e))?;
-        self.log_config(&meta.configs)
-            .map_err(|e| (ErrorCode::InvalidConfig, e))?;
-        if validate_only {
-            return Ok(());
-        }
-        for p in 0..meta.partitions {
-            self.ensure_log(&meta, p)
-                .map_err(|e| (ErrorCode::KafkaStorageError, e))?;
-        }
-        self.topics.write().unwrap().insert(name.to_string(), meta);
-        self.persist()
-            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))?;
-        crate::info!("altered the configs of topic {name}");
-        Ok(())
-    }
-
-    /// In a cluster, topics change only through the controller (the handlers send these
-    /// changes there): a change made on one broker alone is refused.
-    fn single_node(&self, what: &str) -> Result<(), (ErrorCode, String)> {
-        if self.config.controller_quorum_voters.is_empty() {
-            Ok(())
-        } else {
-            Err((
-                ErrorCode::InvalidRequest,
-                format!("{what} in a cluster goes through the controller"),
-            ))
-        }
-    }
-
-    pub fn add_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        validate_only: bool,
-    ) -> Result<(), (ErrorCode, String)> {
-        self.single_node("adding partitions")?;
-        if is_internal(name) {
-            // The group log lives in its partition 0, and a group's partition, once there
-            // are more, follows from the count: it does not change.
-            return Err((
-                ErrorCode::InvalidTopicException,
-                format!("{name} is an internal topic"),
-            ));
-        }
-        let _w = self.write_lock.lock().unwrap();
-        let mut meta = self
-            .get(name)
-            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
-        if count <= meta.partitions as i32 || count as u32 > PARTITIONS_MAX {
-            return Err((
-                ErrorCode::InvalidPartitions,
-                format!(
-                    "topic {name} has {} partitions; asked for {count}",
-                    meta.partitions
-                ),
-            ));
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let old = meta.partitions;
-        meta.partitions = count as u32;
-        for p in old..meta.partitions {
-            self.ensure_log(&meta, p)
-                .map_err(|e| (ErrorCode::KafkaStorageError, e))?;
-        }
-        self.topics.write().unwrap().insert(name.to_string(), meta);
-        self.persist()
-            .map_err(|e| (ErrorCode::KafkaStorageError, e.to_string()))
     }
 }

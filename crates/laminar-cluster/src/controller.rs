@@ -28,6 +28,8 @@ const SESSION_CHECK: Duration = Duration::from_millis(200);
 
 pub struct Controller {
     raft: Raft,
+    /// Where its listener is bound (the voter's address, with the port chosen if it was 0).
+    pub addr: std::net::SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -48,6 +50,9 @@ struct Active {
     balancing: std::sync::atomic::AtomicBool,
     /// How many voters the quorum has: the internal topics get that many replicas, up to 3.
     voters: usize,
+    /// Rings for a tick now rather than at the next `SESSION_CHECK`: a broker registered or
+    /// was unfenced (a new cluster bootstraps, and gets its internal topics, without waiting).
+    wake: tokio::sync::Notify,
 }
 
 impl Controller {
@@ -130,24 +135,45 @@ impl Controller {
                         last_balance: Mutex::new(None),
                         balancing: std::sync::atomic::AtomicBool::new(false),
                         voters: voter_count,
+                        wake: tokio::sync::Notify::new(),
                     });
+                    // A quorum of one elects itself: it need not wait out an election timeout
+                    // for the votes of nobody (a single node starts in well under a second).
+                    if voter_count == 1 {
+                        if let Err(e) = raft.trigger().elect().await {
+                            laminar_metrics::warn!("controller {id}: electing itself: {e}");
+                        }
+                    }
+                    let addr = match listener.local_addr() {
+                        Ok(a) => a,
+                        Err(e) => {
+                            let _ = started_tx.send(Err(e));
+                            return;
+                        }
+                    };
                     tokio::spawn(accept(listener, active.clone()));
                     tokio::spawn(duties(active));
-                    let _ = started_tx.send(Ok(raft.clone()));
+                    let _ = started_tx.send(Ok((raft.clone(), addr)));
                     let _ = stop_rx.await;
                     if let Err(e) = raft.shutdown().await {
                         laminar_metrics::warn!("controller {id}: shutting raft down: {e}");
                     }
                 });
             })?;
-        let raft = started_rx
+        let (raft, addr) = started_rx
             .recv()
             .map_err(|_| std::io::Error::other("the controller thread died starting"))??;
         Ok(Controller {
             raft,
+            addr,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
+    }
+
+    /// A handle on the raft node, for waits that run outside its thread.
+    pub fn raft(&self) -> Raft {
+        self.raft.clone()
     }
 
     /// The active controller, as this voter knows it.
@@ -271,6 +297,7 @@ impl Active {
                         incarnation: h.incarnation.clone(),
                     })
                     .await?;
+                    self.wake.notify_one();
                 }
             }
             _ if h.leaving => {}
@@ -290,6 +317,7 @@ impl Active {
                     incarnation: h.incarnation.clone(),
                 })
                 .await?;
+                self.wake.notify_one();
             }
         }
         let image = self.image.borrow().clone();
@@ -476,7 +504,10 @@ const ELECTIONS_PER_BALANCE_MAX: usize = 1000;
 
 async fn duties(active: Arc<Active>) {
     loop {
-        tokio::time::sleep(SESSION_CHECK).await;
+        tokio::select! {
+            _ = tokio::time::sleep(SESSION_CHECK) => {}
+            _ = active.wake.notified() => {}
+        }
         active.tick().await;
     }
 }

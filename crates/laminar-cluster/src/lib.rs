@@ -14,9 +14,10 @@
 //! - [`voters`], [`names`], [`quotas`], [`dynamic`]: the quorum's voters, the internal
 //!   topics' names, and the quota and dynamic-config records the metadata holds.
 //!
-//! A broker runs in cluster mode when `controller.quorum.voters` is set; a broker whose
-//! `node.id` is listed there is also a controller voter (Kafka's combined mode). Without it,
-//! the broker is the single node it has always been, and none of this runs.
+//! A broker whose `node.id` is listed in `controller.quorum.voters` is also a controller
+//! voter (Kafka's combined mode). Without the setting, the broker is a single node: a quorum
+//! of one voter, itself, whose controller listens on a loopback port of its own. Topics,
+//! partitions, configs and quotas change through the controller either way.
 
 pub mod client;
 pub mod image;
@@ -46,6 +47,8 @@ use rpc::{Connection, ControllerRequest, ControllerResponse, Heartbeat, TopicReq
 /// `log.dirs` subdirectory of a voter's controller log (its name is no log's: a log's
 /// directory ends in `-<partition>`).
 pub const METADATA_DIR: &str = "cluster-metadata";
+/// The port a single node's own voter asks for: any (nothing but this broker calls it).
+const SINGLE_VOTER_PORT_ANY: u16 = 0;
 /// A request to the controller gives up after this long without an active controller.
 const CONTROLLER_DEADLINE: Duration = Duration::from_secs(15);
 /// A stopping broker tells the controller for at most this long.
@@ -119,15 +122,28 @@ impl Cluster {
         settings: ClusterSettings,
     ) -> Result<Arc<Cluster>, ClusterError> {
         let (image_tx, _) = watch::channel(Arc::new(ClusterImage::default()));
-        let controller = match voters.iter().find(|v| v.id == node_id) {
-            Some(me) => Some(controller::Controller::start(
-                me,
-                &voters,
-                storage,
-                data_dir.join(METADATA_DIR),
-                settings.clone(),
-                image_tx.clone(),
-            )?),
+        // A single node is a quorum of one voter, itself (KRaft's combined mode): its
+        // controller listens on a loopback port of its own, for its own heartbeats.
+        let mut voters = voters;
+        if voters.is_empty() {
+            voters.push(Voter {
+                id: node_id,
+                addr: format!("127.0.0.1:{}", SINGLE_VOTER_PORT_ANY),
+            });
+        }
+        let controller = match voters.iter().position(|v| v.id == node_id) {
+            Some(me) => {
+                let c = controller::Controller::start(
+                    &voters[me],
+                    &voters,
+                    storage,
+                    data_dir.join(METADATA_DIR),
+                    settings.clone(),
+                    image_tx.clone(),
+                )?;
+                voters[me].addr = c.addr.to_string();
+                Some(c)
+            }
             None => None,
         };
         let connections = voters.iter().map(|v| Connection::new(v.addr.clone())).collect();
@@ -156,6 +172,11 @@ impl Cluster {
         self.image_tx.subscribe()
     }
 
+    /// A quorum of one voter, this broker: a single node.
+    pub fn alone(&self) -> bool {
+        self.voters.len() == 1 && self.voters[0].id == self.node_id
+    }
+
     pub fn is_fenced(&self) -> bool {
         self.fenced.load(Ordering::Relaxed)
     }
@@ -168,6 +189,17 @@ impl Cluster {
             }
         }
         BrokerId(self.last_controller.load(Ordering::Relaxed) as i32)
+    }
+
+    /// On a voter that is the active controller: waits until its state machine has applied
+    /// everything the quorum committed before now, so that this broker's image is the
+    /// quorum's and not only its snapshot's. False elsewhere, or if it could not confirm.
+    pub async fn caught_up(&self) -> bool {
+        let raft = self.controller.lock().unwrap().as_ref().map(|c| c.raft());
+        match raft {
+            Some(raft) => raft.ensure_linearizable().await.is_ok(),
+            None => false,
+        }
     }
 
     /// Takes an image from a heartbeat, if it is newer than the one held (a voter's own
@@ -303,8 +335,13 @@ impl Cluster {
 
     /// Waits until this broker's image satisfies `done`, at most `IMAGE_WAIT`.
     pub async fn wait_for(&self, done: impl Fn(&ClusterImage) -> bool) -> bool {
+        self.wait_within(IMAGE_WAIT, done).await
+    }
+
+    /// Waits until this broker's image satisfies `done`, at most `wait`.
+    pub async fn wait_within(&self, wait: Duration, done: impl Fn(&ClusterImage) -> bool) -> bool {
         let mut rx = self.subscribe();
-        let waited = tokio::time::timeout(IMAGE_WAIT, async {
+        let waited = tokio::time::timeout(wait, async {
             loop {
                 if done(&rx.borrow_and_update()) {
                     return;
@@ -542,7 +579,11 @@ impl Cluster {
                 }
                 was_fenced = fenced;
             }
-            tokio::time::sleep(if fenced {
+            tokio::time::sleep(if fenced && self.alone() {
+                // Its own voter publishes the image it answers from: it has seen its
+                // registration already, and is unfenced at the next heartbeat.
+                FENCED_HEARTBEAT_INTERVAL / 10
+            } else if fenced {
                 FENCED_HEARTBEAT_INTERVAL
             } else {
                 self.settings.broker_heartbeat_interval
@@ -559,7 +600,15 @@ impl Cluster {
     /// The heartbeats must have stopped first (one would unfence it again); the task that
     /// applies images must still run.
     pub async fn leave(&self, host: &str, port: u16) {
-        match self.heartbeat(host, port, true).await {
+        // Alone, there is no broker to take its leaderships: it stops leading them when the
+        // process stops, and leads them again at its next start.
+        let told = if self.alone() {
+            Ok(false)
+        } else {
+            self.heartbeat(host, port, true).await
+        };
+        match told {
+            Ok(_) if self.alone() => {}
             Err(e) => {
                 laminar_metrics::warn!("broker {}: telling the controller it leaves: {e}", self.node_id)
             }

@@ -70,3 +70,22 @@ fn delete_records_moves_the_start_durably_and_drops_whole_segments() {
     assert!(log.log_start() >= Offset(137));
     assert_eq!(log.segment_count(), 1, "retention left only the active segment");
 }
+
+/// A scan of the recent history (a new leader rebuilding its producers' state) starts at the
+/// log start when DeleteRecords moved it into the active segment, not at the segment's base,
+/// which is out of range then: a leader that read from there could not lead.
+#[test]
+fn the_recent_history_starts_at_the_log_start() {
+    let storage: std::sync::Arc<dyn Storage> = SimStorage::new();
+    let log = open_log(storage, "/data/t-0", small_config(), false);
+    for i in 0..5u64 {
+        let mut b = batch(1, 100, i as i64, i);
+        log.append(&mut b).unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.recent_offset(u64::MAX), Offset(0));
+    log.delete_records(Offset(3)).unwrap();
+    let from = log.recent_offset(u64::MAX);
+    assert_eq!(from, Offset(3));
+    assert!(log.read(from, 1 << 20, true).unwrap().range.is_some());
+}

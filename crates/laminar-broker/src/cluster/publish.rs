@@ -40,6 +40,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
             apply_roles(&b, &image).await;
             // Consumers waiting in long poll: an ISR change may have moved a high watermark.
             b.data_arrived.notify_waiters();
+            b.images_applied.send_replace(image.version);
             previous = Some(image);
         }
         if images.changed().await.is_err() {
@@ -50,7 +51,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
 
 /// Leads, follows or stops each partition placed here (or placed here before).
 async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
-    let cluster = b.cluster.as_ref().expect("images come in a cluster");
+    let cluster = &b.cluster;
     let node = cluster.node_id;
     let fenced = image.brokers.get(&node).is_none_or(|x| x.fenced);
     let mut partitions: Vec<(String, i32)> = image

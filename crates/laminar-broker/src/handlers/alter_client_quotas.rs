@@ -1,7 +1,6 @@
 //! AlterClientQuotas v0-1: set or remove `consumer_byte_rate` and `producer_byte_rate` of a
-//! client-id or of the default client. Durable before it is answered: on one node in
-//! quotas.json, in a cluster in the cluster metadata (through the controller), from which
-//! every broker applies them.
+//! client-id or of the default client. Durable before it is answered: in the cluster metadata
+//! (through the controller), from which every broker applies them.
 
 use std::sync::Arc;
 
@@ -19,14 +18,9 @@ use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterClientQuotasRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let results = match &b.cluster {
-        Some(cluster) => alter_in_cluster(cluster, &r).await,
-        None => {
-            let b2 = b.clone();
-            let entries = r.entries.clone();
-            b.io.run(move || b2.quotas.alter(&entries, r.validate_only)).await
-        }
-    };
+    let results = alter(&b.cluster, &r).await;
+    // Answered once in effect here: the client's next request finds it.
+    b.wait_applied().await;
     let mut resp = AlterClientQuotasResponse::default();
     for ((entity, _), result) in r.entries.iter().zip(results) {
         let mut e = EntryData::default();
@@ -51,9 +45,9 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterClientQuotasR
     responses::encode(ApiKey::AlterClientQuotas, version, correlation_id, &resp)
 }
 
-/// In a cluster: the checked entries go to the controller in one command; each entry is
-/// all-or-nothing, as on one node. Answered once this broker's image has them.
-async fn alter_in_cluster(
+/// The checked entries go to the controller in one command; each entry is all-or-nothing.
+/// Answered once this broker's image has them.
+async fn alter(
     cluster: &laminar_cluster::Cluster,
     r: &AlterClientQuotasRequest,
 ) -> Vec<Result<(), QuotaError>> {

@@ -1,13 +1,12 @@
 //! IncrementalAlterConfigs v0-1 (what `kafka-configs --alter` and the Admin client's
 //! `incrementalAlterConfigs` send) and AlterConfigs v0-2 (the older whole-set replacement), for
 //! topics and brokers. A topic's change is validated as CreateTopics validates configs, applied
-//! to the topic's logs, and persisted with the topic, so it survives a restart.
+//! to the topic's logs, and kept in the cluster metadata, so it survives a restart.
 //!
 //! For brokers, the dynamic broker configs (see `dynamic_configs`): this broker's (resource
 //! name = its node id) or the cluster default (empty name); settings that are not dynamic are
-//! answered with INVALID_CONFIG and the reason. In a cluster they live in the cluster
-//! metadata (any broker's entity, through any broker), and each broker applies the default
-//! and its own. Client quotas are altered with
+//! answered with INVALID_CONFIG and the reason. They live in the cluster metadata (any
+//! broker's entity, through any broker), and each broker applies the default and its own. Client quotas are altered with
 //! AlterClientQuotas, which is what `kafka-configs --entity-type clients` sends.
 
 use std::collections::BTreeMap;
@@ -22,7 +21,6 @@ use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::dynamic_configs::Level;
-use crate::topics::Topics;
 use laminar_cluster::image::ConfigTarget;
 use laminar_protocol::ErrorCode;
 
@@ -40,27 +38,18 @@ const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let node_id = b.config.node_id;
     let incremental = r.incremental;
     let validate_only = r.validate_only;
     let mut results: Vec<(i8, String, i16, Option<String>)> = Vec::new();
     for res in r.resources {
-        let outcome = match &b.cluster {
-            // In a cluster a topic's configs, and the dynamic broker configs, change through
-            // the controller.
-            Some(cluster) if res.resource_type == RESOURCE_TOPIC => {
-                alter_in_cluster(b, cluster, &res, incremental, validate_only).await
-            }
-            Some(cluster) if res.resource_type == RESOURCE_BROKER => {
-                alter_broker_in_cluster(b, cluster, &res, incremental, validate_only).await
-            }
-            // Persisting a topic's configs writes a file: off the socket thread.
-            _ => {
-                let topics = b.topics.clone();
-                let res = res.clone();
-                b.io.run(move || alter(&topics, node_id, &res, incremental, validate_only))
-                    .await
-            }
+        // A topic's configs, and the dynamic broker configs, change through the controller.
+        let outcome = match res.resource_type {
+            RESOURCE_TOPIC => alter_topic(b, &b.cluster, &res, incremental, validate_only).await,
+            RESOURCE_BROKER => alter_broker(b, &b.cluster, &res, incremental, validate_only).await,
+            other => Err((
+                ErrorCode::InvalidRequest,
+                format!("resource type {other} cannot be altered here (topics: 2, brokers: 4)"),
+            )),
         };
         let (code, message) = match outcome {
             Ok(()) => (ErrorCode::None, None),
@@ -68,6 +57,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsReques
         };
         results.push((res.resource_type, res.resource_name, code.code(), message));
     }
+    // Answered once in effect here: the client's next request finds it.
+    b.wait_applied().await;
     if incremental {
         let mut resp = IncrementalAlterConfigsResponse::default();
         resp.responses = results
@@ -99,9 +90,9 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsReques
     }
 }
 
-/// A topic's configs in a cluster: made from those the cluster metadata holds, checked as
-/// CreateTopics checks them, and replaced through the controller.
-async fn alter_in_cluster(
+/// A topic's configs: made from those the cluster metadata holds, checked as CreateTopics
+/// checks them, and replaced through the controller.
+async fn alter_topic(
     b: &Broker,
     cluster: &laminar_cluster::Cluster,
     res: &AlterConfigsResource,
@@ -124,10 +115,10 @@ async fn alter_in_cluster(
         .await
 }
 
-/// Dynamic broker configs in a cluster: the cluster default (empty name) or one broker's,
-/// held in the cluster metadata, so that every broker applies the default and each its own.
-/// Checked against this broker's settings (another broker's static ones are not known here).
-async fn alter_broker_in_cluster(
+/// Dynamic broker configs: the cluster default (empty name) or one broker's, held in the
+/// cluster metadata, so that every broker applies the default and each its own. Checked
+/// against this broker's settings (another broker's static ones are not known here).
+async fn alter_broker(
     b: &Broker,
     cluster: &laminar_cluster::Cluster,
     res: &AlterConfigsResource,
@@ -183,36 +174,6 @@ fn changed(
             .filter_map(|c| Some((c.name.clone(), c.value.clone()?)))
             .collect();
         Ok(())
-    }
-}
-
-fn alter(
-    topics: &Topics,
-    node_id: i32,
-    res: &AlterConfigsResource,
-    incremental: bool,
-    validate_only: bool,
-) -> Result<(), (ErrorCode, String)> {
-    let change = |configs: &mut BTreeMap<String, String>| changed(configs, res, incremental);
-    match res.resource_type {
-        RESOURCE_TOPIC => topics.alter_configs(&res.resource_name, change, validate_only),
-        RESOURCE_BROKER => {
-            let level = match res.resource_name.as_str() {
-                "" => Level::ClusterDefault,
-                name if name == node_id.to_string() => Level::Broker,
-                other => {
-                    return Err((
-                        ErrorCode::InvalidRequest,
-                        format!("no broker {other} here: this is broker {node_id}"),
-                    ))
-                }
-            };
-            topics.alter_broker_configs(level, change, validate_only)
-        }
-        other => Err((
-            ErrorCode::InvalidRequest,
-            format!("resource type {other} cannot be altered here (topics: 2)"),
-        )),
     }
 }
 

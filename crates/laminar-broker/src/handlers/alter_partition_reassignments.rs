@@ -44,28 +44,7 @@ pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignm
 }
 
 async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i32>>) -> (ErrorCode, String) {
-    let Some(cluster) = &b.cluster else {
-        if b.topics.log(topic, partition).is_none() {
-            return (
-                ErrorCode::UnknownTopicOrPartition,
-                format!("no partition {topic}-{partition}"),
-            );
-        }
-        return match target {
-            None => (
-                ErrorCode::NoReassignmentInProgress,
-                "nothing moves on one node".into(),
-            ),
-            Some(t) if t == [b.config.node_id] => (ErrorCode::None, String::new()),
-            Some(t) => (
-                ErrorCode::InvalidReplicaAssignment,
-                format!(
-                    "replicas {t:?}: this broker is a single node, {}",
-                    b.config.node_id
-                ),
-            ),
-        };
-    };
+    let cluster = &b.cluster;
     let command = Command::ReassignPartition {
         topic: topic.to_string(),
         partition,

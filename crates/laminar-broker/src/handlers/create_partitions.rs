@@ -1,5 +1,5 @@
-//! CreatePartitions v0-3: on one node the broker adds the logs; in a cluster the controller
-//! places the new partitions and every broker creates the logs placed on it.
+//! CreatePartitions v0-3: the controller places the new partitions and every broker creates
+//! the logs placed on it.
 
 use std::sync::Arc;
 
@@ -14,38 +14,19 @@ use crate::context::RequestContext;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreatePartitionsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    if let Some(cluster) = &b.cluster {
-        // Through the controller, which places the new partitions.
-        let mut resp = CreatePartitionsResponse::default();
-        for (name, count) in r.topics {
-            let mut out = CreatePartitionsTopicResult::default();
-            out.name = topic_name(&name);
-            if let Err((code, message)) = cluster.add_partitions_here(&name, count, r.validate_only).await {
-                out.error_code = code.code();
-                out.error_message = Some(sb(&message));
-            }
-            resp.results.push(out);
-        }
-        return responses::encode(ApiKey::CreatePartitions, version, correlation_id, &resp);
-    }
-    let topics = b.topics.clone();
-    let results =
-        b.io.run(move || {
-            r.topics
-                .into_iter()
-                .map(|(name, count)| {
-                    let mut out = CreatePartitionsTopicResult::default();
-                    out.name = topic_name(&name);
-                    if let Err((code, message)) = topics.add_partitions(&name, count, r.validate_only) {
-                        out.error_code = code.code();
-                        out.error_message = Some(sb(&message));
-                    }
-                    out
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
+    let cluster = &b.cluster;
+    // Through the controller, which places the new partitions.
     let mut resp = CreatePartitionsResponse::default();
-    resp.results = results;
+    for (name, count) in r.topics {
+        let mut out = CreatePartitionsTopicResult::default();
+        out.name = topic_name(&name);
+        if let Err((code, message)) = cluster.add_partitions_here(&name, count, r.validate_only).await {
+            out.error_code = code.code();
+            out.error_message = Some(sb(&message));
+        }
+        resp.results.push(out);
+    }
+    // Answered once in effect here: the client's next request finds it.
+    b.wait_applied().await;
     responses::encode(ApiKey::CreatePartitions, version, correlation_id, &resp)
 }

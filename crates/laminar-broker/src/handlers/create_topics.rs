@@ -19,108 +19,55 @@ use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    if let Some(cluster) = &b.cluster {
-        let mut resp = CreateTopicsResponse::default();
-        for t in r.topics {
-            let mut out = CreatableTopicResult::default();
-            out.name = topic_name(&t.name);
-            let configs = t
-                .configs
-                .into_iter()
-                .filter_map(|(k, v)| v.map(|v| (k, v)))
-                .collect();
-            let created = create_in_cluster(
-                b,
-                cluster,
-                &t.name,
-                t.num_partitions,
-                t.replication_factor,
-                t.assignments,
-                configs,
-                r.validate_only,
-            )
-            .await;
-            match created {
-                Ok(info) => {
-                    if let Some(info) = info {
-                        if version >= 7 {
-                            out.topic_id = uuid(crate::topics::parse_id(&info.id));
-                        }
-                        if version >= 5 {
-                            out.num_partitions = info.partitions.len() as i32;
-                            out.replication_factor =
-                                info.partitions.first().map_or(0, |p| p.replicas.len() as i16);
-                        }
+    let cluster = &b.cluster;
+    let mut resp = CreateTopicsResponse::default();
+    for t in r.topics {
+        let mut out = CreatableTopicResult::default();
+        out.name = topic_name(&t.name);
+        let configs = t
+            .configs
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+        let created = create_in_cluster(
+            b,
+            cluster,
+            &t.name,
+            t.num_partitions,
+            t.replication_factor,
+            t.assignments,
+            configs,
+            r.validate_only,
+        )
+        .await;
+        match created {
+            Ok(info) => {
+                if let Some(info) = info {
+                    if version >= 7 {
+                        out.topic_id = uuid(crate::topics::parse_id(&info.id));
                     }
-                }
-                Err((code, message)) => {
-                    out.error_code = code.code();
-                    out.error_message = Some(sb(&message));
                     if version >= 5 {
-                        out.num_partitions = -1;
-                        out.replication_factor = -1;
+                        out.num_partitions = info.partitions.len() as i32;
+                        out.replication_factor =
+                            info.partitions.first().map_or(0, |p| p.replicas.len() as i16);
                     }
                 }
             }
-            resp.topics.push(out);
+            Err((code, message)) => {
+                out.error_code = code.code();
+                out.error_message = Some(sb(&message));
+                if version >= 5 {
+                    out.num_partitions = -1;
+                    out.replication_factor = -1;
+                }
+            }
         }
-        return responses::encode(ApiKey::CreateTopics, version, correlation_id, &resp);
+        resp.topics.push(out);
     }
-    let topics = b.topics.clone();
-    let results =
-        b.io.run(move || {
-            r.topics
-                .into_iter()
-                .map(|t| {
-                    let mut out = CreatableTopicResult::default();
-                    out.name = topic_name(&t.name);
-                    if t.assignments > 0 {
-                        out.error_code = ErrorCode::InvalidRequest.code();
-                        out.error_message =
-                            Some(sb("manual replica assignment is not supported on a single node"));
-                        return out;
-                    }
-                    let configs = t
-                        .configs
-                        .into_iter()
-                        .filter_map(|(k, v)| v.map(|v| (k, v)))
-                        .collect();
-                    match topics.create(
-                        &t.name,
-                        t.num_partitions,
-                        t.replication_factor,
-                        configs,
-                        r.validate_only,
-                    ) {
-                        Ok(meta) => {
-                            if version >= 7 {
-                                out.topic_id = uuid(meta.uuid());
-                            }
-                            if version >= 5 {
-                                out.num_partitions = meta.partitions as i32;
-                                out.replication_factor = 1;
-                            }
-                        }
-                        Err((code, message)) => {
-                            out.error_code = code.code();
-                            out.error_message = Some(sb(&message));
-                            if version >= 5 {
-                                out.num_partitions = -1;
-                                out.replication_factor = -1;
-                            }
-                        }
-                    }
-                    out
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-    let mut resp = CreateTopicsResponse::default();
-    resp.topics = results;
     responses::encode(ApiKey::CreateTopics, version, correlation_id, &resp)
 }
 
-/// A topic created through the controller: checked here as on a single node, placed there.
+/// A topic created through the controller: checked here, placed there.
 #[allow(clippy::too_many_arguments)]
 pub async fn create_in_cluster(
     b: &Broker,
@@ -149,7 +96,7 @@ pub async fn create_in_cluster(
             ))
         }
     };
-    cluster
+    let created = cluster
         .create_topic_here(TopicRequest {
             name: name.to_string(),
             partitions,
@@ -157,5 +104,9 @@ pub async fn create_in_cluster(
             configs,
             validate_only,
         })
-        .await
+        .await?;
+    // Answered once in effect here: the partitions placed here are led, so that the
+    // client's first produce finds them.
+    b.wait_applied().await;
+    Ok(created)
 }

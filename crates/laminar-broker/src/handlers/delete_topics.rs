@@ -14,90 +14,53 @@ use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    if let Some(cluster) = &b.cluster {
-        let mut resp = DeleteTopicsResponse::default();
-        for t in r.topics {
-            let mut out = DeletableTopicResult::default();
-            let meta = match (&t.name, t.topic_id) {
-                (Some(n), _) if !n.is_empty() => b.topics.get(n),
-                (_, Some(id)) => b.topics.by_id(&id),
-                _ => None,
-            };
-            out.name = t
-                .name
-                .as_deref()
-                .or(meta.as_ref().map(|m| m.name.as_str()))
-                .map(topic_name);
-            if let Some(id) = t.topic_id.filter(|_| version >= 6) {
-                out.topic_id = uuid(id);
-            }
-            let Some(meta) = meta else {
-                out.error_code = if t.name.as_deref().is_some_and(|n| !n.is_empty()) {
-                    ErrorCode::UnknownTopicOrPartition.code()
-                } else {
-                    ErrorCode::UnknownTopicId.code()
-                };
-                resp.responses.push(out);
-                continue;
-            };
-            let deleted = if crate::topics::is_internal(&meta.name) {
-                Err((
-                    ErrorCode::InvalidTopicException,
-                    format!("{} is an internal topic", meta.name),
-                ))
+    let cluster = &b.cluster;
+    let mut resp = DeleteTopicsResponse::default();
+    for t in r.topics {
+        let mut out = DeletableTopicResult::default();
+        let meta = match (&t.name, t.topic_id) {
+            (Some(n), _) if !n.is_empty() => b.topics.get(n),
+            (_, Some(id)) => b.topics.by_id(&id),
+            _ => None,
+        };
+        out.name = t
+            .name
+            .as_deref()
+            .or(meta.as_ref().map(|m| m.name.as_str()))
+            .map(topic_name);
+        if let Some(id) = t.topic_id.filter(|_| version >= 6) {
+            out.topic_id = uuid(id);
+        }
+        let Some(meta) = meta else {
+            out.error_code = if t.name.as_deref().is_some_and(|n| !n.is_empty()) {
+                ErrorCode::UnknownTopicOrPartition.code()
             } else {
-                cluster.delete_topic_here(&meta.name).await
+                ErrorCode::UnknownTopicId.code()
             };
-            match deleted {
-                Ok(()) if version >= 6 => out.topic_id = uuid(meta.uuid()),
-                Ok(()) => {}
-                Err((code, message)) => {
-                    out.error_code = code.code();
-                    if version >= 5 {
-                        out.error_message = Some(sb(&message));
-                    }
+            resp.responses.push(out);
+            continue;
+        };
+        let deleted = if crate::topics::is_internal(&meta.name) {
+            Err((
+                ErrorCode::InvalidTopicException,
+                format!("{} is an internal topic", meta.name),
+            ))
+        } else {
+            cluster.delete_topic_here(&meta.name).await
+        };
+        match deleted {
+            Ok(()) if version >= 6 => out.topic_id = uuid(meta.uuid()),
+            Ok(()) => {}
+            Err((code, message)) => {
+                out.error_code = code.code();
+                if version >= 5 {
+                    out.error_message = Some(sb(&message));
                 }
             }
-            resp.responses.push(out);
         }
-        return responses::encode(ApiKey::DeleteTopics, version, correlation_id, &resp);
+        resp.responses.push(out);
     }
-    let topics = b.topics.clone();
-    let results =
-        b.io.run(move || {
-            r.topics
-                .into_iter()
-                .map(|t| {
-                    let mut out = DeletableTopicResult::default();
-                    let name = match (&t.name, t.topic_id) {
-                        (Some(n), _) if !n.is_empty() => Some(n.clone()),
-                        (_, Some(id)) => topics.by_id(&id).map(|m| m.name),
-                        _ => None,
-                    };
-                    out.name = name.as_deref().map(topic_name);
-                    if let Some(id) = t.topic_id.filter(|_| version >= 6) {
-                        out.topic_id = uuid(id);
-                    }
-                    let Some(name) = name else {
-                        out.error_code = ErrorCode::UnknownTopicId.code();
-                        return out;
-                    };
-                    match topics.delete(&name) {
-                        Ok(meta) if version >= 6 => out.topic_id = uuid(meta.uuid()),
-                        Ok(_) => {}
-                        Err((code, message)) => {
-                            out.error_code = code.code();
-                            if version >= 5 {
-                                out.error_message = Some(sb(&message));
-                            }
-                        }
-                    }
-                    out
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-    let mut resp = DeleteTopicsResponse::default();
-    resp.responses = results;
+    // Answered once in effect here: the client's next request finds it.
+    b.wait_applied().await;
     responses::encode(ApiKey::DeleteTopics, version, correlation_id, &resp)
 }

@@ -1,5 +1,5 @@
-//! DescribeCluster v0-2 (the Admin client's `describeCluster`): on a single node, this node,
-//! which is also the controller; in a cluster, every registered broker and the active controller. Asked for controller endpoints (KIP-919, v1+), it answers as a Kafka
+//! DescribeCluster v0-2 (the Admin client's `describeCluster`): every registered broker and
+//! the active controller (on a single node, this node). Asked for controller endpoints (KIP-919, v1+), it answers as a Kafka
 //! broker listener does: UNSUPPORTED_ENDPOINT_TYPE.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -31,37 +31,29 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeClusterRequest) -> En
         )));
         return responses::encode(ApiKey::DescribeCluster, version, correlation_id, &resp);
     }
-    resp.cluster_id = sb(&b.cluster_id);
-    resp.controller_id = BrokerId(b.config.node_id);
-    let mut broker = DescribeClusterBroker::default();
-    broker.broker_id = BrokerId(b.config.node_id);
-    broker.host = sb(&b.advertised_host);
-    broker.port = b.advertised_port as i32;
-    broker.rack = None;
-    broker.is_fenced = false;
-    resp.brokers = vec![broker];
-    if let Some(c) = &b.cluster {
-        let image = c.image();
-        if !image.cluster_id.is_empty() {
-            resp.cluster_id = sb(&image.cluster_id);
-        }
-        resp.controller_id = BrokerId(c.controller_id().0);
-        // Fenced brokers too, marked (KIP-1073's `is_fenced`), as `laminar cluster describe`
-        // and kafka-cluster tools show them.
-        resp.brokers = image
-            .brokers
-            .values()
-            // Before v2 a broker cannot be marked fenced: it is left out.
-            .filter(|x| version >= 2 || !x.fenced)
-            .map(|x| {
-                let mut out = DescribeClusterBroker::default();
-                out.broker_id = BrokerId(x.id.0);
-                out.host = sb(&x.host);
-                out.port = x.port as i32;
-                out.is_fenced = x.fenced && version >= 2;
-                out
-            })
-            .collect();
-    }
+    let c = &b.cluster;
+    let image = c.image();
+    resp.cluster_id = sb(if image.cluster_id.is_empty() {
+        &b.cluster_id
+    } else {
+        &image.cluster_id
+    });
+    resp.controller_id = BrokerId(c.controller_id().0);
+    // Fenced brokers too, marked (KIP-1073's `is_fenced`), as `laminar cluster describe`
+    // and kafka-cluster tools show them.
+    resp.brokers = image
+        .brokers
+        .values()
+        // Before v2 a broker cannot be marked fenced: it is left out.
+        .filter(|x| version >= 2 || !x.fenced)
+        .map(|x| {
+            let mut out = DescribeClusterBroker::default();
+            out.broker_id = BrokerId(x.id.0);
+            out.host = sb(&x.host);
+            out.port = x.port as i32;
+            out.is_fenced = x.fenced && version >= 2;
+            out
+        })
+        .collect();
     responses::encode(ApiKey::DescribeCluster, version, correlation_id, &resp)
 }

@@ -1,10 +1,6 @@
 //! ElectLeaders v0-2 (`kafka-leader-election`).
 //!
-//! On a single node every partition's only replica is its leader, preferred or not, so no
-//! election is ever needed: partitions named get ELECTION_NOT_NEEDED (or
-//! UNKNOWN_TOPIC_OR_PARTITION).
-//!
-//! In a cluster, a preferred election makes each partition's first replica its leader again
+//! A preferred election makes each partition's first replica its leader again
 //! (after restarts moved leaderships away), through the controller, at a new leader epoch:
 //! ELECTION_NOT_NEEDED if it leads already, PREFERRED_LEADER_NOT_AVAILABLE if it is not live
 //! and in sync. A request for every partition (no partitions named) elects where the
@@ -28,12 +24,10 @@ use laminar_protocol::ErrorCode;
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ElectLeadersRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ElectLeadersResponse::default();
-    let requested = match (&b.cluster, r.topic_partitions) {
-        (_, Some(named)) => named,
-        // Every partition: on a single node none needs an election.
-        (None, None) => Vec::new(),
-        (Some(c), None) => {
-            let image = c.image();
+    let requested = match r.topic_partitions {
+        Some(named) => named,
+        None => {
+            let image = b.cluster.image();
             image
                 .topics
                 .values()
@@ -69,19 +63,13 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ElectLeadersReques
 
 /// One partition's election: its error code and message.
 async fn elect(b: &Arc<Broker>, election_type: i8, topic: &str, partition: i32) -> (i16, Option<String>) {
-    let Some(c) = &b.cluster else {
-        return if b.topics.log(topic, partition).is_some() {
-            (
-                ErrorCode::ElectionNotNeeded.code(),
-                Some("the partition's only replica is its leader".into()),
-            )
-        } else {
-            (
-                ErrorCode::UnknownTopicOrPartition.code(),
-                Some(format!("no partition {topic}-{partition}")),
-            )
-        };
-    };
+    let c = &b.cluster;
+    if c.image().partition(topic, partition).is_none() {
+        return (
+            ErrorCode::UnknownTopicOrPartition.code(),
+            Some(format!("no partition {topic}-{partition}")),
+        );
+    }
     if election_type != 0 {
         return (
             ErrorCode::EligibleLeadersNotAvailable.code(),

@@ -126,7 +126,7 @@ fn read_once(
                 }
             };
             // KIP-320: a reader that knows a newer or an older epoch than this leader's.
-            if current_epoch >= 0 && current_epoch != epoch && b.cluster.is_some() {
+            if current_epoch >= 0 && current_epoch != epoch {
                 p.error_code = if current_epoch < epoch {
                     ErrorCode::FencedLeaderEpoch.code()
                 } else {
@@ -328,7 +328,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
     );
     // A follower's fetch offset acknowledges everything before it (on its disk): taken
     // before any read or wait, so that `acks=all` producers waiting on it go on now.
-    let follower = r.replica_id >= 0 && b.cluster.is_some();
+    let follower = r.replica_id >= 0;
     if follower {
         follower_fetched(b, r.replica_id, &wanted);
     }
@@ -392,10 +392,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
 /// leader and epoch as the cluster metadata has them, and (v16+) the response the leaders'
 /// endpoints, so that the client goes there without asking Metadata first.
 fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
-    let Some(cluster) = &b.cluster else {
-        return;
-    };
-    let image = cluster.image();
+    let image = b.cluster.image();
     let mut leaders = Vec::new();
     for t in &mut resp.topics {
         for p in &mut t.partitions {
@@ -427,9 +424,7 @@ fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
 /// A follower's fetch: its progress on each partition this broker leads, the high watermark
 /// moved, and an ISR expansion asked for if it has caught up.
 fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
-    let Some(cluster) = &b.cluster else {
-        return;
-    };
+    let cluster = &b.cluster;
     for w in wanted.iter().filter(|w| w.known) {
         for wp in &w.partitions {
             let (partition, fetch_offset, current_epoch) = (wp.partition, wp.fetch_offset, wp.current_epoch);

@@ -1,5 +1,5 @@
-//! FindCoordinator v0-6 (batched keys from v4): on a single node, this node coordinates every
-//! group and every transactional id; in a cluster, the leader of the coordinator's log does.
+//! FindCoordinator v0-6 (batched keys from v4): the leader of the coordinator's log
+//! coordinates every group and every transactional id (on a single node, this node).
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorResponse};
@@ -21,7 +21,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: FindCoordinatorRequest) -> En
         ErrorCode::InvalidRequest
     };
     // Where the coordinator is, or the "none" Kafka answers with an error.
-    // In a cluster, the leader of the coordinator's log (partition 0 of
+    // The leader of the coordinator's log (partition 0 of
     // `__consumer_offsets` or `__transaction_state`); none while it has no leader.
     let log = if r.key_type == 0 {
         crate::groups::store::OFFSETS_TOPIC

@@ -17,34 +17,33 @@ use crate::context::RequestContext;
 pub fn handle(b: &Broker, ctx: &RequestContext, r: ListPartitionReassignmentsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListPartitionReassignmentsResponse::default();
-    if let Some(cluster) = &b.cluster {
-        let image = cluster.image();
-        let ids = |v: &[laminar_cluster::BrokerId]| v.iter().map(|x| BrokerId(x.0)).collect::<Vec<_>>();
-        let wanted: Vec<(String, Option<Vec<i32>>)> = match r.topics {
-            Some(topics) => topics.into_iter().map(|(t, ps)| (t, Some(ps))).collect(),
-            None => image.topics.keys().map(|t| (t.clone(), None)).collect(),
+    let cluster = &b.cluster;
+    let image = cluster.image();
+    let ids = |v: &[laminar_cluster::BrokerId]| v.iter().map(|x| BrokerId(x.0)).collect::<Vec<_>>();
+    let wanted: Vec<(String, Option<Vec<i32>>)> = match r.topics {
+        Some(topics) => topics.into_iter().map(|(t, ps)| (t, Some(ps))).collect(),
+        None => image.topics.keys().map(|t| (t.clone(), None)).collect(),
+    };
+    for (topic, partitions) in wanted {
+        let Some(t) = image.topics.get(&topic) else {
+            continue;
         };
-        for (topic, partitions) in wanted {
-            let Some(t) = image.topics.get(&topic) else {
+        let mut out = OngoingTopicReassignment::default();
+        out.name = topic_name(&topic);
+        for (i, p) in t.partitions.iter().enumerate() {
+            let index = i as i32;
+            if !p.reassigning() || partitions.as_ref().is_some_and(|ps| !ps.contains(&index)) {
                 continue;
-            };
-            let mut out = OngoingTopicReassignment::default();
-            out.name = topic_name(&topic);
-            for (i, p) in t.partitions.iter().enumerate() {
-                let index = i as i32;
-                if !p.reassigning() || partitions.as_ref().is_some_and(|ps| !ps.contains(&index)) {
-                    continue;
-                }
-                let mut o = OngoingPartitionReassignment::default();
-                o.partition_index = index;
-                o.replicas = ids(&p.replicas);
-                o.adding_replicas = ids(&p.adding);
-                o.removing_replicas = ids(&p.removing);
-                out.partitions.push(o);
             }
-            if !out.partitions.is_empty() {
-                resp.topics.push(out);
-            }
+            let mut o = OngoingPartitionReassignment::default();
+            o.partition_index = index;
+            o.replicas = ids(&p.replicas);
+            o.adding_replicas = ids(&p.adding);
+            o.removing_replicas = ids(&p.removing);
+            out.partitions.push(o);
+        }
+        if !out.partitions.is_empty() {
+            resp.topics.push(out);
         }
     }
     responses::encode(ApiKey::ListPartitionReassignments, version, correlation_id, &resp)

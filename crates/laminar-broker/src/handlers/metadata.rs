@@ -14,35 +14,14 @@ use crate::topics::TopicMeta;
 use laminar_cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
 use laminar_protocol::ErrorCode;
 
+/// A topic this broker knows, as the cluster metadata places it; while the image does not
+/// hold it yet (an internal topic before the controller created it), LEADER_NOT_AVAILABLE.
 fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
-    if let Some(c) = &b.cluster {
-        let image = c.image();
-        if let Some(info) = image.topics.get(&t.name) {
-            return cluster_topic_entry(version, info, &image);
-        }
+    let image = b.cluster.image();
+    match image.topics.get(&t.name) {
+        Some(info) => cluster_topic_entry(version, info, &image),
+        None => missing(version, Some(t.name.clone()), None, ErrorCode::LeaderNotAvailable),
     }
-    let mut out = MetadataResponseTopic::default();
-    out.name = Some(topic_name(&t.name));
-    // Clients that subscribe by pattern leave internal topics out (the Java consumer's
-    // exclude.internal.topics; librdkafka does not look).
-    out.is_internal = crate::topics::is_internal(&t.name);
-    if version >= 10 {
-        out.topic_id = uuid(t.uuid());
-    }
-    out.partitions = (0..t.partitions as i32)
-        .map(|p| {
-            let mut part = MetadataResponsePartition::default();
-            part.partition_index = p;
-            part.leader_id = BrokerId(b.config.node_id);
-            if version >= 7 {
-                part.leader_epoch = 0;
-            }
-            part.replica_nodes = vec![BrokerId(b.config.node_id)];
-            part.isr_nodes = vec![BrokerId(b.config.node_id)];
-            part
-        })
-        .collect();
-    out
 }
 
 /// A topic as the cluster metadata places it: leaders, epochs, replicas, ISRs, and the
@@ -103,55 +82,51 @@ fn missing(
 pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: MetadataRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = MetadataResponse::default();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(b.config.node_id);
-    broker.host = sb(&b.advertised_host);
-    broker.port = b.advertised_port as i32;
-    resp.brokers = vec![broker];
+    let c = &b.cluster;
+    let image = c.image();
+    // Fenced brokers are left out, as Kafka leaves them out: clients should not connect to
+    // them. Before this broker is registered, this broker alone.
+    resp.brokers = image
+        .brokers
+        .values()
+        .filter(|x| !x.fenced)
+        .map(|x| {
+            let mut out = MetadataResponseBroker::default();
+            out.node_id = BrokerId(x.id.0);
+            out.host = sb(&x.host);
+            out.port = x.port as i32;
+            out
+        })
+        .collect();
+    if resp.brokers.is_empty() {
+        let mut me = MetadataResponseBroker::default();
+        me.node_id = BrokerId(b.config.node_id);
+        me.host = sb(&b.advertised_host);
+        me.port = b.advertised_port as i32;
+        resp.brokers = vec![me];
+    }
     if version >= 2 {
-        resp.cluster_id = Some(sb(&b.cluster_id));
+        resp.cluster_id = Some(sb(if image.cluster_id.is_empty() {
+            &b.cluster_id
+        } else {
+            &image.cluster_id
+        }));
     }
     if version >= 1 {
-        resp.controller_id = BrokerId(b.config.node_id);
-    }
-    if let Some(c) = &b.cluster {
-        let image = c.image();
-        // Fenced brokers are left out, as Kafka leaves them out: clients should not
-        // connect to them. Before the first image, this broker alone.
-        let live: Vec<MetadataResponseBroker> = image
-            .brokers
-            .values()
-            .filter(|x| !x.fenced)
-            .map(|x| {
-                let mut out = MetadataResponseBroker::default();
-                out.node_id = BrokerId(x.id.0);
-                out.host = sb(&x.host);
-                out.port = x.port as i32;
-                out
-            })
-            .collect();
-        if !live.is_empty() {
-            resp.brokers = live;
-        }
-        if version >= 2 && !image.cluster_id.is_empty() {
-            resp.cluster_id = Some(sb(&image.cluster_id));
-        }
-        if version >= 1 {
-            // As a KRaft broker answers: a live broker, not the controller itself, which
-            // clients do not reach. Admin requests sent here are forwarded to the active
-            // controller, so this broker names itself while it is live.
-            let me = image.brokers.get(&c.node_id).is_some_and(|x| !x.fenced);
-            resp.controller_id = BrokerId(if me {
-                c.node_id.0
-            } else {
-                image
-                    .live_brokers()
-                    .first()
-                    .copied()
-                    .unwrap_or(laminar_cluster::BrokerId(-1))
-                    .0
-            });
-        }
+        // As a KRaft broker answers: a live broker, not the controller itself, which clients
+        // do not reach. Admin requests sent here are forwarded to the active controller, so
+        // this broker names itself while it is live (or before it is registered).
+        let me = image.brokers.get(&c.node_id).is_none_or(|x| !x.fenced);
+        resp.controller_id = BrokerId(if me {
+            c.node_id.0
+        } else {
+            image
+                .live_brokers()
+                .first()
+                .copied()
+                .unwrap_or(laminar_cluster::BrokerId(-1))
+                .0
+        });
     }
     match r.topics {
         None => {
@@ -178,10 +153,7 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                         .push(missing(version, None, w.topic_id, ErrorCode::UnknownTopicId));
                     continue;
                 };
-                if let (true, Some(c)) = (
-                    r.allow_auto_topic_creation && b.config.auto_create_topics_enable,
-                    &b.cluster,
-                ) {
+                if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
                     let created = crate::handlers::create_topics::create_in_cluster(
                         b,
                         c,
@@ -202,26 +174,6 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                             None,
                             ErrorCode::LeaderNotAvailable,
                         )),
-                    }
-                } else if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
-                    let topics = b.topics.clone();
-                    let n = name.clone();
-                    let created =
-                        b.io.run(move || topics.create(&n, -1, -1, Default::default(), false))
-                            .await;
-                    match created {
-                        Ok(t) => resp.topics.push(topic_entry(b, version, &t)),
-                        // Another request created it meanwhile.
-                        Err((ErrorCode::TopicAlreadyExists, _)) => match b.topics.get(&name) {
-                            Some(t) => resp.topics.push(topic_entry(b, version, &t)),
-                            None => resp.topics.push(missing(
-                                version,
-                                Some(name),
-                                None,
-                                ErrorCode::UnknownTopicOrPartition,
-                            )),
-                        },
-                        Err((code, _)) => resp.topics.push(missing(version, Some(name), None, code)),
                     }
                 } else {
                     resp.topics.push(missing(

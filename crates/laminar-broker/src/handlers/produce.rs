@@ -84,7 +84,7 @@ struct Rules {
     zstd_allowed: bool,
     /// `message.timestamp.type=LogAppendTime`.
     log_append_time: bool,
-    /// The leader epoch the batches are written with (0 on a single node).
+    /// The leader epoch the batches are written with.
     leader_epoch: i32,
     /// How a transactional batch is checked against its transaction.
     txn: TxnCheck,
@@ -510,8 +510,8 @@ async fn produce_partition(
             out.error_code = code.code();
             // KIP-951: the leader the client should go to, so that it need not ask for
             // metadata first (its endpoint goes in the response's node endpoints).
-            if let (Some(c), true) = (&b.cluster, version >= 10) {
-                if let Some(p) = c.image().partition(&topic, partition) {
+            if version >= 10 {
+                if let Some(p) = b.cluster.image().partition(&topic, partition) {
                     out.current_leader.leader_id = BrokerId(p.leader.0);
                     out.current_leader.leader_epoch = p.leader_epoch;
                 }
@@ -753,8 +753,14 @@ pub async fn handle(
             resp.responses.push(tr);
         }
     }
-    if let (Some(c), true) = (&b.cluster, version >= 10) {
-        let image = c.image();
+    let redirected = || {
+        resp.responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .any(|p| p.error_code == ErrorCode::NotLeaderOrFollower.code())
+    };
+    if version >= 10 && redirected() {
+        let image = b.cluster.image();
         let mut leaders: Vec<laminar_cluster::BrokerId> = resp
             .responses
             .iter()

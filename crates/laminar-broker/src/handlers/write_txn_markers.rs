@@ -6,9 +6,10 @@
 //!
 //! Kafka requires ClusterAction for this API, which only brokers have. Laminar has no
 //! authentication yet, so it takes commit markers only as a coordinator sends them: in a
-//! cluster, carrying the current epoch of the transaction log's leader (an older one is a
-//! fenced coordinator's: TRANSACTION_COORDINATOR_FENCED); on a single node, never (the only
-//! coordinator is this broker's own; CLUSTER_AUTHORIZATION_FAILED). A commit marker from
+//! cluster of several, carrying the current epoch of the transaction log's leader (an older
+//! one is a fenced coordinator's: TRANSACTION_COORDINATOR_FENCED); on a single node (a
+//! cluster of one), never (the only coordinator is this broker's own;
+//! CLUSTER_AUTHORIZATION_FAILED). A commit marker from
 //! anywhere else could make an unfinished transaction's records visible. The Admin client
 //! only ever aborts.
 
@@ -75,10 +76,12 @@ fn commit_refused(b: &Broker, committed: bool, coordinator_epoch: i32) -> Option
     if !committed {
         return None;
     }
-    let Some(c) = &b.cluster else {
+    // Alone, this broker is the only transaction coordinator, and it writes its markers
+    // itself: a commit marker from the wire is a client's.
+    if b.cluster.alone() {
         return Some(ErrorCode::ClusterAuthorizationFailed.code());
-    };
-    match c.image().partition(crate::txn::log::TRANSACTION_TOPIC, 0) {
+    }
+    match b.cluster.image().partition(crate::txn::log::TRANSACTION_TOPIC, 0) {
         Some(p) if coordinator_epoch >= p.leader_epoch => None,
         Some(_) => Some(ErrorCode::TransactionCoordinatorFenced.code()),
         None => Some(ErrorCode::ClusterAuthorizationFailed.code()),

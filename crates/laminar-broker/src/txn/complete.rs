@@ -34,10 +34,7 @@ async fn persist_with(
 ) -> Result<(), ErrorCode> {
     let epoch = b.txn_coordinator_epoch()?;
     // The coordinator's epoch is its log's leader epoch.
-    let replica = b
-        .cluster
-        .as_ref()
-        .and_then(|c| c.replicas.get(TRANSACTION_TOPIC, 0));
+    let replica = b.cluster.replicas.get(TRANSACTION_TOPIC, 0);
     let leader = LeaderWrite::new(epoch, replica);
     let b2 = b.clone();
     let appended = b
@@ -196,12 +193,9 @@ pub async fn write_marker(
     commit: bool,
 ) -> Result<Option<Offset>, ErrorCode> {
     let Some(log) = b.topics.log(topic, partition) else {
-        // In a cluster, a partition that still exists but is not here moved: its leader is
-        // elsewhere, and the marker must reach it.
-        let moved = b
-            .cluster
-            .as_ref()
-            .is_some_and(|c| c.image().partition(topic, partition).is_some());
+        // A partition that still exists but is not here moved: its leader is elsewhere, and
+        // the marker must reach it.
+        let moved = b.cluster.image().partition(topic, partition).is_some();
         return if moved {
             Err(ErrorCode::NotLeaderOrFollower)
         } else {
@@ -295,21 +289,16 @@ async fn write_markers(
     let mut local = Vec::new();
     let mut remote: std::collections::BTreeMap<i32, Vec<(String, i32)>> = Default::default();
     let mut failed = Vec::new();
-    match &b.cluster {
-        None => local = partitions,
-        Some(c) => {
-            let image = c.image();
-            for (topic, partition) in partitions {
-                match image.partition(&topic, partition).map(|p| p.leader) {
-                    // Its topic was deleted: nothing is left to end.
-                    None => {}
-                    Some(leader) if leader == c.node_id => local.push((topic, partition)),
-                    Some(leader) if leader >= laminar_cluster::BrokerId(0) => {
-                        remote.entry(leader.0).or_default().push((topic, partition))
-                    }
-                    Some(_) => failed.push((topic, partition)),
-                }
+    let image = b.cluster.image();
+    for (topic, partition) in partitions {
+        match image.partition(&topic, partition).map(|p| p.leader) {
+            // Its topic was deleted: nothing is left to end.
+            None => {}
+            Some(leader) if leader == b.cluster.node_id => local.push((topic, partition)),
+            Some(leader) if leader >= laminar_cluster::BrokerId(0) => {
+                remote.entry(leader.0).or_default().push((topic, partition))
             }
+            Some(_) => failed.push((topic, partition)),
         }
     }
     let mut writes = tokio::task::JoinSet::new();
@@ -359,10 +348,7 @@ async fn write_markers(
 
 /// Does `topic`-`partition` exist, as this broker knows?
 fn partition_exists(b: &Broker, topic: &str, partition: i32) -> bool {
-    match &b.cluster {
-        Some(c) => c.image().partition(topic, partition).is_some(),
-        None => b.topics.log(topic, partition).is_some(),
-    }
+    b.cluster.image().partition(topic, partition).is_some()
 }
 
 /// WriteTxnMarkers to broker `leader` for `partitions`: each partition's outcome.
@@ -379,7 +365,7 @@ async fn send_markers(
     use kafka_protocol::messages::{
         ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
     };
-    let c = b.cluster.as_ref().expect("remote markers only in a cluster");
+    let c = &b.cluster;
     let mut marker = WritableTxnMarker::default();
     marker.producer_id = ProducerId(producer_id);
     marker.producer_epoch = producer_epoch;
@@ -457,9 +443,10 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
     // those of a transaction decided by an earlier Laminar, which kept them there.
     let mut left: Vec<(String, i32)> = prepared.partitions.iter().cloned().collect();
     let mut offsets_left = commit && !prepared.offsets.is_empty();
-    if offsets_left && b.cluster.is_some() {
-        // Only a single node wrote them (transactions were refused in a cluster then), and
-        // here the group log may be led elsewhere: they cannot be written from here.
+    if offsets_left && !b.cluster.alone() {
+        // Only a single node wrote them (transactions were refused in a cluster then); in a
+        // cluster of several the group log may be led elsewhere: they cannot be written
+        // from here.
         crate::warn!(
             "transaction {id:?}: {} offsets kept in its record by an older Laminar are not committed in a cluster",
             prepared.offsets.len()

@@ -34,7 +34,7 @@ pub async fn add_or_verify(
     partition: i32,
     verify_only: bool,
 ) -> Result<(), ErrorCode> {
-    let c = b.cluster.as_ref().ok_or(ErrorCode::CoordinatorNotAvailable)?;
+    let c = &b.cluster;
     let image = c.image();
     let coordinator = image
         .partition(TRANSACTION_TOPIC, 0)

@@ -17,14 +17,20 @@ const READ_SEGMENTS_MAX: usize = 16;
 
 impl Log {
     /// The start of a batch roughly `bytes_back` bytes before the end of the active segment
-    /// (or the segment's start): where a scan of the log's recent history can begin.
+    /// (or the segment's start), never below the log start: where a scan of the log's recent
+    /// history can begin. (DeleteRecords moves the log start into a segment, past its base;
+    /// a read from below the log start is out of range.)
     pub fn recent_offset(&self, bytes_back: u64) -> Offset {
-        let active = self.view.read().unwrap().segments.last().unwrap().clone();
+        let (active, log_start) = {
+            let view = self.view.read().unwrap();
+            (view.segments.last().unwrap().clone(), view.log_start)
+        };
         let target = active.end_pos().0.saturating_sub(bytes_back).min(u32::MAX as u64) as u32;
         let idx = active.indexes.lock().unwrap();
         idx.offsets
             .floor_by_position(target)
             .map_or(active.base, |e| Offset(active.base.0 + e.relative_offset as i64))
+            .max(log_start)
     }
 
     /// Finds the batches to send for a read from `start`: whole batches of one segment,
