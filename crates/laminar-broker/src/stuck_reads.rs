@@ -5,10 +5,12 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use laminar_cluster::TopicPartition;
+
 /// The partitions whose read is stuck on the I/O pool, and how many times one was found.
 #[derive(Default)]
 pub struct StuckReads {
-    partitions: Mutex<HashSet<(String, i32)>>,
+    partitions: Mutex<HashSet<TopicPartition>>,
     /// The set's size, so that the common case (none) takes no lock.
     len: AtomicUsize,
     /// `laminar_fetch_stuck_reads_total`.
@@ -16,17 +18,17 @@ pub struct StuckReads {
 }
 
 impl StuckReads {
-    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<(String, i32)>> {
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<TopicPartition>> {
         self.partitions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn contains(&self, topic: &str, partition: i32) -> bool {
-        self.len.load(Ordering::SeqCst) > 0 && self.set().contains(&(topic.to_string(), partition))
+        self.len.load(Ordering::SeqCst) > 0 && self.set().contains(&TopicPartition::new(topic, partition))
     }
 
     pub(crate) fn mark(&self, topic: &str, partition: i32) -> bool {
         let mut set = self.set();
-        let new = set.insert((topic.to_string(), partition));
+        let new = set.insert(TopicPartition::new(topic, partition));
         self.len.store(set.len(), Ordering::SeqCst);
         new
     }
@@ -36,7 +38,7 @@ impl StuckReads {
             return;
         }
         let mut set = self.set();
-        set.remove(&(topic.to_string(), partition));
+        set.remove(&TopicPartition::new(topic, partition));
         self.len.store(set.len(), Ordering::SeqCst);
     }
 

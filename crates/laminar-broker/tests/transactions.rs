@@ -279,7 +279,8 @@ fn a_transaction_decided_before_a_crash_is_completed_at_the_next_start() {
         let mut meta = replay(&log).unwrap().remove("tx-decided").unwrap();
         assert_eq!(meta.status, TxnStatus::Ongoing);
         meta.status = TxnStatus::PrepareCommit;
-        meta.partitions.insert(("__consumer_offsets".to_string(), 0));
+        meta.partitions
+            .insert(laminar_cluster::TopicPartition::new("__consumer_offsets", 0));
         meta.offsets.insert(
             ("decided-group".to_string(), "decided".to_string(), 1),
             PendingOffset {

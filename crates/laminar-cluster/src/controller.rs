@@ -484,8 +484,11 @@ impl Active {
             return;
         }
         let mut elected = 0;
-        for (topic, partition) in due.into_iter().take(ELECTIONS_PER_BALANCE_MAX) {
-            let command = Command::ElectPreferredLeader { topic, partition };
+        for tp in due.into_iter().take(ELECTIONS_PER_BALANCE_MAX) {
+            let command = Command::ElectPreferredLeader {
+                topic: tp.topic,
+                partition: tp.partition,
+            };
             if let Ok(r) = self.write(command).await {
                 if r.error_code == ErrorCode::None.code() {
                     elected += 1;

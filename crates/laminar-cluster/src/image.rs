@@ -8,6 +8,7 @@
 //! from the image (who leads a partition once its leader is fenced) are taken here, in
 //! `apply`, so that no proposer can get them wrong.
 
+use crate::TopicPartition;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -237,7 +238,7 @@ impl ClusterImage {
     /// The partitions a preferred election would move (Kafka's automatic leader rebalancing):
     /// led by another broker than their first replica while that replica is live and in the
     /// ISR, and not being reassigned.
-    pub fn imbalanced_partitions(&self) -> Vec<(String, i32)> {
+    pub fn imbalanced_partitions(&self) -> Vec<TopicPartition> {
         let live = self.live_brokers();
         let mut out = Vec::new();
         for (name, t) in &self.topics {
@@ -248,7 +249,7 @@ impl ClusterImage {
                     && live.contains(&preferred)
                     && p.isr.contains(&preferred)
                 {
-                    out.push((name.clone(), i as i32));
+                    out.push(TopicPartition::new(name.clone(), i as i32));
                 }
             }
         }
@@ -909,7 +910,7 @@ mod tests {
                 isr: ids(&[2, 3, 1]),
             },
         );
-        assert_eq!(image.imbalanced_partitions(), vec![("t".to_string(), 0)]);
+        assert_eq!(image.imbalanced_partitions(), vec![TopicPartition::new("t", 0)]);
         assert_eq!(apply(&mut image, elect()), CommandResult::ok());
         assert!(image.imbalanced_partitions().is_empty());
         let q = image.partition("t", 0).unwrap();

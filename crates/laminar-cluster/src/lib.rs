@@ -13,6 +13,7 @@
 //! - [`client`]: Kafka requests to other brokers.
 //! - [`voters`], [`names`], [`quotas`], [`dynamic`]: the quorum's voters, the internal
 //!   topics' names, and the quota and dynamic-config records the metadata holds.
+//! - [`topic_partition`]: how a partition is named, here and in the broker.
 //!
 //! A broker whose `node.id` is listed in `controller.quorum.voters` is also a controller
 //! voter (Kafka's combined mode). Without the setting, the broker is a single node: a quorum
@@ -29,9 +30,11 @@ pub mod dynamic;
 pub mod names;
 pub mod quotas;
 pub mod replica;
+pub mod topic_partition;
 pub mod voters;
 
 pub use image::BrokerId;
+pub use topic_partition::TopicPartition;
 
 use laminar_protocol::ErrorCode;
 use std::collections::BTreeMap;

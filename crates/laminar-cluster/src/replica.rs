@@ -301,7 +301,9 @@ impl Replica {
 /// Every partition this broker hosts, by topic and partition.
 pub struct Replicas {
     node: BrokerId,
-    partitions: RwLock<HashMap<(String, i32), Arc<Replica>>>,
+    /// By topic, then partition: a lookup by the topic's name allocates nothing (one is made
+    /// for every partition of every produce and fetch).
+    partitions: RwLock<HashMap<String, HashMap<i32, Arc<Replica>>>>,
 }
 
 /// What changed for one partition when an image was applied.
@@ -327,12 +329,18 @@ impl Replicas {
         self.partitions
             .read()
             .unwrap()
-            .get(&(topic.to_string(), partition))
+            .get(topic)
+            .and_then(|ps| ps.get(&partition))
             .cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<Replica>> {
-        self.partitions.read().unwrap().values().cloned().collect()
+        self.partitions
+            .read()
+            .unwrap()
+            .values()
+            .flat_map(|ps| ps.values().cloned())
+            .collect()
     }
 
     /// Applies a partition's place in a new image. `fenced`: this broker may lead nothing.
@@ -345,10 +353,16 @@ impl Replicas {
         fenced: bool,
         log_end: i64,
     ) -> Option<Transition> {
-        let key = (topic.to_string(), partition);
         let hosted = info.is_some_and(|p| p.replicas.contains(&self.node));
         if !hosted {
-            let removed = self.partitions.write().unwrap().remove(&key);
+            let removed = {
+                let mut all = self.partitions.write().unwrap();
+                let removed = all.get_mut(topic).and_then(|ps| ps.remove(&partition));
+                if all.get(topic).is_some_and(|ps| ps.is_empty()) {
+                    all.remove(topic);
+                }
+                removed
+            };
             if let Some(r) = &removed {
                 *r.role.lock().unwrap() = Role::Idle;
                 r.wake();
@@ -360,7 +374,9 @@ impl Replicas {
             .partitions
             .write()
             .unwrap()
-            .entry(key)
+            .entry(topic.to_string())
+            .or_default()
+            .entry(partition)
             .or_insert_with(|| {
                 Arc::new(Replica {
                     topic: topic.to_string(),

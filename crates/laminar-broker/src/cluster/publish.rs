@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::broker::Broker;
 use laminar_cluster::image::ClusterImage;
 use laminar_cluster::replica::Transition;
+use laminar_cluster::TopicPartition;
 
 /// Runs until the image channel closes. Creating and deleting logs are directory
 /// operations: they run on the I/O pool.
@@ -54,17 +55,17 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
     let cluster = &b.cluster;
     let node = cluster.node_id;
     let fenced = image.brokers.get(&node).is_none_or(|x| x.fenced);
-    let mut partitions: Vec<(String, i32)> = image
+    let mut partitions: Vec<TopicPartition> = image
         .topics
         .values()
-        .flat_map(|t| (0..t.partitions.len() as i32).map(move |p| (t.name.clone(), p)))
+        .flat_map(|t| (0..t.partitions.len() as i32).map(move |p| TopicPartition::new(t.name.clone(), p)))
         .collect();
     for r in cluster.replicas.all() {
-        partitions.push((r.topic.clone(), r.partition));
+        partitions.push(TopicPartition::new(r.topic.clone(), r.partition));
     }
     partitions.sort();
     partitions.dedup();
-    for (topic, partition) in partitions {
+    for TopicPartition { topic, partition } in partitions {
         let info = image.partition(&topic, partition);
         let log = b.topics.log(&topic, partition);
         let log_end = log.as_ref().map_or(0, |l| l.log_end().0);

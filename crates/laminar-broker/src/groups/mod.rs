@@ -17,6 +17,7 @@ pub mod records;
 pub mod store;
 pub mod write;
 
+use laminar_cluster::TopicPartition;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -142,7 +143,7 @@ pub struct Group {
     rebalance_deadline: Option<Instant>,
     /// A new group waits this long for more members before its first generation.
     initial_delay_until: Option<Instant>,
-    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    pub offsets: BTreeMap<TopicPartition, CommittedOffset>,
     /// The group's generation or members changed since its metadata was last written.
     metadata_changed: bool,
     /// Some metadata of the group is in the log: its removal needs a tombstone.
@@ -773,7 +774,7 @@ impl Coordinator {
         let group = groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id));
-        group.offsets.insert((topic.to_string(), partition), c);
+        group.offsets.insert(TopicPartition::new(topic, partition), c);
     }
 
     pub fn apply_delete_group(&self, group_id: &str) {
@@ -782,11 +783,11 @@ impl Coordinator {
 
     pub fn apply_delete_offset(&self, group_id: &str, topic: &str, partition: i32) {
         if let Some(g) = self.groups.lock().unwrap().get_mut(group_id) {
-            g.offsets.remove(&(topic.to_string(), partition));
+            g.offsets.remove(&TopicPartition::new(topic, partition));
         }
     }
 
-    pub fn committed(&self, group_id: &str) -> BTreeMap<(String, i32), CommittedOffset> {
+    pub fn committed(&self, group_id: &str) -> BTreeMap<TopicPartition, CommittedOffset> {
         self.groups
             .lock()
             .unwrap()
@@ -848,7 +849,7 @@ impl Coordinator {
         for group in groups.values_mut() {
             if group.state == GroupState::Empty {
                 let retention_ms = offsets_retention.as_millis() as i64;
-                group.offsets.retain(|(topic, partition), c| {
+                group.offsets.retain(|TopicPartition { topic, partition }, c| {
                     let keep = now_ms - c.commit_ms < retention_ms
                         || pending
                             .offsets

@@ -11,6 +11,7 @@
 //!
 //! [`records`]: super::records
 
+use laminar_cluster::TopicPartition;
 use std::sync::Arc;
 
 use laminar_records::{
@@ -224,16 +225,16 @@ impl GroupStore {
                     // Kafka's order: the offsets' tombstones, then the group's. Each offset
                     // needs its own: the group's tombstone goes after delete.retention.ms,
                     // and an offset without one would then come back.
-                    let mut offsets: std::collections::BTreeSet<(String, i32)> =
+                    let mut offsets: std::collections::BTreeSet<TopicPartition> =
                         coordinator.committed(group).into_keys().collect();
                     offsets.extend(
                         pending
                             .offsets
                             .iter()
                             .filter(|(g, _, _)| g == group)
-                            .map(|(_, t, p)| (t.clone(), *p)),
+                            .map(|(_, t, p)| TopicPartition::new(t.clone(), *p)),
                     );
-                    for (topic, partition) in offsets {
+                    for TopicPartition { topic, partition } in offsets {
                         push(
                             GroupKey::Offset {
                                 group: group.clone(),
@@ -543,7 +544,7 @@ fn migrate_legacy(store: &Store, log: Arc<Log>) -> Result<Arc<Log>, String> {
         .flat_map(|g| {
             g.offsets
                 .iter()
-                .map(|((topic, partition), c)| GroupRecord::Offset {
+                .map(|(TopicPartition { topic, partition }, c)| GroupRecord::Offset {
                     group: g.id.clone(),
                     topic: topic.clone(),
                     partition: *partition,
@@ -653,7 +654,7 @@ mod tests {
             let mut v: Vec<(i32, i64)> = c
                 .committed(group)
                 .into_iter()
-                .map(|((_, p), o)| (p, o.offset))
+                .map(|(tp, o)| (tp.partition, o.offset))
                 .collect();
             v.sort();
             v

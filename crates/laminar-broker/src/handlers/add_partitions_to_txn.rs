@@ -17,6 +17,7 @@ use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
+use laminar_cluster::TopicPartition;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddPartitionsToTxnRequest) -> Encoded {
@@ -53,7 +54,7 @@ async fn handle_one(
     // TxnOffsetCommit v5, transaction version 2).
     let unknown = |topic: &str, p: i32| {
         (crate::topics::is_internal(topic)
-            && !(version >= 4 && (topic.to_string(), p) == offsets_partition()))
+            && !(version >= 4 && TopicPartition::new(topic, p) == offsets_partition()))
             || !b
                 .topics
                 .get(topic)
@@ -72,10 +73,10 @@ async fn handle_one(
     let code = if any_unknown {
         ErrorCode::None
     } else {
-        let partitions: Vec<(String, i32)> = txn
+        let partitions: Vec<TopicPartition> = txn
             .topics
             .iter()
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+            .flat_map(|(t, ps)| ps.iter().map(move |p| TopicPartition::new(t.clone(), *p)))
             .collect();
         let pr = &txn.producer;
         let done = if txn.verify_only {
@@ -113,11 +114,11 @@ async fn handle_one(
 
 /// Are `partitions` in the transaction of this producer, in progress now? What a partition
 /// leader asks before it appends a transactional batch (Produce below v12).
-fn verify(b: &Broker, pr: &TxnProducer, partitions: &[(String, i32)]) -> Result<(), ErrorCode> {
+fn verify(b: &Broker, pr: &TxnProducer, partitions: &[TopicPartition]) -> Result<(), ErrorCode> {
     let epoch = b.txn_coordinator_epoch()?;
-    for (topic, partition) in partitions {
+    for tp in partitions {
         b.txns
-            .check_produce(pr.producer_id, pr.producer_epoch, topic, *partition)
+            .check_produce(pr.producer_id, pr.producer_epoch, &tp.topic, tp.partition)
             .map_err(|code| {
                 // Its state was dropped meanwhile: this broker stopped coordinating.
                 if b.txn_coordinator_epoch() != Ok(epoch) {

@@ -40,13 +40,13 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeTransactionsRequest) 
             s.producer_id = ProducerId(m.producer_id);
             s.producer_epoch = m.producer_epoch;
             let mut topics: Vec<TopicData> = Vec::new();
-            for (topic, partition) in &m.partitions {
-                if topics.last().is_none_or(|t| t.topic.0.as_str() != topic) {
+            for tp in &m.partitions {
+                if topics.last().is_none_or(|t| t.topic.0.as_str() != tp.topic) {
                     let mut t = TopicData::default();
-                    t.topic = topic_name(topic);
+                    t.topic = topic_name(&tp.topic);
                     topics.push(t);
                 }
-                topics.last_mut().unwrap().partitions.push(*partition);
+                topics.last_mut().unwrap().partitions.push(tp.partition);
             }
             s.topics = topics;
             s

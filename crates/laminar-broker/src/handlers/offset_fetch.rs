@@ -7,6 +7,7 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchResponse};
+use laminar_cluster::TopicPartition;
 use laminar_protocol::requests::{OffsetFetchGroup, OffsetFetchRequest};
 use laminar_protocol::ErrorCode;
 use laminar_protocol::{responses, ApiKey};
@@ -37,7 +38,7 @@ fn fetch_committed(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
     match &g.topics {
         None => {
             let mut out: Fetched = Vec::new();
-            for ((topic, p), c) in committed {
+            for (TopicPartition { topic, partition: p }, c) in committed {
                 if out.last().is_none_or(|(t, _)| *t != topic) {
                     out.push((topic.clone(), Vec::new()));
                 }
@@ -53,7 +54,7 @@ fn fetch_committed(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
             .map(|(topic, parts)| {
                 let ps = parts
                     .iter()
-                    .map(|p| match committed.get(&(topic.clone(), *p)) {
+                    .map(|p| match committed.get(&TopicPartition::new(topic.clone(), *p)) {
                         Some(c) => (*p, c.offset, c.leader_epoch, c.metadata.clone(), 0),
                         None => (*p, -1, -1, Some(String::new()), 0),
                     })

@@ -5,6 +5,7 @@
 //! finished (group commit on the flusher threads). Nothing else waits for an fsync, not
 //! even the same connection's next request: it is appended while this one's fsync runs.
 
+use laminar_cluster::TopicPartition;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -415,7 +416,7 @@ async fn check_transaction(
                 Some(id) => id.to_string(),
                 None => b.txns.id_of(pid).ok_or(ErrorCode::InvalidProducerIdMapping)?,
             };
-            let partitions = [(topic.to_string(), partition)];
+            let partitions = [TopicPartition::new(topic, partition)];
             crate::txn::complete::add_partitions(b, &id, pid, epoch, &partitions)
                 .await
                 .map_err(produce_code)?;

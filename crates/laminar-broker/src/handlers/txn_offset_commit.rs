@@ -6,6 +6,7 @@
 //! transaction's commit marker is written there. Until then a consumer that asks for stable
 //! offsets is told to wait.
 
+use laminar_cluster::TopicPartition;
 use std::sync::Arc;
 
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -135,13 +136,13 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
 /// returned: the append requires it (a marker of the producer removes it), so that offsets
 /// whose transaction ended meanwhile are refused, as a transactional produce is.
 async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, ErrorCode> {
-    let (topic, partition) = offsets_partition();
+    let TopicPartition { topic, partition } = offsets_partition();
     let guard = (!add).then(|| {
         b.producers
             .guard(&topic, partition, pr.producer_id, pr.producer_epoch)
     });
     if let Ok(epoch) = b.txn_coordinator_epoch() {
-        let partitions = [(topic.clone(), partition)];
+        let partitions = [TopicPartition::new(topic.clone(), partition)];
         let checked = if add {
             crate::txn::complete::add_partitions(
                 b,

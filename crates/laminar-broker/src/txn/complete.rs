@@ -15,6 +15,7 @@ use crate::broker::Broker;
 use crate::groups::store::GroupRecord;
 use crate::replicate::LeaderWrite;
 use crate::storage_pool::partition_key;
+use laminar_cluster::TopicPartition;
 use laminar_protocol::ErrorCode;
 
 /// How long a completion waits before trying a partition again whose marker failed.
@@ -134,7 +135,7 @@ pub async fn add_partitions(
     id: &str,
     producer_id: i64,
     producer_epoch: i16,
-    partitions: &[(String, i32)],
+    partitions: &[TopicPartition],
 ) -> Result<(), ErrorCode> {
     let now = laminar_storage::now_ms();
     let decision = begin_when_free(b, id, |m| {
@@ -281,34 +282,34 @@ async fn write_markers(
     b: &Arc<Broker>,
     prepared: &TxnMeta,
     coordinator_epoch: i32,
-    partitions: Vec<(String, i32)>,
-) -> Vec<(String, i32)> {
+    partitions: Vec<TopicPartition>,
+) -> Vec<TopicPartition> {
     let id = &prepared.transactional_id;
     let commit = prepared.status == TxnStatus::PrepareCommit;
     let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
     let mut local = Vec::new();
-    let mut remote: std::collections::BTreeMap<i32, Vec<(String, i32)>> = Default::default();
+    let mut remote: std::collections::BTreeMap<i32, Vec<TopicPartition>> = Default::default();
     let mut failed = Vec::new();
     let image = b.cluster.image();
-    for (topic, partition) in partitions {
-        match image.partition(&topic, partition).map(|p| p.leader) {
+    for tp in partitions {
+        match image.partition(&tp.topic, tp.partition).map(|p| p.leader) {
             // Its topic was deleted: nothing is left to end.
             None => {}
-            Some(leader) if leader == b.cluster.node_id => local.push((topic, partition)),
+            Some(leader) if leader == b.cluster.node_id => local.push(tp),
             Some(leader) if leader >= laminar_cluster::BrokerId(0) => {
-                remote.entry(leader.0).or_default().push((topic, partition))
+                remote.entry(leader.0).or_default().push(tp)
             }
-            Some(_) => failed.push((topic, partition)),
+            Some(_) => failed.push(tp),
         }
     }
     let mut writes = tokio::task::JoinSet::new();
-    for (topic, partition) in local {
+    for tp in local {
         let b = b.clone();
         writes.spawn(async move {
-            let written = write_marker(&b, &topic, partition, pid, epoch, coordinator_epoch, commit)
+            let written = write_marker(&b, &tp.topic, tp.partition, pid, epoch, coordinator_epoch, commit)
                 .await
                 .map(|_| ());
-            vec![(topic, partition, written)]
+            vec![(tp, written)]
         });
     }
     for (leader, partitions) in remote {
@@ -322,23 +323,21 @@ async fn write_markers(
             crate::warn!("transaction {id:?}: a marker task failed");
             continue;
         };
-        for (topic, partition, written) in results {
+        for (tp, written) in results {
             match written {
                 Ok(()) => {}
                 // A newer epoch of this producer wrote there since: this transaction's
                 // records were ended by that epoch's first marker already.
-                Err(ErrorCode::InvalidProducerEpoch) => crate::warn!(
-                    "transaction {id:?}: {topic}-{partition} has a newer epoch; no marker needed"
-                ),
+                Err(ErrorCode::InvalidProducerEpoch) => {
+                    crate::warn!("transaction {id:?}: {tp} has a newer epoch; no marker needed")
+                }
                 // Deleted meanwhile (a leader that is no longer one answers
                 // NOT_LEADER_OR_FOLLOWER for a partition that still exists).
-                Err(ErrorCode::UnknownTopicOrPartition) if !partition_exists(b, &topic, partition) => {}
+                Err(ErrorCode::UnknownTopicOrPartition) if !partition_exists(b, &tp) => {}
                 Err(code) => {
                     b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
-                    crate::warn!(
-                        "transaction {id:?}: the marker for {topic}-{partition} failed ({code}), retrying"
-                    );
-                    failed.push((topic, partition));
+                    crate::warn!("transaction {id:?}: the marker for {tp} failed ({code}), retrying");
+                    failed.push(tp);
                 }
             }
         }
@@ -346,9 +345,9 @@ async fn write_markers(
     failed
 }
 
-/// Does `topic`-`partition` exist, as this broker knows?
-fn partition_exists(b: &Broker, topic: &str, partition: i32) -> bool {
-    b.cluster.image().partition(topic, partition).is_some()
+/// Does the partition exist, as this broker knows?
+fn partition_exists(b: &Broker, tp: &TopicPartition) -> bool {
+    b.cluster.image().partition(&tp.topic, tp.partition).is_some()
 }
 
 /// WriteTxnMarkers to broker `leader` for `partitions`: each partition's outcome.
@@ -359,8 +358,8 @@ async fn send_markers(
     producer_epoch: i16,
     commit: bool,
     coordinator_epoch: i32,
-    partitions: Vec<(String, i32)>,
-) -> Vec<(String, i32, Result<(), ErrorCode>)> {
+    partitions: Vec<TopicPartition>,
+) -> Vec<(TopicPartition, Result<(), ErrorCode>)> {
     use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
     use kafka_protocol::messages::{
         ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
@@ -371,10 +370,10 @@ async fn send_markers(
     marker.producer_epoch = producer_epoch;
     marker.transaction_result = commit;
     marker.coordinator_epoch = coordinator_epoch;
-    for (topic, partition) in &partitions {
-        if marker.topics.last().is_none_or(|t| t.name.0.as_str() != topic) {
+    for tp in &partitions {
+        if marker.topics.last().is_none_or(|t| t.name.0.as_str() != tp.topic) {
             let mut t = WritableTxnMarkerTopic::default();
-            t.name = TopicName(crate::handlers::sb(topic));
+            t.name = TopicName(crate::handlers::sb(&tp.topic));
             marker.topics.push(t);
         }
         marker
@@ -382,7 +381,7 @@ async fn send_markers(
             .last_mut()
             .unwrap()
             .partition_indexes
-            .push(*partition);
+            .push(tp.partition);
     }
     let mut req = WriteTxnMarkersRequest::default();
     req.markers.push(marker);
@@ -402,7 +401,7 @@ async fn send_markers(
             crate::warn!("WriteTxnMarkers to broker {leader}: {e}");
             return partitions
                 .into_iter()
-                .map(|(t, p)| (t, p, Err(ErrorCode::NetworkException)))
+                .map(|tp| (tp, Err(ErrorCode::NetworkException)))
                 .collect();
         }
     };
@@ -410,18 +409,21 @@ async fn send_markers(
     for m in &resp.markers {
         for t in &m.topics {
             for p in &t.partitions {
-                codes.insert((t.name.0.to_string(), p.partition_index), p.error_code);
+                codes.insert(
+                    TopicPartition::new(t.name.0.as_str(), p.partition_index),
+                    p.error_code,
+                );
             }
         }
     }
     partitions
         .into_iter()
-        .map(|(t, p)| {
+        .map(|tp| {
             let code = codes
-                .get(&(t.clone(), p))
+                .get(&tp)
                 .copied()
                 .map_or(ErrorCode::UnknownServerError, ErrorCode::from_wire);
-            (t, p, if code.is_none() { Ok(()) } else { Err(code) })
+            (tp, if code.is_none() { Ok(()) } else { Err(code) })
         })
         .collect()
 }
@@ -441,7 +443,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
     // The group log's partition gets its marker too: the group coordinator applies the
     // offsets of the transaction with it. Offsets in the transaction's own record are
     // those of a transaction decided by an earlier Laminar, which kept them there.
-    let mut left: Vec<(String, i32)> = prepared.partitions.iter().cloned().collect();
+    let mut left: Vec<TopicPartition> = prepared.partitions.iter().cloned().collect();
     let mut offsets_left = commit && !prepared.offsets.is_empty();
     if offsets_left && !b.cluster.alone() {
         // Only a single node wrote them (transactions were refused in a cluster then); in a

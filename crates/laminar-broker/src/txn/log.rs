@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use laminar_cluster::TopicPartition;
 use laminar_records::{BatchBuilder, Compression, RecordSpec};
 use laminar_storage::Log;
 
@@ -118,9 +119,9 @@ pub fn encode_value(m: &TxnMeta) -> Vec<u8> {
     out.extend_from_slice(&m.start_ms.to_be_bytes());
     out.extend_from_slice(&m.update_ms.to_be_bytes());
     out.extend_from_slice(&(m.partitions.len() as i32).to_be_bytes());
-    for (topic, partition) in &m.partitions {
-        put_str(&mut out, topic);
-        out.extend_from_slice(&partition.to_be_bytes());
+    for p in &m.partitions {
+        put_str(&mut out, &p.topic);
+        out.extend_from_slice(&p.partition.to_be_bytes());
     }
     out.extend_from_slice(&(m.offsets.len() as i32).to_be_bytes());
     for ((group, topic, partition), o) in &m.offsets {
@@ -158,7 +159,7 @@ pub fn decode_value(transactional_id: &str, value: &[u8]) -> Result<TxnMeta> {
     let update_ms = c.i64()?;
     let mut partitions = BTreeSet::new();
     for _ in 0..c.count()? {
-        partitions.insert((c.str()?, c.i32()?));
+        partitions.insert(TopicPartition::new(c.str()?, c.i32()?));
     }
     let mut offsets = BTreeMap::new();
     for _ in 0..c.count()? {
@@ -247,7 +248,7 @@ mod tests {
             next_producer_id: -1,
             timeout_ms: 60_000,
             status: TxnStatus::PrepareCommit,
-            partitions: BTreeSet::from([("a".to_string(), 0), ("b".to_string(), 3)]),
+            partitions: BTreeSet::from([TopicPartition::new("a", 0), TopicPartition::new("b", 3)]),
             offsets: BTreeMap::from([(
                 ("g".to_string(), "a".to_string(), 0),
                 PendingOffset {

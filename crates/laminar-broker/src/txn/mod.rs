@@ -20,6 +20,7 @@ pub mod remote;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
+use laminar_cluster::TopicPartition;
 use laminar_protocol::ErrorCode;
 
 /// Kafka's transaction states, with its numbering (`TransactionState`).
@@ -101,7 +102,7 @@ pub struct TxnMeta {
     pub timeout_ms: i32,
     pub status: TxnStatus,
     /// The partitions of the transaction in progress (or being completed).
-    pub partitions: BTreeSet<(String, i32)>,
+    pub partitions: BTreeSet<TopicPartition>,
     /// Its offset commits: (group, topic, partition).
     pub offsets: BTreeMap<(String, String, i32), PendingOffset>,
     /// When the transaction in progress began; its timeout counts from here.
@@ -110,8 +111,8 @@ pub struct TxnMeta {
 }
 
 /// The group log's partition, as AddOffsetsToTxn adds it to a transaction.
-pub fn offsets_partition() -> (String, i32) {
-    (crate::groups::store::OFFSETS_TOPIC.to_string(), 0)
+pub fn offsets_partition() -> TopicPartition {
+    TopicPartition::new(crate::groups::store::OFFSETS_TOPIC, 0)
 }
 
 struct Entry {
@@ -348,7 +349,7 @@ impl TxnCoordinator {
         if epoch != m.producer_epoch {
             return Err(ErrorCode::InvalidProducerEpoch);
         }
-        if m.status != TxnStatus::Ongoing || !m.partitions.contains(&(topic.to_string(), partition)) {
+        if m.status != TxnStatus::Ongoing || !m.partitions.contains(&TopicPartition::new(topic, partition)) {
             return Err(ErrorCode::InvalidTxnState);
         }
         Ok(())
@@ -573,7 +574,7 @@ pub fn decide_add(
     m: Option<&TxnMeta>,
     producer_id: i64,
     producer_epoch: i16,
-    partitions: &[(String, i32)],
+    partitions: &[TopicPartition],
     now_ms: i64,
 ) -> Result<Decision<()>, ErrorCode> {
     let m = m.ok_or(ErrorCode::InvalidProducerIdMapping)?;
@@ -711,7 +712,7 @@ mod tests {
         let mut pid = 100;
         let (p, e0) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
         assert_eq!((p, e0), (101, 0));
-        let parts = vec![("a".to_string(), 0)];
+        let parts = vec![TopicPartition::new("a", 0)];
         write(&c, "t", c.begin("t", |m| decide_add(m, p, e0, &parts, 5))).unwrap();
         assert_eq!(c.check_produce(p, e0, "a", 0), Ok(()));
         assert_eq!(
@@ -755,7 +756,7 @@ mod tests {
             Some(ErrorCode::InvalidTxnState),
             "nothing to end"
         );
-        let parts = vec![("a".to_string(), 0)];
+        let parts = vec![TopicPartition::new("a", 0)];
         write(&c, "t", c.begin("t", |m| decide_add(m, p, e, &parts, 1))).unwrap();
         let d = c
             .begin("t", |m| decide_end(m, p, e, true, false, 2, &mut || 0))
@@ -800,7 +801,7 @@ mod tests {
         let c = TxnCoordinator::new([]);
         let mut pid = 0;
         let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
-        let parts = vec![("a".to_string(), 0)];
+        let parts = vec![TopicPartition::new("a", 0)];
         let Decision::Write(m) = c.begin("t", |m| decide_add(m, p, e, &parts, 1)).unwrap() else {
             panic!()
         };
@@ -831,7 +832,7 @@ mod tests {
         let c = TxnCoordinator::new([]);
         let mut pid = 0;
         let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
-        let parts = vec![("a".to_string(), 0)];
+        let parts = vec![TopicPartition::new("a", 0)];
         write(&c, "t", c.begin("t", |m| decide_add(m, p, e, &parts, 1_000))).unwrap();
         assert!(c.timed_out(60_000).is_empty());
         assert_eq!(c.timed_out(61_001), vec!["t".to_string()]);
@@ -860,7 +861,7 @@ mod tv2_tests {
             next_producer_id: -1,
             timeout_ms: 60_000,
             status: TxnStatus::Ongoing,
-            partitions: BTreeSet::from([("a".to_string(), 0)]),
+            partitions: BTreeSet::from([TopicPartition::new("a", 0)]),
             offsets: BTreeMap::new(),
             start_ms: 1,
             update_ms: 1,
@@ -896,11 +897,11 @@ mod tv2_tests {
         ));
         // The old epoch cannot start anything; the new one can.
         assert_eq!(
-            decide_add(Some(&done), 5, 3, &[("a".to_string(), 0)], 5).err(),
+            decide_add(Some(&done), 5, 3, &[TopicPartition::new("a", 0)], 5).err(),
             Some(ErrorCode::ProducerFenced)
         );
         assert!(matches!(
-            decide_add(Some(&done), 5, 4, &[("a".to_string(), 0)], 5),
+            decide_add(Some(&done), 5, 4, &[TopicPartition::new("a", 0)], 5),
             Ok(Decision::Write(_))
         ));
         // An exhausted epoch: the markers end what the old id wrote, with the last epoch;
@@ -923,7 +924,7 @@ mod tv2_tests {
         );
         assert_eq!(last.producer_after(), (99, 0), "EndTxn answers with the new id");
         assert_eq!(
-            decide_add(Some(&last), 99, 0, &[("a".to_string(), 0)], 7).err(),
+            decide_add(Some(&last), 99, 0, &[TopicPartition::new("a", 0)], 7).err(),
             Some(ErrorCode::ConcurrentTransactions),
             "the new id waits for the completion"
         );
@@ -937,7 +938,7 @@ mod tv2_tests {
             Ok(Decision::Reply((99, 0)))
         ));
         assert!(matches!(
-            decide_add(Some(&done), 99, 0, &[("a".to_string(), 0)], 10),
+            decide_add(Some(&done), 99, 0, &[TopicPartition::new("a", 0)], 10),
             Ok(Decision::Write(_))
         ));
     }
