@@ -21,7 +21,7 @@ use crate::producers::Producers;
 use crate::quotas::Quotas;
 use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
-use laminar_cluster::Cluster;
+use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_net::{IoPool, SendFile};
 
 /// Record data of a fetch response: a range of a segment file.
@@ -105,7 +105,7 @@ pub struct Broker {
 impl Broker {
     /// The leader epoch of a partition this broker leads, or the error code a client gets
     /// for it.
-    pub fn leadership(&self, topic: &str, partition: i32) -> Result<i32, ErrorCode> {
+    pub fn leadership(&self, topic: &str, partition: i32) -> Result<LeaderEpoch, ErrorCode> {
         let c = &self.cluster;
         if c.image().partition(topic, partition).is_none() {
             return Err(ErrorCode::UnknownTopicOrPartition);
@@ -139,7 +139,7 @@ impl Broker {
                 if self
                     .groups_loaded_epoch
                     .load(std::sync::atomic::Ordering::Acquire)
-                    == epoch as i64 =>
+                    == epoch.0 as i64 =>
             {
                 Ok(())
             }
@@ -154,9 +154,9 @@ impl Broker {
     pub fn txn_coordinator_epoch(&self) -> Result<i32, ErrorCode> {
         match self.leadership(crate::txn::log::TRANSACTION_TOPIC, 0) {
             Ok(epoch)
-                if self.txns_loaded_epoch.load(std::sync::atomic::Ordering::Acquire) == epoch as i64 =>
+                if self.txns_loaded_epoch.load(std::sync::atomic::Ordering::Acquire) == epoch.0 as i64 =>
             {
-                Ok(epoch)
+                Ok(epoch.0)
             }
             Ok(_) => Err(ErrorCode::CoordinatorLoadInProgress),
             Err(_) => Err(ErrorCode::NotCoordinator),

@@ -18,12 +18,13 @@ use laminar_storage::{FlushWait, Log, Offset};
 use tokio::sync::Notify;
 
 use laminar_cluster::replica::Replica;
+use laminar_cluster::LeaderEpoch;
 use laminar_protocol::ErrorCode;
 
 /// A write to a partition this broker leads, at the leader epoch it was checked at.
 pub struct LeaderWrite {
     /// The leader epoch the write is appended at.
-    pub epoch: i32,
+    pub epoch: LeaderEpoch,
     /// The partition's replica state (`None` only in unit tests of this path alone).
     replica: Option<Arc<Replica>>,
 }
@@ -82,7 +83,7 @@ pub struct Replicated {
 }
 
 impl LeaderWrite {
-    pub fn new(epoch: i32, replica: Option<Arc<Replica>>) -> LeaderWrite {
+    pub fn new(epoch: LeaderEpoch, replica: Option<Arc<Replica>>) -> LeaderWrite {
         LeaderWrite { epoch, replica }
     }
 
@@ -155,7 +156,7 @@ mod tests {
         PartitionInfo {
             replicas: vec![BrokerId(1), BrokerId(2)],
             leader: BrokerId(leader),
-            leader_epoch,
+            leader_epoch: LeaderEpoch(leader_epoch),
             isr: vec![BrokerId(1), BrokerId(2)],
             partition_epoch: leader_epoch,
             adding: vec![],
@@ -185,7 +186,7 @@ mod tests {
         replicas.apply("t", 0, Some(&placement(NODE, 5)), false, 0);
         let replica = replicas.get("t", 0).unwrap();
         replica.start_serving();
-        let write = LeaderWrite::new(5, Some(replica));
+        let write = LeaderWrite::new(LeaderEpoch(5), Some(replica));
         let info = log
             .append_as(&mut batch(), AppendMode::Leader { epoch: 5 })
             .unwrap();
@@ -246,7 +247,7 @@ mod tests {
         let log = store
             .create_log(&LogId::new("t", 0), LogConfig::default())
             .unwrap();
-        let write = LeaderWrite::new(0, None);
+        let write = LeaderWrite::new(LeaderEpoch(0), None);
         let info = log
             .append_as(&mut batch(), AppendMode::Leader { epoch: 0 })
             .unwrap();

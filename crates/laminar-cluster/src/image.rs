@@ -33,6 +33,26 @@ impl From<BrokerId> for kafka_protocol::messages::BrokerId {
     }
 }
 
+/// A partition's leader epoch: raised at every change of its leader, stamped on the batches
+/// appended in it, and compared on every request that names one (KIP-320). Stored as its
+/// number, as [`BrokerId`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaderEpoch(pub i32);
+
+impl LeaderEpoch {
+    /// The epoch a new leader takes.
+    pub fn next(self) -> LeaderEpoch {
+        LeaderEpoch(self.0 + 1)
+    }
+}
+
+impl std::fmt::Display for LeaderEpoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// No leader: the partition is offline.
 pub const NO_LEADER: BrokerId = BrokerId(-1);
 
@@ -56,7 +76,7 @@ pub struct PartitionInfo {
     /// In preference order: the first live member of the ISR leads.
     pub replicas: Vec<BrokerId>,
     pub leader: BrokerId,
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     /// Never empty (KIP-841): when its last member is fenced it stays, and the partition is
     /// offline until that broker returns.
     pub isr: Vec<BrokerId>,
@@ -174,7 +194,7 @@ pub enum Command {
         topic: String,
         partition: i32,
         leader: BrokerId,
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         partition_epoch: i32,
         isr: Vec<BrokerId>,
     },
@@ -473,7 +493,7 @@ impl ClusterImage {
                     );
                 }
                 p.leader = preferred;
-                p.leader_epoch += 1;
+                p.leader_epoch = p.leader_epoch.next();
                 p.partition_epoch += 1;
                 CommandResult::ok()
             }
@@ -503,7 +523,7 @@ impl ClusterImage {
         topic: &str,
         partition: i32,
         leader: BrokerId,
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         partition_epoch: i32,
         isr: &[BrokerId],
     ) -> CommandResult {
@@ -641,7 +661,7 @@ impl ClusterImage {
             .copied()
             .find(|r| p.isr.contains(r) && live.contains(r))
             .unwrap_or(NO_LEADER);
-        p.leader_epoch += 1;
+        p.leader_epoch = p.leader_epoch.next();
     }
 
     fn check_assignments(&self, assignments: &[Vec<BrokerId>]) -> Result<(), CommandResult> {
@@ -674,7 +694,7 @@ impl ClusterImage {
         PartitionInfo {
             replicas: replicas.to_vec(),
             leader,
-            leader_epoch: 0,
+            leader_epoch: LeaderEpoch(0),
             isr: replicas.to_vec(),
             partition_epoch: 0,
             adding: Vec::new(),
@@ -704,7 +724,7 @@ impl ClusterImage {
                         .copied()
                         .find(|r| *r != id && p.isr.contains(r) && live.contains(r))
                         .unwrap_or(NO_LEADER);
-                    p.leader_epoch += 1;
+                    p.leader_epoch = p.leader_epoch.next();
                     changed = true;
                 }
                 if changed {
@@ -722,7 +742,7 @@ impl ClusterImage {
             for p in &mut t.partitions {
                 if p.leader == NO_LEADER && p.isr.contains(&id) && p.replicas.contains(&id) {
                     p.leader = id;
-                    p.leader_epoch += 1;
+                    p.leader_epoch = p.leader_epoch.next();
                     p.partition_epoch += 1;
                 }
             }
@@ -783,12 +803,15 @@ mod tests {
     /// A broker id is stored as its number, as before it had a type of its own: a controller
     /// log or snapshot written by an older build reads the same.
     #[test]
-    fn broker_ids_are_stored_as_plain_numbers() {
+    fn broker_ids_and_leader_epochs_are_stored_as_plain_numbers() {
         let mut image = image_with(&ids(&[1, 2]));
         create(&mut image, vec![ids(&[2, 1])]);
         let json = serde_json::to_string(&image).unwrap();
         assert!(json.contains(r#""1":{"id":1,"#), "{json}");
-        assert!(json.contains(r#""replicas":[2,1],"leader":2,"#), "{json}");
+        assert!(
+            json.contains(r#""replicas":[2,1],"leader":2,"leader_epoch":0,"#),
+            "{json}"
+        );
         let back: ClusterImage = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), json);
     }
@@ -839,7 +862,7 @@ mod tests {
         let p = image.partition("t", 0).unwrap().clone();
         assert_eq!(
             (p.leader, p.leader_epoch, p.isr.clone()),
-            (BrokerId(1), 0, ids(&[1, 2, 3]))
+            (BrokerId(1), LeaderEpoch(0), ids(&[1, 2, 3]))
         );
         let v = image.version + 1;
         image.apply(
@@ -852,7 +875,7 @@ mod tests {
         let p = image.partition("t", 0).unwrap();
         assert_eq!(
             (p.leader, p.leader_epoch, p.isr.clone()),
-            (BrokerId(2), 1, ids(&[2, 3]))
+            (BrokerId(2), LeaderEpoch(1), ids(&[2, 3]))
         );
         assert_eq!(p.partition_epoch, 1);
     }
@@ -914,7 +937,7 @@ mod tests {
         assert_eq!(apply(&mut image, elect()), CommandResult::ok());
         assert!(image.imbalanced_partitions().is_empty());
         let q = image.partition("t", 0).unwrap();
-        assert_eq!((q.leader, q.leader_epoch), (BrokerId(1), p.leader_epoch + 1));
+        assert_eq!((q.leader, q.leader_epoch), (BrokerId(1), p.leader_epoch.next()));
         assert_eq!(q.partition_epoch, p.partition_epoch + 2);
         assert_eq!(
             apply(
@@ -962,7 +985,7 @@ mod tests {
             },
         );
         let p = image.partition("t", 0).unwrap();
-        assert_eq!((p.leader, p.leader_epoch), (BrokerId(1), 2));
+        assert_eq!((p.leader, p.leader_epoch), (BrokerId(1), LeaderEpoch(2)));
     }
 
     #[test]
@@ -1020,14 +1043,14 @@ mod tests {
         assert_eq!((p.adding.clone(), p.removing.clone()), (ids(&[4]), ids(&[1])));
         assert_eq!(
             (p.leader, p.leader_epoch, p.isr.clone()),
-            (BrokerId(1), 0, ids(&[1, 2, 3]))
+            (BrokerId(1), LeaderEpoch(0), ids(&[1, 2, 3]))
         );
         // Broker 4 catches up: the leader adds it to the ISR, and the move is done.
         let alter = Command::AlterPartition {
             topic: "t".into(),
             partition: 0,
             leader: BrokerId(1),
-            leader_epoch: 0,
+            leader_epoch: LeaderEpoch(0),
             partition_epoch: p.partition_epoch,
             isr: ids(&[1, 2, 3, 4]),
         };
@@ -1037,7 +1060,7 @@ mod tests {
         assert!(!p.reassigning());
         assert_eq!(
             (p.leader, p.leader_epoch, p.isr.clone()),
-            (BrokerId(2), 1, ids(&[2, 3, 4]))
+            (BrokerId(2), LeaderEpoch(1), ids(&[2, 3, 4]))
         );
         assert_eq!(
             apply(&mut image, reassign(None)).error_code,
@@ -1090,7 +1113,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             leader: BrokerId(1),
-            leader_epoch: 0,
+            leader_epoch: LeaderEpoch(0),
             partition_epoch: epoch,
             isr: ids(&[1, 2, 3, 4]),
         };
@@ -1112,7 +1135,7 @@ mod tests {
             (p.replicas.clone(), p.isr.clone()),
             (ids(&[1, 2, 3]), ids(&[2, 3]))
         );
-        assert_eq!((p.leader, p.leader_epoch), (BrokerId(2), 2));
+        assert_eq!((p.leader, p.leader_epoch), (BrokerId(2), LeaderEpoch(2)));
         assert!(!p.reassigning());
     }
 
@@ -1141,7 +1164,7 @@ mod tests {
         // As Kafka's: the original replicas are what is left without those being added.
         assert_eq!(
             (p.replicas, p.isr, p.leader, p.leader_epoch),
-            (ids(&[2, 3, 1]), ids(&[1, 2, 3]), BrokerId(1), 0)
+            (ids(&[2, 3, 1]), ids(&[1, 2, 3]), BrokerId(1), LeaderEpoch(0))
         );
         assert!(p.adding.is_empty() && p.removing.is_empty());
     }
@@ -1160,23 +1183,25 @@ mod tests {
         };
         let v = image.version + 1;
         assert_eq!(
-            image.apply(v, &alter(BrokerId(2), 0, 0, ids(&[2]))).error_code,
+            image
+                .apply(v, &alter(BrokerId(2), LeaderEpoch(0), 0, ids(&[2])))
+                .error_code,
             ErrorCode::FencedLeaderEpoch
         );
         assert_eq!(
             image
-                .apply(v + 1, &alter(BrokerId(1), 0, 5, ids(&[1])))
+                .apply(v + 1, &alter(BrokerId(1), LeaderEpoch(0), 5, ids(&[1])))
                 .error_code,
             ErrorCode::InvalidUpdateVersion
         );
         assert_eq!(
             image
-                .apply(v + 2, &alter(BrokerId(1), 0, 0, ids(&[2])))
+                .apply(v + 2, &alter(BrokerId(1), LeaderEpoch(0), 0, ids(&[2])))
                 .error_code,
             ErrorCode::InvalidRequest
         );
         assert_eq!(
-            image.apply(v + 3, &alter(BrokerId(1), 0, 0, ids(&[1, 3]))),
+            image.apply(v + 3, &alter(BrokerId(1), LeaderEpoch(0), 0, ids(&[1, 3]))),
             CommandResult::ok()
         );
         let p = image.partition("t", 0).unwrap();
@@ -1191,7 +1216,7 @@ mod tests {
         );
         assert_eq!(
             image
-                .apply(v + 5, &alter(BrokerId(1), 0, 1, ids(&[1, 2, 3])))
+                .apply(v + 5, &alter(BrokerId(1), LeaderEpoch(0), 1, ids(&[1, 2, 3])))
                 .error_code,
             ErrorCode::IneligibleReplica
         );

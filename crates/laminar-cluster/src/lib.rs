@@ -33,7 +33,7 @@ pub mod replica;
 pub mod topic_partition;
 pub mod voters;
 
-pub use image::BrokerId;
+pub use image::{BrokerId, LeaderEpoch};
 pub use topic_partition::TopicPartition;
 
 use laminar_protocol::ErrorCode;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::image::{BrokerId, PartitionInfo};
+use super::image::{BrokerId, LeaderEpoch, PartitionInfo};
 
 /// A follower's progress, as its leader sees it.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ struct Progress {
 
 #[derive(Debug, Clone)]
 pub struct Leading {
-    pub epoch: i32,
+    pub epoch: LeaderEpoch,
     pub partition_epoch: i32,
     pub replicas: Vec<BrokerId>,
     /// As the controller committed it.
@@ -55,7 +55,7 @@ pub enum Role {
     Leader(Leading),
     Follower {
         leader: BrokerId,
-        epoch: i32,
+        epoch: LeaderEpoch,
     },
     /// Placed here, but neither (its partition is offline, or this broker is fenced).
     Idle,
@@ -66,7 +66,7 @@ pub enum Role {
 pub struct IsrChange {
     pub topic: String,
     pub partition: i32,
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     pub partition_epoch: i32,
     pub isr: Vec<BrokerId>,
 }
@@ -108,7 +108,7 @@ impl Replica {
     }
 
     /// The leader epoch if this broker leads the partition and serves it.
-    pub fn leader_epoch(&self) -> Option<i32> {
+    pub fn leader_epoch(&self) -> Option<LeaderEpoch> {
         match &*self.role.lock().unwrap() {
             Role::Leader(l) if self.serving.load(std::sync::atomic::Ordering::Acquire) => Some(l.epoch),
             _ => None,
@@ -273,7 +273,7 @@ impl Replica {
     /// `timeout`; false if it did not, or this broker no longer leads at that epoch. The
     /// leadership is checked before the high watermark is trusted: as a follower (or a
     /// leader of a later epoch) the high watermark says nothing of a record it may have cut.
-    pub async fn wait_replicated(&self, offset: i64, epoch: i32, timeout: Duration) -> bool {
+    pub async fn wait_replicated(&self, offset: i64, epoch: LeaderEpoch, timeout: Duration) -> bool {
         let mut rx = self.hw.subscribe();
         let waited = tokio::time::timeout(timeout, async {
             loop {
@@ -310,9 +310,9 @@ pub struct Replicas {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
     /// Lead it from now, at this epoch (the log's epoch cache must record it).
-    BecameLeader { epoch: i32 },
+    BecameLeader { epoch: LeaderEpoch },
     /// Follow `leader` at `epoch`: (re)start fetching, truncating first.
-    BecameFollower { leader: BrokerId, epoch: i32 },
+    BecameFollower { leader: BrokerId, epoch: LeaderEpoch },
     /// Stop leading and following.
     Stopped,
 }

@@ -31,7 +31,7 @@ use crate::broker::Broker;
 use crate::storage_pool::partition_key;
 use laminar_cluster::client::BrokerConnection;
 use laminar_cluster::replica::{Replica, Role};
-use laminar_cluster::BrokerId;
+use laminar_cluster::{BrokerId, LeaderEpoch};
 use laminar_protocol::ErrorCode;
 
 const FETCH_VERSION: i16 = 12;
@@ -60,7 +60,13 @@ fn whole_batches(records: &Bytes) -> Bytes {
 
 /// Follows `replica` while this broker follows `leader` at `epoch`; returns when that ends.
 /// `generation`: the partition's role generation this fetcher was started for.
-pub async fn follow(b: Arc<Broker>, replica: Arc<Replica>, leader: BrokerId, epoch: i32, generation: u64) {
+pub async fn follow(
+    b: Arc<Broker>,
+    replica: Arc<Replica>,
+    leader: BrokerId,
+    epoch: LeaderEpoch,
+    generation: u64,
+) {
     let node = b.config.node_id;
     let me = Following {
         leader,
@@ -151,7 +157,7 @@ async fn truncate_to_leader(
         };
         let mut p = OffsetForLeaderPartition::default();
         p.partition = partition;
-        p.current_leader_epoch = me.epoch;
+        p.current_leader_epoch = me.epoch.0;
         p.leader_epoch = mine;
         let mut t = OffsetForLeaderTopic::default();
         t.topic = TopicName(StrBytes::from_string(topic.to_string()));
@@ -255,7 +261,7 @@ async fn start_at_leaders_start(
     let (topic, partition) = (replica.topic.as_str(), replica.partition);
     let mut p = ListOffsetsPartition::default();
     p.partition_index = partition;
-    p.current_leader_epoch = me.epoch;
+    p.current_leader_epoch = me.epoch.0;
     p.timestamp = -2; // the earliest offset: the log start
     let mut t = ListOffsetsTopic::default();
     t.name = TopicName(StrBytes::from_string(topic.to_string()));
@@ -354,7 +360,7 @@ async fn change_log<T: Send + 'static>(
 #[derive(Debug, Clone, Copy)]
 struct Following {
     leader: BrokerId,
-    epoch: i32,
+    epoch: LeaderEpoch,
     generation: u64,
 }
 
@@ -387,7 +393,7 @@ async fn fetch_once(
     }
     let mut p = FetchPartition::default();
     p.partition = partition;
-    p.current_leader_epoch = epoch;
+    p.current_leader_epoch = epoch.0;
     p.fetch_offset = fetch_offset.0;
     // An empty log has fetched nothing: no epoch for the leader to check (its cache holds
     // only the epoch it started with).

@@ -88,7 +88,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                         .storage
                         .run(crate::storage_pool::partition_key(&topic, partition), move || {
                             let log = b2.topics.log(&t2, partition).unwrap_or(log);
-                            log.begin_epoch(epoch).map_err(|e| e.to_string())?;
+                            log.begin_epoch(epoch.0).map_err(|e| e.to_string())?;
                             b2.producers.forget_partition(&t2, partition);
                             b2.producers.rebuild_from_log(&t2, partition, &log)
                         })
@@ -108,10 +108,10 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                     r.start_serving();
                 }
                 if is_group_log(&topic, partition) {
-                    load_groups(b, epoch).await;
+                    load_groups(b, epoch.0).await;
                 }
                 if is_txn_log(&topic, partition) {
-                    load_txns(b, epoch).await;
+                    load_txns(b, epoch.0).await;
                 }
             }
             Transition::BecameFollower { leader, epoch } => {

@@ -113,7 +113,8 @@ impl Broker {
                     return Err(GroupLogError::NotCoordinator);
                 }
                 let log = b.group_store.log();
-                let info = log.append_as(&mut batch, laminar_storage::AppendMode::Leader { epoch })?;
+                let info =
+                    log.append_as(&mut batch, laminar_storage::AppendMode::Leader { epoch: epoch.0 })?;
                 let apply = match apply {
                     Apply::Now => {
                         // In log order: before any later batch exists.

@@ -5,6 +5,7 @@
 //! on the I/O pool. The response carries file ranges; the network layer sends them with
 //! `sendfile` if they are resident and reads them on the I/O pool first if not.
 
+use laminar_cluster::LeaderEpoch;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,8 +127,8 @@ fn read_once(
                 }
             };
             // KIP-320: a reader that knows a newer or an older epoch than this leader's.
-            if current_epoch >= 0 && current_epoch != epoch {
-                p.error_code = if current_epoch < epoch {
+            if current_epoch >= 0 && LeaderEpoch(current_epoch) != epoch {
+                p.error_code = if LeaderEpoch(current_epoch) < epoch {
                     ErrorCode::FencedLeaderEpoch.code()
                 } else {
                     ErrorCode::UnknownLeaderEpoch.code()
@@ -403,7 +404,7 @@ fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
             }
             if let Some(info) = image.partition(&t.name, p.partition_index) {
                 if info.leader >= laminar_cluster::BrokerId(0) {
-                    p.current_leader = Some((info.leader.0, info.leader_epoch));
+                    p.current_leader = Some((info.leader.0, info.leader_epoch.0));
                     leaders.push(info.leader);
                 }
             }
@@ -436,7 +437,7 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
             };
             // Only a follower of this very leadership acknowledges anything (its fetch is
             // answered FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH otherwise).
-            if replica.leader_epoch() != Some(current_epoch) {
+            if replica.leader_epoch() != Some(LeaderEpoch(current_epoch)) {
                 continue;
             }
             // Nor does one whose log diverged from this one: its fetch offset is not this

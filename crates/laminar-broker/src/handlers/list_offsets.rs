@@ -34,7 +34,7 @@ fn lookup(
     match b.leadership(topic, partition) {
         Ok(epoch) => {
             if version >= 4 {
-                p.leader_epoch = epoch;
+                p.leader_epoch = epoch.0;
             }
         }
         Err(code) => {

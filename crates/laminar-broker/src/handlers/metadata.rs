@@ -46,7 +46,7 @@ fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> Met
                 part.error_code = ErrorCode::LeaderNotAvailable.code();
             }
             if version >= 7 {
-                part.leader_epoch = p.leader_epoch;
+                part.leader_epoch = p.leader_epoch.0;
             }
             part.replica_nodes = p.replicas.iter().map(|r| BrokerId(r.0)).collect();
             part.isr_nodes = p.isr.iter().map(|r| BrokerId(r.0)).collect();

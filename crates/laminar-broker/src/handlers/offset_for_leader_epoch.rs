@@ -51,11 +51,11 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) 
                         e.error_code = ErrorCode::UnknownTopicOrPartition.code();
                         return e;
                     };
-                    if p.current_leader_epoch > epoch {
+                    if p.current_leader_epoch > epoch.0 {
                         e.error_code = ErrorCode::UnknownLeaderEpoch.code();
                         return e;
                     }
-                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < epoch {
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < epoch.0 {
                         e.error_code = ErrorCode::FencedLeaderEpoch.code();
                         return e;
                     }

@@ -5,7 +5,7 @@
 //! finished (group commit on the flusher threads). Nothing else waits for an fsync, not
 //! even the same connection's next request: it is appended while this one's fsync runs.
 
-use laminar_cluster::TopicPartition;
+use laminar_cluster::{LeaderEpoch, TopicPartition};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,7 @@ struct Rules {
     /// `message.timestamp.type=LogAppendTime`.
     log_append_time: bool,
     /// The leader epoch the batches are written with.
-    leader_epoch: i32,
+    leader_epoch: LeaderEpoch,
     /// How a transactional batch is checked against its transaction.
     txn: TxnCheck,
 }
@@ -238,7 +238,12 @@ fn append(
         -1
     };
     let info = log
-        .append_as(&mut buf, AppendMode::Leader { epoch: leader_epoch })
+        .append_as(
+            &mut buf,
+            AppendMode::Leader {
+                epoch: leader_epoch.0,
+            },
+        )
         .map_err(|e| {
             crate::warn!("append to {topic}-{partition} failed: {e}");
             Refused::Code(storage_code(&e))
@@ -514,7 +519,7 @@ async fn produce_partition(
             if version >= 10 {
                 if let Some(p) = b.cluster.image().partition(&topic, partition) {
                     out.current_leader.leader_id = BrokerId(p.leader.0);
-                    out.current_leader.leader_epoch = p.leader_epoch;
+                    out.current_leader.leader_epoch = p.leader_epoch.0;
                 }
             }
             return (out, None);

@@ -82,7 +82,7 @@ fn commit_refused(b: &Broker, committed: bool, coordinator_epoch: i32) -> Option
         return Some(ErrorCode::ClusterAuthorizationFailed.code());
     }
     match b.cluster.image().partition(crate::txn::log::TRANSACTION_TOPIC, 0) {
-        Some(p) if coordinator_epoch >= p.leader_epoch => None,
+        Some(p) if coordinator_epoch >= p.leader_epoch.0 => None,
         Some(_) => Some(ErrorCode::TransactionCoordinatorFenced.code()),
         None => Some(ErrorCode::ClusterAuthorizationFailed.code()),
     }

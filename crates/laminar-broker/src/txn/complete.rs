@@ -15,7 +15,7 @@ use crate::broker::Broker;
 use crate::groups::store::GroupRecord;
 use crate::replicate::LeaderWrite;
 use crate::storage_pool::partition_key;
-use laminar_cluster::TopicPartition;
+use laminar_cluster::{LeaderEpoch, TopicPartition};
 use laminar_protocol::ErrorCode;
 
 /// How long a completion waits before trying a partition again whose marker failed.
@@ -36,7 +36,7 @@ async fn persist_with(
     let epoch = b.txn_coordinator_epoch()?;
     // The coordinator's epoch is its log's leader epoch.
     let replica = b.cluster.replicas.get(TRANSACTION_TOPIC, 0);
-    let leader = LeaderWrite::new(epoch, replica);
+    let leader = LeaderWrite::new(LeaderEpoch(epoch), replica);
     let b2 = b.clone();
     let appended = b
         .storage
@@ -237,7 +237,12 @@ pub async fn write_marker(
             let now = laminar_storage::now_ms();
             let mut batch = control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now);
             let info = log2
-                .append_as(&mut batch, AppendMode::Leader { epoch: leader_epoch })
+                .append_as(
+                    &mut batch,
+                    AppendMode::Leader {
+                        epoch: leader_epoch.0,
+                    },
+                )
                 .map_err(|e| {
                     crate::warn!("a transaction marker for {t}-{partition}: {e}");
                     ErrorCode::KafkaStorageError
