@@ -13,6 +13,7 @@ pub mod config;
 pub mod context;
 pub mod dispatch;
 pub mod dynamic_configs;
+pub mod error;
 pub mod groups;
 pub mod handlers;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod topics;
 pub mod txn;
 
 pub use broker::Broker;
+pub use error::BrokerError;
 pub use startup::{RunningBroker, Wiring};
 // The process's log: `crate::info!` and `crate::warn!` everywhere in this crate.
 pub use config::BrokerConfig;

@@ -9,7 +9,7 @@
 //! throttle time, `(rate - quota) / quota * window`, at most the whole window: the response
 //! carries it in `throttle_time_ms`, and the connection stops reading for that long (KIP-219).
 
-use laminar_protocol::ErrorCode;
+use crate::error::BrokerError;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -111,9 +111,6 @@ pub struct Quotas {
     /// Rates use a monotonic clock, so a wall-clock step cannot skew a window.
     epoch: Instant,
 }
-
-/// Why an alteration was refused: a Kafka error code and message.
-pub type QuotaError = (ErrorCode, String);
 
 impl Default for Quotas {
     fn default() -> Self {
@@ -227,24 +224,21 @@ impl Quotas {
 
 /// An AlterClientQuotas entry checked: a client-id entity, quotas Laminar has, positive
 /// values.
-pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChange, QuotaError> {
+pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChange, BrokerError> {
     let client_id = single_client_entity(entity)?;
     for op in ops {
         if op.key != CONSUMER_BYTE_RATE && op.key != PRODUCER_BYTE_RATE {
-            return Err((
-                ErrorCode::InvalidRequest,
-                format!(
-                    "quota {} is not supported; Laminar has {CONSUMER_BYTE_RATE} and {PRODUCER_BYTE_RATE}",
-                    op.key
-                ),
-            ));
+            return Err(BrokerError::InvalidRequest(format!(
+                "quota {} is not supported; Laminar has {CONSUMER_BYTE_RATE} and {PRODUCER_BYTE_RATE}",
+                op.key
+            )));
         }
         let positive = op.value.is_finite() && op.value > 0.0;
         if !op.remove && !positive {
-            return Err((
-                ErrorCode::InvalidRequest,
-                format!("{} must be a positive number of bytes per second", op.key),
-            ));
+            return Err(BrokerError::InvalidRequest(format!(
+                "{} must be a positive number of bytes per second",
+                op.key
+            )));
         }
     }
     let values = ops
@@ -256,11 +250,10 @@ pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChan
 
 /// The client-id of an entity that names only a client-id (the only entity type Laminar
 /// has: user quotas need authentication).
-fn single_client_entity(entity: &[(String, Option<String>)]) -> Result<Option<String>, QuotaError> {
+fn single_client_entity(entity: &[(String, Option<String>)]) -> Result<Option<String>, BrokerError> {
     match entity {
         [(t, name)] if t == CLIENT_ID => Ok(name.clone()),
-        _ => Err((
-            ErrorCode::InvalidRequest,
+        _ => Err(BrokerError::InvalidRequest(
             "Laminar has quotas for a client-id entity alone (user quotas need authentication)".into(),
         )),
     }

@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig, BROKER_CONFIGS_FILE};
+use crate::error::BrokerError;
 use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
 use crate::txn::log::TRANSACTION_TOPIC;
 use laminar_cluster::image::ClusterImage;
-use laminar_protocol::ErrorCode;
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.
@@ -475,12 +475,9 @@ impl Topics {
         name: &str,
         partitions: i32,
         configs: &BTreeMap<String, String>,
-    ) -> Result<u32, (ErrorCode, String)> {
+    ) -> Result<u32, BrokerError> {
         if !valid_topic_name(name) {
-            return Err((
-                ErrorCode::InvalidTopicException,
-                format!("invalid topic name {name:?}"),
-            ));
+            return Err(BrokerError::InvalidTopic(format!("invalid topic name {name:?}")));
         }
         let partitions = if partitions == -1 {
             self.config.num_partitions as i32
@@ -488,13 +485,11 @@ impl Topics {
             partitions
         };
         if partitions <= 0 || partitions as u32 > PARTITIONS_MAX {
-            return Err((
-                ErrorCode::InvalidPartitions,
-                format!("{partitions} partitions: must be 1 to {PARTITIONS_MAX}"),
-            ));
+            return Err(BrokerError::InvalidPartitions(format!(
+                "{partitions} partitions: must be 1 to {PARTITIONS_MAX}"
+            )));
         }
-        self.log_config(configs)
-            .map_err(|e| (ErrorCode::InvalidConfig, e))?;
+        self.log_config(configs).map_err(BrokerError::InvalidConfig)?;
         Ok(partitions as u32)
     }
 

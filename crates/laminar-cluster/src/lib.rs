@@ -81,6 +81,8 @@ pub struct ClusterSettings {
     pub leader_imbalance_check_interval: Option<Duration>,
 }
 
+/// What went wrong in the control plane. Each is answered with one Kafka error code
+/// ([`ClusterError::code`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error("no active controller answered within {0:?} (last: {1})")]
@@ -89,6 +91,39 @@ pub enum ClusterError {
     Protocol(&'static str),
     #[error("starting the controller: {0}")]
     Start(#[from] std::io::Error),
+    /// The change was refused, by the controller's apply or by the check made before it
+    /// was sent: the Kafka error code it is refused with, and why.
+    #[error("{message}")]
+    Refused { code: ErrorCode, message: String },
+}
+
+impl ClusterError {
+    pub fn refused(code: ErrorCode, message: impl Into<String>) -> ClusterError {
+        ClusterError::Refused {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The code a client gets: a controller that did not answer is a timeout, as Kafka's
+    /// forwarded requests time out.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ClusterError::NoController(..) => ErrorCode::RequestTimedOut,
+            ClusterError::Protocol(_) | ClusterError::Start(_) => ErrorCode::UnknownServerError,
+            ClusterError::Refused { code, .. } => *code,
+        }
+    }
+}
+
+impl CommandResult {
+    /// The command's outcome as a result: refused with its code and message, or done.
+    pub fn into_result(self) -> Result<(), ClusterError> {
+        match ErrorCode::from_wire(self.error_code) {
+            ErrorCode::None => Ok(()),
+            code => Err(ClusterError::refused(code, self.message)),
+        }
+    }
 }
 
 /// This broker's view of the cluster, and its way to the controller.
@@ -360,19 +395,10 @@ impl Cluster {
 
     /// Creates a topic through the controller; once created, waits until this broker's
     /// image holds it, so that the client's next Metadata here finds it.
-    pub async fn create_topic_here(
-        &self,
-        topic: TopicRequest,
-    ) -> Result<Option<TopicInfo>, (ErrorCode, String)> {
+    pub async fn create_topic_here(&self, topic: TopicRequest) -> Result<Option<TopicInfo>, ClusterError> {
         let name = topic.name.clone();
         let validate_only = topic.validate_only;
-        let r = self
-            .create_topic(topic)
-            .await
-            .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
-        if r.error_code != ErrorCode::None.code() {
-            return Err((ErrorCode::from_wire(r.error_code), r.message));
-        }
+        self.create_topic(topic).await?.into_result()?;
         if validate_only {
             return Ok(None);
         }
@@ -388,23 +414,22 @@ impl Cluster {
         name: &str,
         count: i32,
         validate_only: bool,
-    ) -> Result<(), (ErrorCode, String)> {
+    ) -> Result<(), ClusterError> {
         if crate::names::is_internal(name) {
             // The group log lives in its partition 0, and a group's partition follows from
             // the count: it does not change.
-            return Err((
+            return Err(ClusterError::refused(
                 ErrorCode::InvalidTopicException,
                 format!("{name} is an internal topic"),
             ));
         }
         let image = self.image();
-        let t = image
-            .topics
-            .get(name)
-            .ok_or((ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")))?;
+        let t = image.topics.get(name).ok_or_else(|| {
+            ClusterError::refused(ErrorCode::UnknownTopicOrPartition, format!("no topic {name}"))
+        })?;
         let have = t.partitions.len();
         if count <= have as i32 || count as u32 > crate::names::PARTITIONS_MAX {
-            return Err((
+            return Err(ClusterError::refused(
                 ErrorCode::InvalidPartitions,
                 format!("topic {name} has {have} partitions; asked for {count}"),
             ));
@@ -412,7 +437,7 @@ impl Cluster {
         let rf = t.partitions.first().map_or(1, |p| p.target().len());
         let live = image.live_brokers();
         if rf > live.len() {
-            return Err((
+            return Err(ClusterError::refused(
                 ErrorCode::InvalidReplicationFactor,
                 format!("replication factor {rf}: {} brokers are available", live.len()),
             ));
@@ -422,17 +447,13 @@ impl Cluster {
         }
         let start = (uuid::Uuid::new_v4().as_u128() % live.len() as u128) as usize;
         let assignments = image::assign_replicas(&live, count as usize - have, rf, start);
-        let r = self
-            .write(image::Command::CreatePartitions {
-                name: name.to_string(),
-                assignments,
-                partitions_before: Some(have),
-            })
-            .await
-            .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
-        if r.error_code != ErrorCode::None.code() {
-            return Err((ErrorCode::from_wire(r.error_code), r.message));
-        }
+        self.write(image::Command::CreatePartitions {
+            name: name.to_string(),
+            assignments,
+            partitions_before: Some(have),
+        })
+        .await?
+        .into_result()?;
         self.wait_for(|i| {
             i.topics
                 .get(name)
@@ -450,16 +471,20 @@ impl Cluster {
     pub async fn alter_configs_here(
         &self,
         target: image::ConfigTarget,
-        change: impl Fn(&mut BTreeMap<String, String>) -> Result<(), (ErrorCode, String)>,
+        change: impl Fn(&mut BTreeMap<String, String>) -> Result<(), ClusterError>,
         validate_only: bool,
-    ) -> Result<(), (ErrorCode, String)> {
+    ) -> Result<(), ClusterError> {
         use image::ConfigTarget;
         const ATTEMPTS: usize = 5;
         for _ in 0..ATTEMPTS {
             let image = self.image();
             let previous = image.configs_of(&target).ok_or_else(|| match &target {
-                ConfigTarget::Topic(name) => (ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")),
-                ConfigTarget::Broker(entity) => (ErrorCode::InvalidRequest, format!("no broker {entity}")),
+                ConfigTarget::Topic(name) => {
+                    ClusterError::refused(ErrorCode::UnknownTopicOrPartition, format!("no topic {name}"))
+                }
+                ConfigTarget::Broker(entity) => {
+                    ClusterError::refused(ErrorCode::InvalidRequest, format!("no broker {entity}"))
+                }
             })?;
             let mut configs = previous.clone();
             change(&mut configs)?;
@@ -478,10 +503,7 @@ impl Cluster {
                     previous,
                 },
             };
-            let r = self
-                .write(command)
-                .await
-                .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
+            let r = self.write(command).await?;
             match ErrorCode::from_wire(r.error_code) {
                 ErrorCode::None => {
                     self.wait_for(|i| i.configs_of(&target).as_ref() == Some(&configs))
@@ -492,10 +514,10 @@ impl Cluster {
                 ErrorCode::InvalidUpdateVersion => {
                     self.wait_for(|i| i.version > image.version).await;
                 }
-                code => return Err((code, r.message)),
+                code => return Err(ClusterError::refused(code, r.message)),
             }
         }
-        Err((
+        Err(ClusterError::refused(
             ErrorCode::RequestTimedOut,
             format!("the configs of {target:?} kept changing under {ATTEMPTS} attempts"),
         ))
@@ -503,16 +525,12 @@ impl Cluster {
 
     /// Deletes a topic through the controller, and waits until this broker's image has
     /// lost it.
-    pub async fn delete_topic_here(&self, name: &str) -> Result<(), (ErrorCode, String)> {
-        let r = self
-            .write(image::Command::DeleteTopic {
-                name: name.to_string(),
-            })
-            .await
-            .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
-        if r.error_code != ErrorCode::None.code() {
-            return Err((ErrorCode::from_wire(r.error_code), r.message));
-        }
+    pub async fn delete_topic_here(&self, name: &str) -> Result<(), ClusterError> {
+        self.write(image::Command::DeleteTopic {
+            name: name.to_string(),
+        })
+        .await?
+        .into_result()?;
         self.wait_for(|i| !i.topics.contains_key(name)).await;
         Ok(())
     }

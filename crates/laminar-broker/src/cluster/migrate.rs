@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use laminar_cluster::image::{Command, CommandResult};
-use laminar_protocol::ErrorCode;
+use laminar_cluster::ClusterError;
 
 use crate::broker::Broker;
 use crate::quotas::{QuotaChange, Quotas};
@@ -136,14 +136,8 @@ async fn import(
     Ok(())
 }
 
-fn checked(written: Result<CommandResult, laminar_cluster::ClusterError>, what: &str) -> Result<(), String> {
-    match written {
-        Ok(r) if r.error_code == ErrorCode::None.code() => Ok(()),
-        Ok(r) => Err(format!(
-            "{what}: {} ({})",
-            ErrorCode::from_wire(r.error_code),
-            r.message
-        )),
-        Err(e) => Err(format!("{what}: {e}")),
-    }
+fn checked(written: Result<CommandResult, ClusterError>, what: &str) -> Result<(), String> {
+    written
+        .and_then(CommandResult::into_result)
+        .map_err(|e| format!("{what}: {e} ({})", e.code()))
 }

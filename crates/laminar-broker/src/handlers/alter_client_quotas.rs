@@ -12,7 +12,8 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::context::RequestContext;
-use crate::quotas::{apply_changes, checked_change, QuotaChange, QuotaError};
+use crate::error::BrokerError;
+use crate::quotas::{apply_changes, checked_change, QuotaChange};
 use laminar_cluster::image::Command;
 use laminar_protocol::ErrorCode;
 
@@ -26,9 +27,9 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterClientQuotasR
         let mut e = EntryData::default();
         match result {
             Ok(()) => e.error_code = ErrorCode::None.code(),
-            Err((code, message)) => {
-                e.error_code = code.code();
-                e.error_message = Some(sb(&message));
+            Err(refused) => {
+                e.error_code = refused.code().code();
+                e.error_message = Some(sb(&refused.to_string()));
             }
         }
         e.entity = entity
@@ -50,8 +51,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterClientQuotasR
 async fn alter(
     cluster: &laminar_cluster::Cluster,
     r: &AlterClientQuotasRequest,
-) -> Vec<Result<(), QuotaError>> {
-    let checked: Vec<Result<QuotaChange, QuotaError>> = r
+) -> Vec<Result<(), Arc<BrokerError>>> {
+    let checked: Vec<Result<QuotaChange, BrokerError>> = r
         .entries
         .iter()
         .map(|(entity, ops)| checked_change(entity, ops))
@@ -60,13 +61,14 @@ async fn alter(
     let written = if r.validate_only || changes.is_empty() {
         Ok(())
     } else {
-        match cluster
+        let done = cluster
             .write(Command::AlterClientQuotas {
                 changes: changes.clone(),
             })
             .await
-        {
-            Ok(done) if done.error_code == ErrorCode::None.code() => {
+            .and_then(|r| r.into_result());
+        match done {
+            Ok(()) => {
                 // Applied again, the changes change nothing once the image has them.
                 cluster
                     .wait_for(|i| {
@@ -77,12 +79,12 @@ async fn alter(
                     .await;
                 Ok(())
             }
-            Ok(refused) => Err((ErrorCode::from_wire(refused.error_code), refused.message)),
-            Err(e) => Err((ErrorCode::RequestTimedOut, e.to_string())),
+            Err(e) => Err(Arc::new(BrokerError::from(e))),
         }
     };
+    // Each entry all-or-nothing: its own check's refusal, else the command's outcome.
     checked
         .into_iter()
-        .map(|c| c.and_then(|_| written.clone()))
+        .map(|c| c.map_err(Arc::new).and_then(|_| written.clone()))
         .collect()
 }

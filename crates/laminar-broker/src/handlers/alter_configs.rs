@@ -21,7 +21,9 @@ use super::{sb, Encoded};
 use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::dynamic_configs::Level;
+use crate::error::BrokerError;
 use laminar_cluster::image::ConfigTarget;
+use laminar_cluster::ClusterError;
 use laminar_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -46,14 +48,13 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsReques
         let outcome = match res.resource_type {
             RESOURCE_TOPIC => alter_topic(b, &b.cluster, &res, incremental, validate_only).await,
             RESOURCE_BROKER => alter_broker(b, &b.cluster, &res, incremental, validate_only).await,
-            other => Err((
-                ErrorCode::InvalidRequest,
-                format!("resource type {other} cannot be altered here (topics: 2, brokers: 4)"),
-            )),
+            other => Err(BrokerError::InvalidRequest(format!(
+                "resource type {other} cannot be altered here (topics: 2, brokers: 4)"
+            ))),
         };
         let (code, message) = match outcome {
             Ok(()) => (ErrorCode::None, None),
-            Err((code, message)) => (code, Some(message)),
+            Err(e) => (e.code(), Some(e.to_string())),
         };
         results.push((res.resource_type, res.resource_name, code.code(), message));
     }
@@ -98,13 +99,11 @@ async fn alter_topic(
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
-) -> Result<(), (ErrorCode, String)> {
-    let change = |configs: &mut BTreeMap<String, String>| {
-        changed(configs, res, incremental).map_err(|e| (ErrorCode::InvalidConfig, e))?;
-        b.topics
-            .log_config(configs)
-            .map(|_| ())
-            .map_err(|e| (ErrorCode::InvalidConfig, e))
+) -> Result<(), BrokerError> {
+    let change = |configs: &mut BTreeMap<String, String>| -> Result<(), ClusterError> {
+        changed(configs, res, incremental).map_err(BrokerError::InvalidConfig)?;
+        b.topics.log_config(configs).map_err(BrokerError::InvalidConfig)?;
+        Ok(())
     };
     cluster
         .alter_configs_here(
@@ -112,7 +111,8 @@ async fn alter_topic(
             change,
             validate_only,
         )
-        .await
+        .await?;
+    Ok(())
 }
 
 /// Dynamic broker configs: the cluster default (empty name) or one broker's, held in the
@@ -124,7 +124,7 @@ async fn alter_broker(
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
-) -> Result<(), (ErrorCode, String)> {
+) -> Result<(), BrokerError> {
     let image = cluster.image();
     // The cluster default, or a registered broker's id, as the metadata keys it ("01" is 1).
     let entity = match res.resource_name.as_str() {
@@ -132,16 +132,15 @@ async fn alter_broker(
         name => match name.parse::<i32>() {
             Ok(id) if image.brokers.contains_key(&laminar_cluster::BrokerId(id)) => id.to_string(),
             _ => {
-                return Err((
-                    ErrorCode::InvalidRequest,
-                    format!("no broker {name} in the cluster"),
-                ))
+                return Err(BrokerError::InvalidRequest(format!(
+                    "no broker {name} in the cluster"
+                )))
             }
         },
     };
     let node = cluster.node_id;
-    let change = |configs: &mut BTreeMap<String, String>| {
-        changed(configs, res, incremental).map_err(|e| (ErrorCode::InvalidConfig, e))?;
+    let change = |configs: &mut BTreeMap<String, String>| -> Result<(), ClusterError> {
+        changed(configs, res, incremental).map_err(BrokerError::InvalidConfig)?;
         let mut dynamic = cluster.image().dynamic_configs_of(node);
         *dynamic.level_mut(if entity.is_empty() {
             Level::ClusterDefault
@@ -150,12 +149,13 @@ async fn alter_broker(
         }) = configs.clone();
         b.topics
             .check_dynamic(&dynamic)
-            .map(|_| ())
-            .map_err(|e| (ErrorCode::InvalidConfig, e))
+            .map_err(BrokerError::InvalidConfig)?;
+        Ok(())
     };
     cluster
         .alter_configs_here(ConfigTarget::Broker(entity.clone()), change, validate_only)
-        .await
+        .await?;
+    Ok(())
 }
 
 /// What the request makes of a topic's configs: IncrementalAlterConfigs' operations, or

@@ -17,7 +17,7 @@ use super::{sb, topic_name, Encoded};
 use crate::broker::Broker;
 use crate::context::RequestContext;
 use laminar_cluster::image::Command;
-use laminar_protocol::ErrorCode;
+use laminar_cluster::ClusterError;
 
 pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignmentsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
@@ -26,11 +26,12 @@ pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignm
         let mut out = ReassignableTopicResponse::default();
         out.name = topic_name(&topic);
         for (partition, target) in partitions {
-            let (code, message) = reassign(b, &topic, partition, target).await;
             let mut p = ReassignablePartitionResponse::default();
             p.partition_index = partition;
-            p.error_code = code.code();
-            p.error_message = (code != ErrorCode::None).then(|| sb(&message));
+            if let Err(e) = reassign(b, &topic, partition, target).await {
+                p.error_code = e.code().code();
+                p.error_message = Some(sb(&e.to_string()));
+            }
             out.partitions.push(p);
         }
         resp.responses.push(out);
@@ -43,15 +44,16 @@ pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignm
     )
 }
 
-async fn reassign(b: &Broker, topic: &str, partition: i32, target: Option<Vec<i32>>) -> (ErrorCode, String) {
-    let cluster = &b.cluster;
+async fn reassign(
+    b: &Broker,
+    topic: &str,
+    partition: i32,
+    target: Option<Vec<i32>>,
+) -> Result<(), ClusterError> {
     let command = Command::ReassignPartition {
         topic: topic.to_string(),
         partition,
         target: target.map(|t| t.into_iter().map(laminar_cluster::BrokerId).collect()),
     };
-    match cluster.write(command).await {
-        Ok(r) => (ErrorCode::from_wire(r.error_code), r.message),
-        Err(e) => (ErrorCode::RequestTimedOut, e.to_string()),
-    }
+    b.cluster.write(command).await?.into_result()
 }

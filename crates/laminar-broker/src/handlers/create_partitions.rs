@@ -20,9 +20,9 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreatePartitionsRe
     for (name, count) in r.topics {
         let mut out = CreatePartitionsTopicResult::default();
         out.name = topic_name(&name);
-        if let Err((code, message)) = cluster.add_partitions_here(&name, count, r.validate_only).await {
-            out.error_code = code.code();
-            out.error_message = Some(sb(&message));
+        if let Err(e) = cluster.add_partitions_here(&name, count, r.validate_only).await {
+            out.error_code = e.code().code();
+            out.error_message = Some(sb(&e.to_string()));
         }
         resp.results.push(out);
     }

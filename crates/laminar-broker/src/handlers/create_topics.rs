@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 
 use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::error::BrokerError;
 use laminar_cluster::image::TopicInfo;
 use laminar_cluster::rpc::TopicRequest;
 use laminar_cluster::Cluster;
-use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
@@ -53,9 +53,9 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsReques
                     }
                 }
             }
-            Err((code, message)) => {
-                out.error_code = code.code();
-                out.error_message = Some(sb(&message));
+            Err(e) => {
+                out.error_code = e.code().code();
+                out.error_message = Some(sb(&e.to_string()));
                 if version >= 5 {
                     out.num_partitions = -1;
                     out.replication_factor = -1;
@@ -78,10 +78,9 @@ pub async fn create_in_cluster(
     assignments: usize,
     configs: BTreeMap<String, String>,
     validate_only: bool,
-) -> Result<Option<TopicInfo>, (ErrorCode, String)> {
+) -> Result<Option<TopicInfo>, BrokerError> {
     if assignments > 0 {
-        return Err((
-            ErrorCode::InvalidRequest,
+        return Err(BrokerError::InvalidRequest(
             "manual replica assignment is not supported yet".into(),
         ));
     }
@@ -90,10 +89,9 @@ pub async fn create_in_cluster(
         -1 => b.config.default_replication_factor,
         rf if rf > 0 => rf as u16,
         rf => {
-            return Err((
-                ErrorCode::InvalidReplicationFactor,
-                format!("replication factor {rf}: must be positive, or -1 for default.replication.factor"),
-            ))
+            return Err(BrokerError::InvalidReplicationFactor(format!(
+                "replication factor {rf}: must be positive, or -1 for default.replication.factor"
+            )))
         }
     };
     let created = cluster

@@ -10,6 +10,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, uuid, Encoded};
 use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::error::BrokerError;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
@@ -41,20 +42,23 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteTopicsReques
             continue;
         };
         let deleted = if crate::topics::is_internal(&meta.name) {
-            Err((
-                ErrorCode::InvalidTopicException,
-                format!("{} is an internal topic", meta.name),
-            ))
+            Err(BrokerError::InvalidTopic(format!(
+                "{} is an internal topic",
+                meta.name
+            )))
         } else {
-            cluster.delete_topic_here(&meta.name).await
+            cluster
+                .delete_topic_here(&meta.name)
+                .await
+                .map_err(BrokerError::from)
         };
         match deleted {
             Ok(()) if version >= 6 => out.topic_id = uuid(meta.uuid()),
             Ok(()) => {}
-            Err((code, message)) => {
-                out.error_code = code.code();
+            Err(e) => {
+                out.error_code = e.code().code();
                 if version >= 5 {
-                    out.error_message = Some(sb(&message));
+                    out.error_message = Some(sb(&e.to_string()));
                 }
             }
         }

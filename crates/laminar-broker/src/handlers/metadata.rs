@@ -167,7 +167,7 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                     .await;
                     match (created, c.image().topics.get(&name)) {
                         (_, Some(info)) => resp.topics.push(cluster_topic_entry(version, info, &c.image())),
-                        (Err((code, _)), None) => resp.topics.push(missing(version, Some(name), None, code)),
+                        (Err(e), None) => resp.topics.push(missing(version, Some(name), None, e.code())),
                         (Ok(_), None) => resp.topics.push(missing(
                             version,
                             Some(name),
