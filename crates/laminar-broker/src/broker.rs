@@ -17,11 +17,11 @@ use crate::config::BrokerConfig;
 use crate::groups::store::GroupStore;
 use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
-use crate::producers::Producers;
 use crate::quotas::Quotas;
-use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
 use laminar_cluster::{Cluster, LeaderEpoch};
+use laminar_data::producers::Producers;
+use laminar_data::storage_pool::StoragePool;
 use laminar_net::{IoPool, SendFile};
 
 /// Record data of a fetch response: a range of a segment file.
@@ -119,16 +119,16 @@ impl Broker {
     }
 
     /// A write to a partition led here: its leader epoch now, and (in a cluster) its replica
-    /// state, for the one replicate path ([`crate::replicate`]). The error code a client gets
+    /// state, for the one replicate path ([`laminar_data::replicate`]). The error code a client gets
     /// if this broker does not lead it.
     pub fn leader_write(
         &self,
         topic: &str,
         partition: i32,
-    ) -> Result<crate::replicate::LeaderWrite, ErrorCode> {
+    ) -> Result<laminar_data::replicate::LeaderWrite, ErrorCode> {
         let epoch = self.leadership(topic, partition)?;
         let replica = self.cluster.replicas.get(topic, partition);
-        Ok(crate::replicate::LeaderWrite::new(epoch, replica))
+        Ok(laminar_data::replicate::LeaderWrite::new(epoch, replica))
     }
 
     /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has

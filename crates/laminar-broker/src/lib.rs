@@ -2,10 +2,16 @@
 //!
 //! - [`handlers`]: one module per Kafka API, with its version range in `laminar-protocol`'s
 //!   table.
-//! - [`broker`]: the state the handlers share, and the request dispatch.
-//! - [`topics`]: topic names, ids and configs, persisted.
-//! - [`storage_pool`]: the threads that append to logs.
+//! - [`broker`]: the state the handlers share; [`dispatch`]: the request dispatch;
+//!   [`startup`]: the start, the background tasks and the clean stop.
+//! - [`topics`]: the cluster metadata's topics, applied to this broker's logs.
+//! - [`groups`], [`txn`]: the group and transaction coordinators.
+//! - [`cluster`]: this broker's side of the cluster (images applied, followers' fetches).
+//! - [`error`]: what a change to the cluster is refused with.
 //! - [`metrics`]: everything measured, and the Prometheus endpoint.
+//!
+//! The data plane (the replicate path, producers' state, the append threads) is
+//! `laminar-data`; the control plane `laminar-cluster`; the network layer `laminar-net`.
 
 pub mod broker;
 pub mod cluster;
@@ -17,11 +23,8 @@ pub mod error;
 pub mod groups;
 pub mod handlers;
 pub mod metrics;
-pub mod producers;
 pub mod quotas;
-pub mod replicate;
 pub mod startup;
-pub mod storage_pool;
 pub mod stuck_reads;
 pub mod topics;
 pub mod txn;

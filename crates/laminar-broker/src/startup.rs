@@ -17,11 +17,11 @@ use crate::config::BrokerConfig;
 use crate::groups::store::GroupStore;
 use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
-use crate::producers::Producers;
 use crate::quotas::Quotas;
-use crate::storage_pool::StoragePool;
 use crate::topics::Topics;
 use laminar_cluster::{Cluster, ClusterSettings};
+use laminar_data::producers::Producers;
+use laminar_data::storage_pool::StoragePool;
 use laminar_net::{IoPool, ServerHandle, ServerLimits};
 
 /// What a test may put in place of the broker's own parts. Not configuration: nothing in

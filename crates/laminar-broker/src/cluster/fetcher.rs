@@ -28,10 +28,10 @@ use kafka_protocol::protocol::StrBytes;
 use laminar_storage::{AppendMode, LogId, Offset};
 
 use crate::broker::Broker;
-use crate::storage_pool::partition_key;
 use laminar_cluster::client::BrokerConnection;
 use laminar_cluster::replica::{Replica, Role};
 use laminar_cluster::{BrokerId, LeaderEpoch};
+use laminar_data::storage_pool::partition_key;
 use laminar_protocol::ErrorCode;
 
 const FETCH_VERSION: i16 = 12;

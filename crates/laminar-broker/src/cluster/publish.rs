@@ -86,12 +86,15 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                     let t2 = topic.clone();
                     let ready = b
                         .storage
-                        .run(crate::storage_pool::partition_key(&topic, partition), move || {
-                            let log = b2.topics.log(&t2, partition).unwrap_or(log);
-                            log.begin_epoch(epoch.0).map_err(|e| e.to_string())?;
-                            b2.producers.forget_partition(&t2, partition);
-                            b2.producers.rebuild_from_log(&t2, partition, &log)
-                        })
+                        .run(
+                            laminar_data::storage_pool::partition_key(&topic, partition),
+                            move || {
+                                let log = b2.topics.log(&t2, partition).unwrap_or(log);
+                                log.begin_epoch(epoch.0).map_err(|e| e.to_string())?;
+                                b2.producers.forget_partition(&t2, partition);
+                                b2.producers.rebuild_from_log(&t2, partition, &log)
+                            },
+                        )
                         .await
                         .map_err(|e| e.to_string())
                         .and_then(|r| r);

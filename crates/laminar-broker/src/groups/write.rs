@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::broker::Broker;
 use crate::groups::store::{GroupRecord, GroupStore};
-use crate::replicate::ReplicateError;
-use crate::storage_pool::partition_key;
+use laminar_data::replicate::ReplicateError;
+use laminar_data::storage_pool::partition_key;
 
 impl Broker {
     /// Appends group records to the internal log, waits for their fsync, then applies them.

@@ -27,9 +27,9 @@ use laminar_storage::{AppendMode, Offset, StorageError};
 use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
 use crate::context::RequestContext;
-use crate::producers::{ProducerBatch, SeqCheck};
-use crate::replicate::{self, ReplicateError, Replicated};
-use crate::storage_pool::partition_key;
+use laminar_data::producers::{ProducerBatch, SeqCheck};
+use laminar_data::replicate::{self, ReplicateError, Replicated};
+use laminar_data::storage_pool::partition_key;
 use laminar_net::{CloseConnection, ResponseOrClose};
 use laminar_protocol::ErrorCode;
 

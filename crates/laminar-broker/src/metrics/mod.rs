@@ -227,7 +227,7 @@ impl BrokerMetrics {
             "Storage threads added because every thread was busy and a job had run past 20 ms (a disk stalled a write).",
             [(
                 &[][..],
-                crate::storage_pool::THREADS_ADDED.load(Ordering::Relaxed),
+                laminar_data::storage_pool::THREADS_ADDED.load(Ordering::Relaxed),
             )],
         );
         e.counters(
@@ -256,7 +256,10 @@ impl BrokerMetrics {
         e.counters(
             "laminar_storage_job_panics_total",
             "Storage jobs (appends) that panicked: each failed its request, and its thread carried on.",
-            [(&[][..], crate::storage_pool::JOB_PANICS.load(Ordering::Relaxed))],
+            [(
+                &[][..],
+                laminar_data::storage_pool::JOB_PANICS.load(Ordering::Relaxed),
+            )],
         );
         let logs = store.logs();
         let labels: Vec<(String, String)> = logs

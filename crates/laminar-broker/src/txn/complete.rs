@@ -13,9 +13,9 @@ use super::log::{encode_batch, TRANSACTION_TOPIC};
 use super::{Decision, TxnMeta, TxnStatus};
 use crate::broker::Broker;
 use crate::groups::store::GroupRecord;
-use crate::replicate::LeaderWrite;
-use crate::storage_pool::partition_key;
 use laminar_cluster::{LeaderEpoch, TopicPartition};
+use laminar_data::replicate::LeaderWrite;
+use laminar_data::storage_pool::partition_key;
 use laminar_protocol::ErrorCode;
 
 /// How long a completion waits before trying a partition again whose marker failed.

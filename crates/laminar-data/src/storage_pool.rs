@@ -189,7 +189,7 @@ fn work(shared: &Shared) {
         // One bad job must not take down the thread, or the partitions it would serve next.
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
             JOB_PANICS.fetch_add(1, Ordering::Relaxed);
-            crate::warn!(
+            laminar_metrics::warn!(
                 "a storage job panicked ({}); carrying on",
                 panic_message(p.as_ref())
             );

@@ -319,7 +319,7 @@ impl Producers {
     /// leader de-duplicates a producer's retries as its old leader did.
     pub fn observe(&self, topic: &str, partition: i32, batches: &[u8]) {
         if let Err(e) = self.observe_from(topic, partition, batches, i64::MIN) {
-            crate::warn!("producer state of {topic}-{partition}: {e}");
+            laminar_metrics::warn!("producer state of {topic}-{partition}: {e}");
         }
     }
 
