@@ -19,7 +19,9 @@ use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::topics::Topics;
+use laminar_cluster::replica::Replica;
 use laminar_cluster::{Cluster, LeaderEpoch};
+use laminar_data::partition::LedPartition;
 use laminar_data::producers::Producers;
 use laminar_data::storage_pool::StoragePool;
 use laminar_net::{IoPool, SendFile};
@@ -103,32 +105,53 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// The leader epoch of a partition this broker leads, or the error code a client gets
-    /// for it.
-    pub fn leadership(&self, topic: &str, partition: i32) -> Result<LeaderEpoch, ErrorCode> {
+    /// The leader epoch and replica state of a partition this broker leads and serves, or
+    /// the error code a client gets for it.
+    fn leading(&self, topic: &str, partition: i32) -> Result<(LeaderEpoch, Arc<Replica>), ErrorCode> {
         let c = &self.cluster;
         if c.image().partition(topic, partition).is_none() {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
+        let replica = c
+            .replicas
+            .get(topic, partition)
+            .ok_or(ErrorCode::NotLeaderOrFollower)?;
         // Fenced, it may no longer lead (the controller moved its leaderships, or is about
         // to): it takes no writes and serves no reads.
-        match c.replicas.get(topic, partition).and_then(|r| r.leader_epoch()) {
-            Some(epoch) if !c.is_fenced() => Ok(epoch),
+        match replica.leader_epoch() {
+            Some(epoch) if !c.is_fenced() => Ok((epoch, replica)),
             _ => Err(ErrorCode::NotLeaderOrFollower),
         }
     }
 
-    /// A write to a partition led here: its leader epoch now, and (in a cluster) its replica
-    /// state, for the one replicate path ([`laminar_data::replicate`]). The error code a client gets
-    /// if this broker does not lead it.
+    /// The leader epoch of a partition this broker leads, or the error code a client gets
+    /// for it.
+    pub fn leadership(&self, topic: &str, partition: i32) -> Result<LeaderEpoch, ErrorCode> {
+        self.leading(topic, partition).map(|(epoch, _)| epoch)
+    }
+
+    /// A partition this broker leads, with its log: what a read or a write of it works on.
+    /// A partition with no log here answers as its leadership does (placed elsewhere: not
+    /// the leader), or as unknown.
+    pub fn led(&self, topic: &str, partition: i32) -> Result<LedPartition, ErrorCode> {
+        let leading = self.leading(topic, partition);
+        let Some(log) = self.topics.log(topic, partition) else {
+            return Err(leading.err().unwrap_or(ErrorCode::UnknownTopicOrPartition));
+        };
+        let (epoch, replica) = leading?;
+        Ok(LedPartition { epoch, log, replica })
+    }
+
+    /// A write to a partition led here: its leader epoch now and its replica state, for the
+    /// one replicate path ([`laminar_data::replicate`]). The error code a client gets if
+    /// this broker does not lead it.
     pub fn leader_write(
         &self,
         topic: &str,
         partition: i32,
     ) -> Result<laminar_data::replicate::LeaderWrite, ErrorCode> {
-        let epoch = self.leadership(topic, partition)?;
-        let replica = self.cluster.replicas.get(topic, partition);
-        Ok(laminar_data::replicate::LeaderWrite::new(epoch, replica))
+        let (epoch, replica) = self.leading(topic, partition)?;
+        Ok(laminar_data::replicate::LeaderWrite::new(epoch, Some(replica)))
     }
 
     /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has
@@ -175,20 +198,6 @@ impl Broker {
     /// it, it is reopened: looked up each time).
     pub fn txn_log(&self) -> Option<Arc<laminar_storage::Log>> {
         self.topics.log(crate::txn::log::TRANSACTION_TOPIC, 0)
-    }
-
-    /// What consumers may read of a partition led here: below its high watermark.
-    pub fn high_watermark(
-        &self,
-        topic: &str,
-        partition: i32,
-        log: &laminar_storage::Log,
-    ) -> laminar_storage::Offset {
-        let end = log.log_end();
-        match self.cluster.replicas.get(topic, partition) {
-            Some(r) => laminar_storage::Offset(r.high_watermark()).min(end),
-            None => end,
-        }
     }
 
     /// The broker the clients reach for `topic`'s partition 0 (the coordinators' logs), or

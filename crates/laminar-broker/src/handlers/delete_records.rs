@@ -63,14 +63,11 @@ fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Res
         // The group state would go with the records.
         return Err(ErrorCode::InvalidTopicException);
     }
-    b.leadership(topic, partition)?;
-    let log = b
-        .topics
-        .log(topic, partition)
-        .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-    // Never above the high watermark (the log end on one node): what consumers may read.
-    // Followers learn the new start from their fetches, as Kafka's do.
-    let high_watermark = b.high_watermark(topic, partition, &log);
+    let led = b.led(topic, partition)?;
+    // Never above the high watermark: what consumers may read. Followers learn the new
+    // start from their fetches, as Kafka's do.
+    let high_watermark = led.high_watermark();
+    let log = led.log;
     let before = match offset {
         HIGH_WATERMARK => high_watermark,
         o if o < 0 || o > high_watermark.0 => return Err(ErrorCode::OffsetOutOfRange),

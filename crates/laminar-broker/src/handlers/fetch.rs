@@ -100,26 +100,14 @@ fn read_once(
                 diverging_epoch: None,
                 current_leader: None,
             };
-            let log = if w.known {
-                b.topics.log(&w.name, partition)
+            let led = if w.known || !w.name.is_empty() {
+                // A partition placed elsewhere has no log here: not the leader.
+                b.led(&w.name, partition)
             } else {
-                None
+                Err(ErrorCode::UnknownTopicId)
             };
-            let Some(log) = log else {
-                p.error_code = if w.known || !w.name.is_empty() {
-                    // In a cluster, a partition placed elsewhere has no log here.
-                    b.leadership(&w.name, partition)
-                        .err()
-                        .unwrap_or(ErrorCode::UnknownTopicOrPartition)
-                        .code()
-                } else {
-                    ErrorCode::UnknownTopicId.code()
-                };
-                topic.partitions.push(p);
-                continue;
-            };
-            let epoch = match b.leadership(&w.name, partition) {
-                Ok(epoch) => epoch,
+            let led = match led {
+                Ok(led) => led,
                 Err(code) => {
                     p.error_code = code.code();
                     topic.partitions.push(p);
@@ -127,8 +115,8 @@ fn read_once(
                 }
             };
             // KIP-320: a reader that knows a newer or an older epoch than this leader's.
-            if current_epoch >= 0 && LeaderEpoch(current_epoch) != epoch {
-                p.error_code = if LeaderEpoch(current_epoch) < epoch {
+            if current_epoch >= 0 && LeaderEpoch(current_epoch) != led.epoch {
+                p.error_code = if LeaderEpoch(current_epoch) < led.epoch {
                     ErrorCode::FencedLeaderEpoch.code()
                 } else {
                     ErrorCode::UnknownLeaderEpoch.code()
@@ -138,7 +126,8 @@ fn read_once(
             }
             // Consumers read below the high watermark (what the in-sync replicas hold);
             // followers read to the log end.
-            let hw = b.high_watermark(&w.name, partition, &log);
+            let hw = led.high_watermark();
+            let log = led.log;
             if follower {
                 if let Some(diverged) = diverging(&log, wp) {
                     p.diverging_epoch = Some(diverged);

@@ -31,24 +31,20 @@ fn lookup(
     p.partition_index = partition;
     p.timestamp = -1;
     p.offset = -1;
-    match b.leadership(topic, partition) {
-        Ok(epoch) => {
-            if version >= 4 {
-                p.leader_epoch = epoch.0;
-            }
-        }
+    let led = match b.led(topic, partition) {
+        Ok(led) => led,
         Err(code) => {
             p.error_code = code.code();
             return p;
         }
-    }
-    let Some(log) = b.topics.log(topic, partition) else {
-        p.error_code = ErrorCode::UnknownTopicOrPartition.code();
-        return p;
     };
-    // A consumer's end is the high watermark (the log end on a single node), and a
-    // read_committed consumer's the last stable offset below it.
-    let hw = b.high_watermark(topic, partition, &log);
+    if version >= 4 {
+        p.leader_epoch = led.epoch.0;
+    }
+    // A consumer's end is the high watermark, and a read_committed consumer's the last
+    // stable offset below it.
+    let hw = led.high_watermark();
+    let log = led.log;
     let result = match timestamp {
         LATEST_TIMESTAMP if read_committed => Ok(Some((log.last_stable_offset().min(hw), -1))),
         LATEST_TIMESTAMP => Ok(Some((hw, -1))),

@@ -40,17 +40,14 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) 
                     e.partition = p.partition;
                     e.leader_epoch = UNDEFINED_EPOCH;
                     e.end_offset = UNDEFINED_EPOCH_OFFSET;
-                    let epoch = match b.leadership(&t.name, p.partition) {
-                        Ok(epoch) => epoch,
+                    let led = match b.led(&t.name, p.partition) {
+                        Ok(led) => led,
                         Err(code) => {
                             e.error_code = code.code();
                             return e;
                         }
                     };
-                    let Some(log) = b.topics.log(&t.name, p.partition) else {
-                        e.error_code = ErrorCode::UnknownTopicOrPartition.code();
-                        return e;
-                    };
+                    let epoch = led.epoch;
                     if p.current_leader_epoch > epoch.0 {
                         e.error_code = ErrorCode::UnknownLeaderEpoch.code();
                         return e;
@@ -59,10 +56,10 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) 
                         e.error_code = ErrorCode::FencedLeaderEpoch.code();
                         return e;
                     }
-                    let (found, end) = log.end_offset_for_epoch(p.leader_epoch);
+                    let (found, end) = led.log.end_offset_for_epoch(p.leader_epoch);
                     e.leader_epoch = found;
                     e.end_offset = if end >= 0 && !from_follower {
-                        end.min(b.high_watermark(&t.name, p.partition, &log).0)
+                        end.min(led.high_watermark().0)
                     } else {
                         end
                     };
