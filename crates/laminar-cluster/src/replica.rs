@@ -17,18 +17,22 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::image::{BrokerId, LeaderEpoch, PartitionInfo};
+use laminar_storage::Offset;
+
+/// A follower's progress before its first fetch (and the leader's log end before one).
+const NOT_HEARD_FROM: Offset = Offset(-1);
 
 /// A follower's progress, as its leader sees it.
 #[derive(Debug, Clone)]
 struct Progress {
-    /// Its last fetch offset: every record below it is on its disk. -1: not heard from.
-    acked: i64,
+    /// Its last fetch offset: every record below it is on its disk ([`NOT_HEARD_FROM`]: none).
+    acked: Offset,
     /// The last time it had fetched everything the leader held (Kafka's
     /// `lastCaughtUpTimeMs`).
     caught_up: Instant,
     /// When it last fetched, and the leader's log end then.
     last_fetch: Instant,
-    log_end_at_last_fetch: i64,
+    log_end_at_last_fetch: Offset,
 }
 
 #[derive(Debug, Clone)]
@@ -46,7 +50,7 @@ pub struct Leading {
     /// The log end when this leadership began: a follower joins the ISR only once it has
     /// everything before it (Kafka's rule), not merely the high watermark, which starts low
     /// after a restart.
-    epoch_start: i64,
+    epoch_start: Offset,
     followers: BTreeMap<BrokerId, Progress>,
 }
 
@@ -76,7 +80,7 @@ pub struct Replica {
     pub partition: i32,
     node: BrokerId,
     role: Mutex<Role>,
-    hw: watch::Sender<i64>,
+    hw: watch::Sender<Offset>,
     /// A new leader serves once its log is ready for it (the epoch recorded, the producer
     /// state rebuilt from the log): until then it answers as a non-leader.
     serving: std::sync::atomic::AtomicBool,
@@ -91,12 +95,12 @@ impl Replica {
         self.role.lock().unwrap().clone()
     }
 
-    pub fn high_watermark(&self) -> i64 {
+    pub fn high_watermark(&self) -> Offset {
         *self.hw.borrow()
     }
 
     /// A follower takes the high watermark its leader reported, bounded by its own log end.
-    pub fn set_follower_high_watermark(&self, hw: i64) {
+    pub fn set_follower_high_watermark(&self, hw: Offset) {
         self.hw.send_if_modified(|cur| {
             if hw > *cur {
                 *cur = hw;
@@ -134,7 +138,7 @@ impl Replica {
 
     /// The leader's own log end moved (an append): with no follower in the ISR, the high
     /// watermark follows it.
-    pub fn on_leader_append(&self, log_end: i64) {
+    pub fn on_leader_append(&self, log_end: Offset) {
         let role = self.role.lock().unwrap();
         if let Role::Leader(l) = &*role {
             self.advance(l, log_end);
@@ -143,14 +147,14 @@ impl Replica {
 
     /// The high watermark over the ISR (and the followers being added to it), never moving
     /// back.
-    fn advance(&self, l: &Leading, log_end: i64) {
+    fn advance(&self, l: &Leading, log_end: Offset) {
         let hw = l
             .isr
             .iter()
             .chain(l.pending_add.iter())
             .filter(|r| **r != self.node)
-            .map(|r| l.followers.get(r).map_or(-1, |p| p.acked))
-            .fold(log_end, i64::min);
+            .map(|r| l.followers.get(r).map_or(NOT_HEARD_FROM, |p| p.acked))
+            .fold(log_end, Offset::min);
         self.hw.send_if_modified(|cur| {
             if hw > *cur {
                 *cur = hw;
@@ -164,7 +168,12 @@ impl Replica {
     /// A follower fetched from `offset` while this leader's log ended at `log_end`. Updates
     /// its progress and the high watermark; returns an ISR expansion to ask for, if it has
     /// caught up.
-    pub fn on_follower_fetch(&self, follower: BrokerId, offset: i64, log_end: i64) -> Option<IsrChange> {
+    pub fn on_follower_fetch(
+        &self,
+        follower: BrokerId,
+        offset: Offset,
+        log_end: Offset,
+    ) -> Option<IsrChange> {
         let now = Instant::now();
         let mut role = self.role.lock().unwrap();
         let Role::Leader(l) = &mut *role else {
@@ -174,17 +183,17 @@ impl Replica {
             return None;
         }
         let p = l.followers.entry(follower).or_insert(Progress {
-            acked: -1,
+            acked: NOT_HEARD_FROM,
             caught_up: now,
             last_fetch: now,
-            log_end_at_last_fetch: -1,
+            log_end_at_last_fetch: NOT_HEARD_FROM,
         });
         p.acked = offset;
         // Kafka's rule: caught up now if it has everything; else caught up as of its last
         // fetch if it now has what the leader had then.
         if offset >= log_end {
             p.caught_up = now;
-        } else if offset >= p.log_end_at_last_fetch && p.log_end_at_last_fetch >= 0 {
+        } else if offset >= p.log_end_at_last_fetch && p.log_end_at_last_fetch >= Offset(0) {
             p.caught_up = p.last_fetch;
         }
         p.last_fetch = now;
@@ -273,7 +282,7 @@ impl Replica {
     /// `timeout`; false if it did not, or this broker no longer leads at that epoch. The
     /// leadership is checked before the high watermark is trusted: as a follower (or a
     /// leader of a later epoch) the high watermark says nothing of a record it may have cut.
-    pub async fn wait_replicated(&self, offset: i64, epoch: LeaderEpoch, timeout: Duration) -> bool {
+    pub async fn wait_replicated(&self, offset: Offset, epoch: LeaderEpoch, timeout: Duration) -> bool {
         let mut rx = self.hw.subscribe();
         let waited = tokio::time::timeout(timeout, async {
             loop {
@@ -351,7 +360,7 @@ impl Replicas {
         partition: i32,
         info: Option<&PartitionInfo>,
         fenced: bool,
-        log_end: i64,
+        log_end: Offset,
     ) -> Option<Transition> {
         let hosted = info.is_some_and(|p| p.replicas.contains(&self.node));
         if !hosted {
@@ -383,7 +392,7 @@ impl Replicas {
                     partition,
                     node: self.node,
                     role: Mutex::new(Role::Idle),
-                    hw: watch::channel(0).0,
+                    hw: watch::channel(Offset(0)).0,
                     serving: std::sync::atomic::AtomicBool::new(false),
                     generation: std::sync::atomic::AtomicU64::new(0),
                 })
@@ -426,10 +435,10 @@ impl Replicas {
                             (
                                 *r,
                                 Progress {
-                                    acked: -1,
+                                    acked: NOT_HEARD_FROM,
                                     caught_up: now,
                                     last_fetch: now,
-                                    log_end_at_last_fetch: -1,
+                                    log_end_at_last_fetch: NOT_HEARD_FROM,
                                 },
                             )
                         })

@@ -20,7 +20,7 @@ impl LedPartition {
     /// What consumers may read: below the high watermark (what every in-sync replica has),
     /// never past the log end.
     pub fn high_watermark(&self) -> Offset {
-        Offset(self.replica.high_watermark()).min(self.log.log_end())
+        self.replica.high_watermark().min(self.log.log_end())
     }
 
     /// A write at this leadership's epoch, through the one replicate path.

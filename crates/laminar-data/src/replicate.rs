@@ -97,7 +97,7 @@ impl LeaderWrite {
     /// waiting in long poll look again.
     pub fn appended(&self, log_end: Offset, data_arrived: &Notify) {
         if let Some(r) = &self.replica {
-            r.on_leader_append(log_end.0);
+            r.on_leader_append(log_end);
         }
         data_arrived.notify_waiters();
     }
@@ -122,7 +122,7 @@ impl Durable {
         let Some(replica) = &self.write.replica else {
             return Ok(Replicated { isr_len: None });
         };
-        let waited = replica.wait_replicated(self.last.0, self.write.epoch, self.timeout);
+        let waited = replica.wait_replicated(self.last, self.write.epoch, self.timeout);
         if laminar_net::waiting(waited).await {
             Ok(Replicated {
                 isr_len: Some(replica.isr().map_or(0, |isr| isr.len())),
@@ -183,7 +183,7 @@ mod tests {
             .create_log(&LogId::new("t", 0), LogConfig::default())
             .unwrap();
         let replicas = Replicas::new(laminar_cluster::BrokerId(NODE));
-        replicas.apply("t", 0, Some(&placement(NODE, 5)), false, 0);
+        replicas.apply("t", 0, Some(&placement(NODE, 5)), false, Offset(0));
         let replica = replicas.get("t", 0).unwrap();
         replica.start_serving();
         let write = LeaderWrite::new(LeaderEpoch(5), Some(replica));
@@ -204,7 +204,7 @@ mod tests {
         // leadership to 2 at epoch 6.
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!waiting.is_finished(), "replicated without the follower");
-        replicas.apply("t", 0, Some(&placement(2, 6)), false, log.log_end().0);
+        replicas.apply("t", 0, Some(&placement(2, 6)), false, log.log_end());
         let result = waiting.await.unwrap();
         assert_eq!(result, Err(ReplicateError::NotLeader));
         assert!(
@@ -236,7 +236,7 @@ mod tests {
         let waiting = tokio::spawn(write.durable(&log, last, Duration::from_secs(30)).wait());
         let replica = replicas.get("t", 0).unwrap();
         // Follower 2 fetches from past the write: it has it on its disk.
-        replica.on_follower_fetch(laminar_cluster::BrokerId(2), last.0 + 1, log.log_end().0);
+        replica.on_follower_fetch(laminar_cluster::BrokerId(2), Offset(last.0 + 1), log.log_end());
         assert_eq!(waiting.await.unwrap(), Ok(Replicated { isr_len: Some(2) }));
     }
 

@@ -448,7 +448,7 @@ async fn fetch_once(
     }
     let records = data.records.as_ref().map(whole_batches).unwrap_or_default();
     if records.is_empty() {
-        replica.set_follower_high_watermark(data.high_watermark.min(fetch_offset.0));
+        replica.set_follower_high_watermark(Offset(data.high_watermark).min(fetch_offset));
         return Ok(Fetched::Nothing);
     }
     let (t2, p2) = (topic.to_string(), partition);
@@ -466,6 +466,6 @@ async fn fetch_once(
     laminar_net::waiting(log.wait_flushed(info.last_offset))
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
-    replica.set_follower_high_watermark(data.high_watermark.min(info.log_end.0));
+    replica.set_follower_high_watermark(Offset(data.high_watermark).min(info.log_end));
     Ok(Fetched::Records)
 }

@@ -11,6 +11,7 @@ use crate::broker::Broker;
 use laminar_cluster::image::ClusterImage;
 use laminar_cluster::replica::Transition;
 use laminar_cluster::TopicPartition;
+use laminar_storage::Offset;
 
 /// Runs until the image channel closes. Creating and deleting logs are directory
 /// operations: they run on the I/O pool.
@@ -68,7 +69,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
     for TopicPartition { topic, partition } in partitions {
         let info = image.partition(&topic, partition);
         let log = b.topics.log(&topic, partition);
-        let log_end = log.as_ref().map_or(0, |l| l.log_end().0);
+        let log_end = log.as_ref().map_or(Offset(0), |l| l.log_end());
         let Some(transition) = cluster.replicas.apply(&topic, partition, info, fenced, log_end) else {
             continue;
         };

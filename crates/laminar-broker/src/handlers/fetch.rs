@@ -434,9 +434,11 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
             if diverging(&log, wp).is_some() {
                 continue;
             }
-            if let Some(change) =
-                replica.on_follower_fetch(laminar_cluster::BrokerId(follower), fetch_offset, log.log_end().0)
-            {
+            if let Some(change) = replica.on_follower_fetch(
+                laminar_cluster::BrokerId(follower),
+                Offset(fetch_offset),
+                log.log_end(),
+            ) {
                 tokio::spawn(cluster.clone().change_isr(change));
             }
         }
