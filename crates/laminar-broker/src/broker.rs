@@ -58,9 +58,6 @@ impl SendFile for RecordsFile {
     }
 }
 
-/// How long a change through the controller waits to be applied here.
-const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 pub type Response = Option<ResponseFrame<RecordsFile>>;
 
 /// A handled request: its response, or (an `acks=all` produce whose appends are done) the
@@ -92,10 +89,8 @@ pub struct Broker {
     /// The cluster: several brokers under a controller quorum, or a single node, a quorum of
     /// one voter (itself).
     pub cluster: Arc<Cluster>,
-    /// The version of the newest image applied here (logs created, partitions led): a
-    /// change through the controller is answered once it is, so that the client's next
-    /// request here finds it in effect.
-    pub images_applied: tokio::sync::watch::Sender<u64>,
+    /// How far this broker has applied the cluster metadata.
+    pub applied: crate::applied::AppliedImages,
     /// The leader epoch of `__consumer_offsets-0` whose group state is loaded
     /// here (-1: none; this broker does not coordinate groups).
     pub groups_loaded_epoch: std::sync::atomic::AtomicI64,
@@ -186,12 +181,9 @@ impl Broker {
         }
     }
 
-    /// Waits until this broker has applied the image it holds now (at most `APPLY_WAIT`):
-    /// called after a change the controller committed and this broker's image shows.
+    /// Waits until this broker has applied the image it holds now.
     pub async fn wait_applied(&self) {
-        let version = self.cluster.image().version;
-        let mut applied = self.images_applied.subscribe();
-        let _ = tokio::time::timeout(APPLY_WAIT, applied.wait_for(|v| *v >= version)).await;
+        self.applied.wait(&self.cluster).await
     }
 
     /// The transaction coordinator's log, `__transaction_state-0` (as a follower truncates

@@ -104,7 +104,9 @@ impl Broker {
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, &ctx, r).await,
             Request::InitProducerId(r) => handlers::init_producer_id::handle(b, &ctx, r).await,
             Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, &ctx, r),
-            Request::CreatePartitions(r) => handlers::create_partitions::handle(b, &ctx, r).await,
+            Request::CreatePartitions(r) => {
+                handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r).await
+            }
             Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, &ctx, r),
             Request::JoinGroup(r) => handlers::join_group::handle(b, &ctx, r).await,
             Request::SyncGroup(r) => handlers::sync_group::handle(b, &ctx, r).await,
@@ -116,20 +118,24 @@ impl Broker {
             Request::DescribeGroups(r) => handlers::describe_groups::handle(b, &ctx, r),
             Request::DeleteGroups(r) => handlers::delete_groups::handle(b, &ctx, r).await,
             Request::OffsetDelete(r) => handlers::offset_delete::handle(b, &ctx, r).await,
-            Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(b, &ctx, r),
-            Request::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(b, &ctx, r).await,
+            Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(&b.quotas, &ctx, r),
+            Request::AlterClientQuotas(r) => {
+                handlers::alter_client_quotas::handle(&b.cluster, &b.applied, &ctx, r).await
+            }
             Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, &ctx, r).await,
             Request::DeleteRecords(r) => handlers::delete_records::handle(b, &ctx, r).await,
-            Request::DescribeCluster(r) => handlers::describe_cluster::handle(b, &ctx, r),
+            Request::DescribeCluster(r) => {
+                handlers::describe_cluster::handle(&b.cluster, &b.cluster_id, &ctx, r)
+            }
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, &ctx, r),
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, &ctx, r).await,
-            Request::ElectLeaders(r) => handlers::elect_leaders::handle(b, &ctx, r).await,
+            Request::ElectLeaders(r) => handlers::elect_leaders::handle(&b.cluster, &ctx, r).await,
             Request::DescribeProducers(r) => handlers::describe_producers::handle(b, &ctx, r),
             Request::AlterPartitionReassignments(r) => {
-                handlers::alter_partition_reassignments::handle(b, &ctx, r).await
+                handlers::alter_partition_reassignments::handle(&b.cluster, &ctx, r).await
             }
             Request::ListPartitionReassignments(r) => {
-                handlers::list_partition_reassignments::handle(b, &ctx, r)
+                handlers::list_partition_reassignments::handle(&b.cluster, &ctx, r)
             }
             Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, &ctx, r).await,
             Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, &ctx, r).await,

@@ -13,6 +13,7 @@
 //! The data plane (the replicate path, producers' state, the append threads) is
 //! `laminar-data`; the control plane `laminar-cluster`; the network layer `laminar-net`.
 
+pub mod applied;
 pub mod broker;
 pub mod cluster;
 pub mod config;

@@ -233,7 +233,7 @@ impl RunningBroker {
             quotas,
             stuck_reads: Default::default(),
             cluster,
-            images_applied: tokio::sync::watch::channel(0).0,
+            applied: Default::default(),
             groups_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
             txns_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
         });

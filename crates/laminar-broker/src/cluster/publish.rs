@@ -42,7 +42,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
             apply_roles(&b, &image).await;
             // Consumers waiting in long poll: an ISR change may have moved a high watermark.
             b.data_arrived.notify_waiters();
-            b.images_applied.send_replace(image.version);
+            b.applied.set(image.version);
             previous = Some(image);
         }
         if images.changed().await.is_err() {

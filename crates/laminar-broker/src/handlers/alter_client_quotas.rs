@@ -10,18 +10,24 @@ use laminar_protocol::requests::AlterClientQuotasRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
+use crate::applied::AppliedImages;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
 use crate::quotas::{apply_changes, checked_change, QuotaChange};
 use laminar_cluster::image::Command;
+use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterClientQuotasRequest) -> Encoded {
+pub async fn handle(
+    cluster: &Cluster,
+    applied: &AppliedImages,
+    ctx: &RequestContext,
+    r: AlterClientQuotasRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let results = alter(&b.cluster, &r).await;
+    let results = alter(cluster, &r).await;
     // Answered once in effect here: the client's next request finds it.
-    b.wait_applied().await;
+    applied.wait(cluster).await;
     let mut resp = AlterClientQuotasResponse::default();
     for ((entity, _), result) in r.entries.iter().zip(results) {
         let mut e = EntryData::default();

@@ -14,12 +14,16 @@ use laminar_protocol::requests::AlterPartitionReassignmentsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use laminar_cluster::image::Command;
+use laminar_cluster::Cluster;
 use laminar_cluster::ClusterError;
 
-pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignmentsRequest) -> Encoded {
+pub async fn handle(
+    cluster: &Cluster,
+    ctx: &RequestContext,
+    r: AlterPartitionReassignmentsRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AlterPartitionReassignmentsResponse::default();
     for (topic, partitions) in r.topics {
@@ -28,7 +32,7 @@ pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignm
         for (partition, target) in partitions {
             let mut p = ReassignablePartitionResponse::default();
             p.partition_index = partition;
-            if let Err(e) = reassign(b, &topic, partition, target).await {
+            if let Err(e) = reassign(cluster, &topic, partition, target).await {
                 p.error_code = e.code().code();
                 p.error_message = Some(sb(&e.to_string()));
             }
@@ -45,7 +49,7 @@ pub async fn handle(b: &Broker, ctx: &RequestContext, r: AlterPartitionReassignm
 }
 
 async fn reassign(
-    b: &Broker,
+    cluster: &Cluster,
     topic: &str,
     partition: i32,
     target: Option<Vec<i32>>,
@@ -55,5 +59,5 @@ async fn reassign(
         partition,
         target: target.map(|t| t.into_iter().map(laminar_cluster::BrokerId).collect()),
     };
-    b.cluster.write(command).await?.into_result()
+    cluster.write(command).await?.into_result()
 }

@@ -1,20 +1,23 @@
 //! CreatePartitions v0-3: the controller places the new partitions and every broker creates
 //! the logs placed on it.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::CreatePartitionsResponse;
 use laminar_protocol::requests::CreatePartitionsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
+use crate::applied::AppliedImages;
 use crate::context::RequestContext;
+use laminar_cluster::Cluster;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreatePartitionsRequest) -> Encoded {
+pub async fn handle(
+    cluster: &Cluster,
+    applied: &AppliedImages,
+    ctx: &RequestContext,
+    r: CreatePartitionsRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let cluster = &b.cluster;
     // Through the controller, which places the new partitions.
     let mut resp = CreatePartitionsResponse::default();
     for (name, count) in r.topics {
@@ -27,6 +30,6 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreatePartitionsRe
         resp.results.push(out);
     }
     // Answered once in effect here: the client's next request finds it.
-    b.wait_applied().await;
+    applied.wait(cluster).await;
     responses::encode(ApiKey::CreatePartitions, version, correlation_id, &resp)
 }

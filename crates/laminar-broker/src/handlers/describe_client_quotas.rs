@@ -1,7 +1,6 @@
 //! DescribeClientQuotas v0-1: the client-id quotas that match the filter.
 
 use laminar_protocol::ErrorCode;
-use std::sync::Arc;
 
 use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::DescribeClientQuotasResponse;
@@ -9,15 +8,15 @@ use laminar_protocol::requests::DescribeClientQuotasRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::quotas::Quotas;
 use crate::quotas::CLIENT_ID;
 
 const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
 const MATCH_SPECIFIED: i8 = 2;
 
-pub fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DescribeClientQuotasRequest) -> Encoded {
+pub fn handle(quotas: &Quotas, ctx: &RequestContext, r: DescribeClientQuotasRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeClientQuotasResponse::default();
     let invalid = r.components.iter().enumerate().find_map(|(i, c)| {
@@ -40,7 +39,7 @@ pub fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DescribeClientQuotasRequ
     // Laminar's entities have exactly one, a client-id.
     let names_client = r.components.iter().any(|c| c.entity_type == CLIENT_ID);
     let mut entries = Vec::new();
-    for e in b.quotas.entries() {
+    for e in quotas.entries() {
         // Every component must match the entity, which has only a client-id (so a filter on
         // any other entity type matches nothing).
         let matches = (!r.strict || names_client)

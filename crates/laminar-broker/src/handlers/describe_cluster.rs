@@ -9,8 +9,8 @@ use laminar_protocol::requests::DescribeClusterRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use laminar_cluster::Cluster;
 
 /// Kafka's `endpointType` values.
 const ENDPOINT_BROKERS: i8 = 1;
@@ -18,7 +18,14 @@ const ENDPOINT_BROKERS: i8 = 1;
 /// "Not requested or not known": Laminar has no ACLs to report operations from.
 const AUTHORIZED_OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeClusterRequest) -> Encoded {
+/// `c`: the control plane; `default_cluster_id`: the id it answers before the cluster
+/// metadata has one.
+pub fn handle(
+    c: &Cluster,
+    default_cluster_id: &str,
+    ctx: &RequestContext,
+    r: DescribeClusterRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeClusterResponse::default();
     resp.endpoint_type = r.endpoint_type;
@@ -31,10 +38,9 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeClusterRequest) -> En
         )));
         return responses::encode(ApiKey::DescribeCluster, version, correlation_id, &resp);
     }
-    let c = &b.cluster;
     let image = c.image();
     resp.cluster_id = sb(if image.cluster_id.is_empty() {
-        &b.cluster_id
+        default_cluster_id
     } else {
         &image.cluster_id
     });

@@ -8,26 +8,24 @@
 //! Unclean elections are not offered (a leader from outside the ISR can lose acknowledged
 //! records): ELIGIBLE_LEADERS_NOT_AVAILABLE, with a message saying so.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::ElectLeadersResponse;
 use laminar_protocol::requests::ElectLeadersRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use laminar_cluster::image::Command;
+use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ElectLeadersRequest) -> Encoded {
+pub async fn handle(c: &Cluster, ctx: &RequestContext, r: ElectLeadersRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ElectLeadersResponse::default();
     let requested = match r.topic_partitions {
         Some(named) => named,
         None => {
-            let image = b.cluster.image();
+            let image = c.image();
             image
                 .topics
                 .values()
@@ -49,7 +47,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ElectLeadersReques
         let mut out = ReplicaElectionResult::default();
         out.topic = topic_name(&topic);
         for p in partitions {
-            let (code, message) = elect(b, r.election_type, &topic, p).await;
+            let (code, message) = elect(c, r.election_type, &topic, p).await;
             let mut pr = PartitionResult::default();
             pr.partition_id = p;
             pr.error_code = code;
@@ -62,8 +60,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ElectLeadersReques
 }
 
 /// One partition's election: its error code and message.
-async fn elect(b: &Arc<Broker>, election_type: i8, topic: &str, partition: i32) -> (i16, Option<String>) {
-    let c = &b.cluster;
+async fn elect(c: &Cluster, election_type: i8, topic: &str, partition: i32) -> (i16, Option<String>) {
     if c.image().partition(topic, partition).is_none() {
         return (
             ErrorCode::UnknownTopicOrPartition.code(),

@@ -11,13 +11,12 @@ use laminar_protocol::requests::ListPartitionReassignmentsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use laminar_cluster::Cluster;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: ListPartitionReassignmentsRequest) -> Encoded {
+pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: ListPartitionReassignmentsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListPartitionReassignmentsResponse::default();
-    let cluster = &b.cluster;
     let image = cluster.image();
     let ids = |v: &[laminar_cluster::BrokerId]| v.iter().map(|x| BrokerId(x.0)).collect::<Vec<_>>();
     let wanted: Vec<(String, Option<Vec<i32>>)> = match r.topics {
