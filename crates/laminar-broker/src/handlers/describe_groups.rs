@@ -6,14 +6,14 @@ use laminar_protocol::requests::DescribeGroupsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::Coordinator;
 use crate::groups::GroupState;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeGroupsRequest) -> Encoded {
+pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroupsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeGroupsResponse::default();
-    let groups = b.groups.groups.lock().unwrap();
+    let groups = coordinator.groups.lock().unwrap();
     for id in r.groups {
         let mut d = DescribedGroup::default();
         d.group_id = GroupId(sb(&id));

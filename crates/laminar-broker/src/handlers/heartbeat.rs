@@ -5,14 +5,13 @@ use laminar_protocol::requests::HeartbeatRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::Coordinator;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: HeartbeatRequest) -> Encoded {
+pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: HeartbeatRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = HeartbeatResponse::default();
-    resp.error_code = b
-        .groups
+    resp.error_code = coordinator
         .heartbeat(
             &r.group_id,
             r.generation_id,

@@ -6,16 +6,16 @@ use laminar_protocol::requests::JoinGroupRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::Coordinator;
 use crate::groups::{JoinArgs, JoinOutcome, Reply};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Broker, ctx: &RequestContext, r: JoinGroupRequest) -> Encoded {
+pub async fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: JoinGroupRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let client_id = ctx.client_id.as_str();
     let client_host = ctx.client_host();
-    let reply = b.groups.join(JoinArgs {
+    let reply = coordinator.join(JoinArgs {
         group_id: r.group_id,
         member_id: r.member_id.clone(),
         instance_id: r.group_instance_id,

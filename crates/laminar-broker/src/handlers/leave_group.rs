@@ -6,13 +6,13 @@ use laminar_protocol::requests::LeaveGroupRequest;
 use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::Coordinator;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: LeaveGroupRequest) -> Encoded {
+pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: LeaveGroupRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = LeaveGroupResponse::default();
-    match b.groups.leave(&r.group_id, &r.members) {
+    match coordinator.leave(&r.group_id, &r.members) {
         Err(code) => resp.error_code = code.code(),
         Ok(codes) => {
             if version >= 3 {

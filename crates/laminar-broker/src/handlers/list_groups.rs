@@ -6,13 +6,13 @@ use laminar_protocol::requests::ListGroupsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::Coordinator;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: ListGroupsRequest) -> Encoded {
+pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: ListGroupsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListGroupsResponse::default();
-    let groups = b.groups.groups.lock().unwrap();
+    let groups = coordinator.groups.lock().unwrap();
     let mut listed: Vec<ListedGroup> = groups
         .values()
         .filter(|g| {

@@ -5,14 +5,14 @@ use laminar_protocol::requests::SyncGroupRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::Coordinator;
 use crate::groups::{Reply, SyncOutcome};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Broker, ctx: &RequestContext, r: SyncGroupRequest) -> Encoded {
+pub async fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: SyncGroupRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let reply = b.groups.sync(
+    let reply = coordinator.sync(
         &r.group_id,
         r.generation_id,
         &r.member_id,
