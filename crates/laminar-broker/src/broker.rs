@@ -22,6 +22,8 @@ use crate::topics::Topics;
 use laminar_cluster::replica::Replica;
 use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_data::partition::LedPartition;
+
+use crate::coordinators::CoordinatorLog;
 use laminar_data::producers::Producers;
 use laminar_data::storage_pool::StoragePool;
 use laminar_net::{IoPool, SendFile};
@@ -91,12 +93,10 @@ pub struct Broker {
     pub cluster: Arc<Cluster>,
     /// How far this broker has applied the cluster metadata.
     pub applied: crate::applied::AppliedImages,
-    /// The leader epoch of `__consumer_offsets-0` whose group state is loaded
-    /// here (-1: none; this broker does not coordinate groups).
-    pub groups_loaded_epoch: std::sync::atomic::AtomicI64,
-    /// The leader epoch of `__transaction_state-0` whose transactions are
-    /// loaded here (-1: none; this broker is not the transaction coordinator).
-    pub txns_loaded_epoch: std::sync::atomic::AtomicI64,
+    /// The group coordinator's hold on `__consumer_offsets-0`.
+    pub group_coordination: CoordinatorLog,
+    /// The transaction coordinator's hold on `__transaction_state-0`.
+    pub txn_coordination: CoordinatorLog,
 }
 
 impl Broker {
@@ -152,33 +152,16 @@ impl Broker {
     /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has
     /// loaded the groups from it. The error code a group request gets if not.
     pub fn group_coordinator_ready(&self) -> Result<(), ErrorCode> {
-        match self.leadership(crate::groups::store::OFFSETS_TOPIC, 0) {
-            Ok(epoch)
-                if self
-                    .groups_loaded_epoch
-                    .load(std::sync::atomic::Ordering::Acquire)
-                    == epoch.0 as i64 =>
-            {
-                Ok(())
-            }
-            Ok(_) => Err(ErrorCode::CoordinatorLoadInProgress),
-            Err(_) => Err(ErrorCode::NotCoordinator),
-        }
+        let log = &self.group_coordination;
+        log.ready(self.leadership(log.topic, 0)).map(|_| ())
     }
 
     /// The transaction coordinator's epoch if this broker is it: the leader epoch of
     /// `__transaction_state-0`, led here with the transactions loaded from it. The error code
     /// a transaction request gets if not.
     pub fn txn_coordinator_epoch(&self) -> Result<i32, ErrorCode> {
-        match self.leadership(crate::txn::log::TRANSACTION_TOPIC, 0) {
-            Ok(epoch)
-                if self.txns_loaded_epoch.load(std::sync::atomic::Ordering::Acquire) == epoch.0 as i64 =>
-            {
-                Ok(epoch.0)
-            }
-            Ok(_) => Err(ErrorCode::CoordinatorLoadInProgress),
-            Err(_) => Err(ErrorCode::NotCoordinator),
-        }
+        let log = &self.txn_coordination;
+        log.ready(self.leadership(log.topic, 0)).map(|epoch| epoch.0)
     }
 
     /// Waits until this broker has applied the image it holds now.

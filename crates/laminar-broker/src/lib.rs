@@ -18,6 +18,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod context;
+pub mod coordinators;
 pub mod dispatch;
 pub mod dynamic_configs;
 pub mod error;

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
+use crate::coordinators::CoordinatorLog;
 use crate::groups::store::GroupStore;
 use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
@@ -234,8 +235,8 @@ impl RunningBroker {
             stuck_reads: Default::default(),
             cluster,
             applied: Default::default(),
-            groups_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
-            txns_loaded_epoch: std::sync::atomic::AtomicI64::new(-1),
+            group_coordination: CoordinatorLog::new(crate::groups::store::OFFSETS_TOPIC),
+            txn_coordination: CoordinatorLog::new(crate::txn::log::TRANSACTION_TOPIC),
         });
         let metrics_server = match metrics_listener {
             Some(l) => {

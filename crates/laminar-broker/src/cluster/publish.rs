@@ -2,7 +2,6 @@
 //! topics, the partitions placed here get their logs, and each of them is led, followed
 //! (a fetcher started) or left idle as the image says.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -10,7 +9,7 @@ use tokio::sync::watch;
 use crate::broker::Broker;
 use laminar_cluster::image::ClusterImage;
 use laminar_cluster::replica::Transition;
-use laminar_cluster::TopicPartition;
+use laminar_cluster::{LeaderEpoch, TopicPartition};
 use laminar_storage::Offset;
 
 /// Runs until the image channel closes. Creating and deleting logs are directory
@@ -111,19 +110,19 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 } else if let Some(r) = cluster.replicas.get(&topic, partition) {
                     r.start_serving();
                 }
-                if is_group_log(&topic, partition) {
+                if b.group_coordination.is_partition(&topic, partition) {
                     load_groups(b, epoch.0).await;
                 }
-                if is_txn_log(&topic, partition) {
+                if b.txn_coordination.is_partition(&topic, partition) {
                     load_txns(b, epoch.0).await;
                 }
             }
             Transition::BecameFollower { leader, epoch } => {
                 crate::info!("following broker {leader} for {topic}-{partition} at epoch {epoch}");
-                if is_group_log(&topic, partition) {
+                if b.group_coordination.is_partition(&topic, partition) {
                     unload_groups(b);
                 }
-                if is_txn_log(&topic, partition) {
+                if b.txn_coordination.is_partition(&topic, partition) {
                     unload_txns(b);
                 }
                 if let Some(replica) = cluster.replicas.get(&topic, partition) {
@@ -139,23 +138,15 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
             }
             Transition::Stopped => {
                 crate::info!("neither leading nor following {topic}-{partition} now");
-                if is_group_log(&topic, partition) {
+                if b.group_coordination.is_partition(&topic, partition) {
                     unload_groups(b);
                 }
-                if is_txn_log(&topic, partition) {
+                if b.txn_coordination.is_partition(&topic, partition) {
                     unload_txns(b);
                 }
             }
         }
     }
-}
-
-fn is_group_log(topic: &str, partition: i32) -> bool {
-    topic == crate::groups::store::OFFSETS_TOPIC && partition == 0
-}
-
-fn is_txn_log(topic: &str, partition: i32) -> bool {
-    topic == crate::txn::log::TRANSACTION_TOPIC && partition == 0
 }
 
 /// This broker leads the transaction log now: it becomes the transaction coordinator once it
@@ -171,7 +162,7 @@ async fn load_txns(b: &Arc<Broker>, epoch: i32) {
         Ok(restored) => {
             let n = restored.len();
             b.txns.reset(restored.into_values());
-            b.txns_loaded_epoch.store(epoch as i64, Ordering::Release);
+            b.txn_coordination.loaded(LeaderEpoch(epoch));
             crate::info!("coordinating transactions at epoch {epoch}: {n} transactional ids loaded");
             for prepared in b.txns.prepared() {
                 crate::info!(
@@ -189,7 +180,7 @@ async fn load_txns(b: &Arc<Broker>, epoch: i32) {
 /// This broker no longer leads the transaction log: it forgets the transactions; their
 /// completions in progress stop (the next coordinator completes them).
 fn unload_txns(b: &Arc<Broker>) {
-    if b.txns_loaded_epoch.swap(-1, Ordering::AcqRel) >= 0 {
+    if b.txn_coordination.unloaded() {
         crate::info!("no longer coordinating transactions");
     }
     b.txns.reset([]);
@@ -205,7 +196,7 @@ async fn load_groups(b: &Arc<Broker>, epoch: i32) {
     match loaded {
         Ok(n) => {
             crate::info!("coordinating groups at epoch {epoch}: {n} group records loaded");
-            b.groups_loaded_epoch.store(epoch as i64, Ordering::Release);
+            b.group_coordination.loaded(LeaderEpoch(epoch));
         }
         Err(e) => crate::warn!("loading the groups at epoch {epoch}: {e}"),
     }
@@ -214,7 +205,7 @@ async fn load_groups(b: &Arc<Broker>, epoch: i32) {
 /// This broker no longer leads the group log: it forgets the groups (their members are
 /// answered, and find the new coordinator).
 fn unload_groups(b: &Arc<Broker>) {
-    if b.groups_loaded_epoch.swap(-1, Ordering::AcqRel) >= 0 {
+    if b.group_coordination.unloaded() {
         crate::info!("no longer coordinating groups");
     }
     b.groups.shutdown();
