@@ -103,7 +103,7 @@ impl Broker {
             Request::CreateTopics(r) => handlers::create_topics::handle(b, &ctx, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, &ctx, r).await,
             Request::InitProducerId(r) => handlers::init_producer_id::handle(b, &ctx, r).await,
-            Request::DescribeConfigs(r) => handlers::describe_configs::handle(b, &ctx, r),
+            Request::DescribeConfigs(r) => handlers::describe_configs::handle(&b.config, &b.topics, &ctx, r),
             Request::CreatePartitions(r) => {
                 handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r).await
             }
@@ -130,7 +130,9 @@ impl Broker {
             Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, &ctx, r),
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, &ctx, r).await,
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(&b.cluster, &ctx, r).await,
-            Request::DescribeProducers(r) => handlers::describe_producers::handle(b, &ctx, r),
+            Request::DescribeProducers(r) => {
+                handlers::describe_producers::handle(&b.topics, &b.producers, &ctx, r)
+            }
             Request::AlterPartitionReassignments(r) => {
                 handlers::alter_partition_reassignments::handle(&b.cluster, &ctx, r).await
             }
@@ -143,7 +145,7 @@ impl Broker {
             Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, &ctx, r).await,
             Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, &ctx, r).await,
             Request::DescribeTransactions(r) => handlers::describe_transactions::handle(b, &ctx, r),
-            Request::ListTransactions(r) => handlers::list_transactions::handle(b, &ctx, r),
+            Request::ListTransactions(r) => handlers::list_transactions::handle(&b.txns, &ctx, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

@@ -11,10 +11,10 @@ use laminar_protocol::requests::DescribeConfigsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::config::{BrokerConfig, SETTINGS};
 use crate::context::RequestContext;
 use crate::dynamic_configs::{DynamicConfigs, DYNAMIC_SETTINGS};
+use crate::topics::Topics;
 use crate::topics::TOPIC_CONFIGS;
 use laminar_protocol::ErrorCode;
 
@@ -154,7 +154,7 @@ fn synonym(name: &str, value: String, source: i8) -> DescribeConfigsSynonym {
 /// broker's dynamic config, the cluster default's, the config file or command line, the
 /// default. Each value is given as `show` makes it of a config with that one value set.
 fn broker_levels(
-    b: &Broker,
+    config: &BrokerConfig,
     dynamic: &DynamicConfigs,
     name: &'static str,
     show: impl Fn(&BrokerConfig) -> String,
@@ -172,8 +172,8 @@ fn broker_levels(
             }
         }
     }
-    if b.config.set_names.contains(name) {
-        levels.push((show(&b.config), SOURCE_STATIC_BROKER));
+    if config.set_names.contains(name) {
+        levels.push((show(config), SOURCE_STATIC_BROKER));
     }
     levels.push((show(&defaults), SOURCE_DEFAULT));
     levels
@@ -206,10 +206,15 @@ fn entry(
     e
 }
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeConfigsRequest) -> Encoded {
+pub fn handle(
+    config: &BrokerConfig,
+    topics: &Topics,
+    ctx: &RequestContext,
+    r: DescribeConfigsRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let dynamic = b.topics.dynamic_configs();
-    let node = b.config.node_id.to_string();
+    let dynamic = topics.dynamic_configs();
+    let node = config.node_id.to_string();
     let mut resp = DescribeConfigsResponse::default();
     for res in &r.resources {
         let mut out = DescribeConfigsResult::default();
@@ -221,7 +226,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeConfigsRequest) -> En
                 .is_none_or(|keys| keys.iter().any(|k| k == name))
         };
         match res.resource_type {
-            RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
+            RESOURCE_TOPIC => match topics.get(&res.resource_name) {
                 Some(t) => {
                     for name in TOPIC_CONFIGS.iter().filter(|n| wanted(n)) {
                         let c = TOPIC_CONFIG_DOCS
@@ -234,7 +239,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeConfigsRequest) -> En
                         }
                         // The broker's levels, in the topic config's terms.
                         levels.extend(
-                            broker_levels(b, &dynamic, c.broker_name, |bc| topic_default(bc, name))
+                            broker_levels(config, &dynamic, c.broker_name, |bc| topic_default(bc, name))
                                 .into_iter()
                                 .map(|(v, source)| (v, c.broker_name, source)),
                         );
@@ -258,7 +263,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeConfigsRequest) -> En
             }
             RESOURCE_BROKER if res.resource_name == node => {
                 for s in SETTINGS.iter().filter(|s| wanted(s.name)) {
-                    let levels = broker_levels(b, &dynamic, s.name, |c| {
+                    let levels = broker_levels(config, &dynamic, s.name, |c| {
                         c.value_of(s.name).unwrap_or_else(|| s.default.to_string())
                     })
                     .into_iter()

@@ -12,11 +12,17 @@ use laminar_protocol::requests::DescribeProducersRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::topics::Topics;
+use laminar_data::producers::Producers;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeProducersRequest) -> Encoded {
+pub fn handle(
+    topics: &Topics,
+    producers: &Producers,
+    ctx: &RequestContext,
+    r: DescribeProducersRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeProducersResponse::default();
     resp.topics = r
@@ -30,15 +36,14 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeProducersRequest) -> 
                 .map(|p| {
                     let mut pr = PartitionResponse::default();
                     pr.partition_index = p;
-                    let Some(log) = b.topics.log(&topic, p) else {
+                    let Some(log) = topics.log(&topic, p) else {
                         pr.error_code = ErrorCode::UnknownTopicOrPartition.code();
                         pr.error_message = Some(sb(&format!("no partition {topic}-{p}")));
                         return pr;
                     };
                     let open: std::collections::HashMap<i64, i64> =
                         log.open_txns().into_iter().map(|(pid, o)| (pid, o.0)).collect();
-                    pr.active_producers = b
-                        .producers
+                    pr.active_producers = producers
                         .describe(&topic, p)
                         .into_iter()
                         .map(|i| {
@@ -50,7 +55,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeProducersRequest) -> 
                             let open = open.get(&i.producer_id).copied();
                             // Of its last marker here (-1: none): `kafka-transactions abort`
                             // sends it back with its abort marker.
-                            s.coordinator_epoch = b.producers.coordinator_epoch(&topic, p, i.producer_id);
+                            s.coordinator_epoch = producers.coordinator_epoch(&topic, p, i.producer_id);
                             s.current_txn_start_offset = open.unwrap_or(-1);
                             s
                         })

@@ -8,12 +8,12 @@ use laminar_protocol::requests::ListTransactionsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::txn::TxnCoordinator;
 use crate::txn::TxnStatus;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: ListTransactionsRequest) -> Encoded {
+pub fn handle(txns: &TxnCoordinator, ctx: &RequestContext, r: ListTransactionsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ListTransactionsResponse::default();
     let known = |name: &str| (0..8).filter_map(TxnStatus::from_i8).any(|s| s.name() == name);
@@ -34,8 +34,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: ListTransactionsRequest) -> E
         None => None,
     };
     let now = laminar_storage::now_ms();
-    resp.transaction_states = b
-        .txns
+    resp.transaction_states = txns
         .list()
         .into_iter()
         .filter(|m| r.state_filters.is_empty() || r.state_filters.iter().any(|f| f == m.status.name()))
