@@ -174,13 +174,4 @@ impl Broker {
     pub fn txn_log(&self) -> Option<Arc<laminar_storage::Log>> {
         self.topics.log(crate::txn::log::TRANSACTION_TOPIC, 0)
     }
-
-    /// The broker the clients reach for `topic`'s partition 0 (the coordinators' logs), or
-    /// `None` while it has no leader.
-    pub fn leader_of(&self, topic: &str) -> Option<(i32, String, u16)> {
-        let image = self.cluster.image();
-        let leader = image.partition(topic, 0)?.leader;
-        let b = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-        Some((b.id.0, b.host.clone(), b.port))
-    }
 }

@@ -107,7 +107,7 @@ impl Broker {
             Request::CreatePartitions(r) => {
                 handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r).await
             }
-            Request::FindCoordinator(r) => handlers::find_coordinator::handle(b, &ctx, r),
+            Request::FindCoordinator(r) => handlers::find_coordinator::handle(&b.cluster, &ctx, r),
             Request::JoinGroup(r) => handlers::join_group::handle(&b.groups, &ctx, r).await,
             Request::SyncGroup(r) => handlers::sync_group::handle(&b.groups, &ctx, r).await,
             Request::Heartbeat(r) => handlers::heartbeat::handle(&b.groups, &ctx, r),

@@ -276,6 +276,14 @@ impl ClusterImage {
         out
     }
 
+    /// The live broker that leads `topic`-`partition`, as clients reach it: id, host, port.
+    /// `None` while the partition has no leader (or its leader is fenced).
+    pub fn leader_endpoint(&self, topic: &str, partition: i32) -> Option<(BrokerId, String, u16)> {
+        let leader = self.partition(topic, partition)?.leader;
+        let b = self.brokers.get(&leader).filter(|b| !b.fenced)?;
+        Some((b.id, b.host.clone(), b.port))
+    }
+
     pub fn live_brokers(&self) -> Vec<BrokerId> {
         self.brokers
             .values()

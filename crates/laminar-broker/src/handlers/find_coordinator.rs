@@ -7,11 +7,11 @@ use laminar_protocol::requests::FindCoordinatorRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: FindCoordinatorRequest) -> Encoded {
+pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = FindCoordinatorResponse::default();
     // 0: a group, 1: a transactional id; Kafka refuses other kinds (share groups) so.
@@ -28,9 +28,10 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: FindCoordinatorRequest) -> En
     } else {
         crate::txn::log::TRANSACTION_TOPIC
     };
-    let log_leader = b.leader_of(log);
+    // The coordinators' logs are partition 0 of their topics.
+    let log_leader = cluster.image().leader_endpoint(log, 0);
     let (error, (node_id, host, port)) = match (error, log_leader) {
-        (ErrorCode::None, Some((id, host, port))) => (ErrorCode::None, (id, host, port as i32)),
+        (ErrorCode::None, Some((id, host, port))) => (ErrorCode::None, (id.0, host, port as i32)),
         (ErrorCode::None, None) => (ErrorCode::CoordinatorNotAvailable, (-1, String::new(), -1)),
         (e, _) => (e, (-1, String::new(), -1)),
     };
