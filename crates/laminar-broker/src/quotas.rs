@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 pub use laminar_cluster::quotas::{apply_changes, QuotaChange, QuotaEntry};
 use laminar_protocol::requests::{QuotaEntity, QuotaOp};
-use laminar_storage::backend::read_whole;
+use laminar_storage::backend::{read_whole, remove_durably};
 use laminar_storage::Store;
 use serde::{Deserialize, Serialize};
 
@@ -143,10 +143,7 @@ impl Quotas {
 
     /// Once the controller holds them: the legacy file goes. Blocking.
     pub fn forget_legacy(store: &Store) -> std::io::Result<()> {
-        match std::fs::remove_file(store.dir().join(QUOTAS_FILE)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        remove_durably(store.storage().as_ref(), store.dir(), QUOTAS_FILE)
     }
 
     pub fn entries(&self) -> Vec<QuotaEntry> {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use laminar_storage::backend::{read_whole, write_atomically};
+use laminar_storage::backend::{read_whole, remove_durably, write_atomically};
 use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
@@ -505,11 +505,11 @@ impl Topics {
         let _w = self.write_lock.lock().unwrap();
         *self.legacy.lock().unwrap() = None;
         self.persist()?;
-        let path = self.store.dir().join(BROKER_CONFIGS_FILE);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        remove_durably(
+            self.store.storage().as_ref(),
+            self.store.dir(),
+            BROKER_CONFIGS_FILE,
+        )
     }
 
     /// A single node's logs that its own, caught-up cluster metadata no longer places here:

@@ -136,6 +136,17 @@ impl Replica {
         }
     }
 
+    /// The ISR change to ask for, made against the leadership `l` as it is now.
+    fn isr_change(&self, l: &Leading, isr: Vec<BrokerId>) -> IsrChange {
+        IsrChange {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            leader_epoch: l.epoch,
+            partition_epoch: l.partition_epoch,
+            isr,
+        }
+    }
+
     /// The leader's own log end moved (an append): with no follower in the ISR, the high
     /// watermark follows it.
     pub fn on_leader_append(&self, log_end: Offset) {
@@ -212,13 +223,7 @@ impl Replica {
             let mut isr = l.isr.clone();
             isr.push(follower);
             isr.sort_unstable();
-            Some(IsrChange {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                leader_epoch: l.epoch,
-                partition_epoch: l.partition_epoch,
-                isr,
-            })
+            Some(self.isr_change(l, isr))
         } else {
             None
         };
@@ -252,13 +257,7 @@ impl Replica {
         }
         l.changing = true;
         let isr: Vec<BrokerId> = l.isr.iter().copied().filter(|r| !out.contains(r)).collect();
-        Some(IsrChange {
-            topic: self.topic.clone(),
-            partition: self.partition,
-            leader_epoch: l.epoch,
-            partition_epoch: l.partition_epoch,
-            isr,
-        })
+        Some(self.isr_change(l, isr))
     }
 
     /// The controller refused an ISR change: it did not happen, and may be asked again.

@@ -81,6 +81,15 @@ pub fn write_atomically(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[
     storage.sync_dir(dir)
 }
 
+/// Removes `name` from `dir`, durably (the directory is fsynced); nothing if it is not there.
+pub fn remove_durably(storage: &dyn Storage, dir: &Path, name: &str) -> io::Result<()> {
+    match storage.remove_file(&dir.join(name)) {
+        Ok(()) => storage.sync_dir(dir),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads a whole (small) file; `Ok(None)` if it does not exist.
 pub fn read_whole(storage: &dyn Storage, path: &Path) -> io::Result<Option<Vec<u8>>> {
     let file = match storage.open(path, false) {
