@@ -19,12 +19,12 @@ use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::topics::Topics;
-use laminar_cluster::replica::Replica;
 use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_data::partition::LedPartition;
 
 use crate::coordinators::CoordinatorLog;
-use laminar_data::producers::Producers;
+use laminar_data::partition::Partitions;
+use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;
 use laminar_net::{IoPool, SendFile};
 
@@ -75,7 +75,9 @@ pub struct Broker {
     pub topics: Arc<Topics>,
     pub io: IoPool,
     pub storage: StoragePool,
-    pub producers: Producers,
+    /// The partitions placed here: each with its log, replica state and producers' state.
+    pub partitions: Arc<Partitions>,
+    pub producer_ids: ProducerIds,
     pub groups: Coordinator,
     pub group_store: GroupStore,
     pub txns: crate::txn::TxnCoordinator,
@@ -100,53 +102,15 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// The leader epoch and replica state of a partition this broker leads and serves, or
-    /// the error code a client gets for it.
-    fn leading(&self, topic: &str, partition: i32) -> Result<(LeaderEpoch, Arc<Replica>), ErrorCode> {
-        let c = &self.cluster;
-        if c.image().partition(topic, partition).is_none() {
-            return Err(ErrorCode::UnknownTopicOrPartition);
-        }
-        let replica = c
-            .replicas
-            .get(topic, partition)
-            .ok_or(ErrorCode::NotLeaderOrFollower)?;
-        // Fenced, it may no longer lead (the controller moved its leaderships, or is about
-        // to): it takes no writes and serves no reads.
-        match replica.leader_epoch() {
-            Some(epoch) if !c.is_fenced() => Ok((epoch, replica)),
-            _ => Err(ErrorCode::NotLeaderOrFollower),
-        }
-    }
-
     /// The leader epoch of a partition this broker leads, or the error code a client gets
     /// for it.
     pub fn leadership(&self, topic: &str, partition: i32) -> Result<LeaderEpoch, ErrorCode> {
-        self.leading(topic, partition).map(|(epoch, _)| epoch)
+        self.partitions.leadership(topic, partition)
     }
 
     /// A partition this broker leads, with its log: what a read or a write of it works on.
-    /// A partition with no log here answers as its leadership does (placed elsewhere: not
-    /// the leader), or as unknown.
     pub fn led(&self, topic: &str, partition: i32) -> Result<LedPartition, ErrorCode> {
-        let leading = self.leading(topic, partition);
-        let Some(log) = self.topics.log(topic, partition) else {
-            return Err(leading.err().unwrap_or(ErrorCode::UnknownTopicOrPartition));
-        };
-        let (epoch, replica) = leading?;
-        Ok(LedPartition { epoch, log, replica })
-    }
-
-    /// A write to a partition led here: its leader epoch now and its replica state, for the
-    /// one replicate path ([`laminar_data::replicate`]). The error code a client gets if
-    /// this broker does not lead it.
-    pub fn leader_write(
-        &self,
-        topic: &str,
-        partition: i32,
-    ) -> Result<laminar_data::replicate::LeaderWrite, ErrorCode> {
-        let (epoch, replica) = self.leading(topic, partition)?;
-        Ok(laminar_data::replicate::LeaderWrite::new(epoch, Some(replica)))
+        self.partitions.led(topic, partition)
     }
 
     /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has
@@ -172,6 +136,7 @@ impl Broker {
     /// The transaction coordinator's log, `__transaction_state-0` (as a follower truncates
     /// it, it is reopened: looked up each time).
     pub fn txn_log(&self) -> Option<Arc<laminar_storage::Log>> {
-        self.topics.log(crate::txn::log::TRANSACTION_TOPIC, 0)
+        let hosted = self.partitions.get(crate::txn::log::TRANSACTION_TOPIC, 0)?;
+        hosted.log()
     }
 }

@@ -95,11 +95,11 @@ impl Broker {
             principal: Principal::anonymous(),
         };
         let encoded = match request {
-            Request::ApiVersions(r) => handlers::api_versions::handle(b, &ctx, r),
+            Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
             Request::Metadata(r) => handlers::metadata::handle(b, &ctx, r).await,
             Request::Produce(r) => return handlers::produce::handle(b, &ctx, r).await,
             Request::Fetch(r) => return Ok(Dispatched::Now(Some(handlers::fetch::handle(b, &ctx, r).await))),
-            Request::ListOffsets(r) => handlers::list_offsets::handle(b, &ctx, r).await,
+            Request::ListOffsets(r) => handlers::list_offsets::handle(&b.io, &b.partitions, &ctx, r).await,
             Request::CreateTopics(r) => handlers::create_topics::handle(b, &ctx, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, &ctx, r).await,
             Request::InitProducerId(r) => handlers::init_producer_id::handle(b, &ctx, r).await,
@@ -113,7 +113,7 @@ impl Broker {
             Request::Heartbeat(r) => handlers::heartbeat::handle(&b.groups, &ctx, r),
             Request::LeaveGroup(r) => handlers::leave_group::handle(&b.groups, &ctx, r),
             Request::OffsetCommit(r) => handlers::offset_commit::handle(b, &ctx, r).await,
-            Request::OffsetFetch(r) => handlers::offset_fetch::handle(b, &ctx, r),
+            Request::OffsetFetch(r) => handlers::offset_fetch::handle(&b.groups, &b.group_store, &ctx, r),
             Request::ListGroups(r) => handlers::list_groups::handle(&b.groups, &ctx, r),
             Request::DescribeGroups(r) => handlers::describe_groups::handle(&b.groups, &ctx, r),
             Request::DeleteGroups(r) => handlers::delete_groups::handle(b, &ctx, r).await,
@@ -123,16 +123,18 @@ impl Broker {
                 handlers::alter_client_quotas::handle(&b.cluster, &b.applied, &ctx, r).await
             }
             Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, &ctx, r).await,
-            Request::DeleteRecords(r) => handlers::delete_records::handle(b, &ctx, r).await,
+            Request::DeleteRecords(r) => {
+                handlers::delete_records::handle(&b.io, &b.partitions, &ctx, r).await
+            }
             Request::DescribeCluster(r) => {
                 handlers::describe_cluster::handle(&b.cluster, &b.cluster_id, &ctx, r)
             }
-            Request::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(b, &ctx, r),
+            Request::OffsetForLeaderEpoch(r) => {
+                handlers::offset_for_leader_epoch::handle(&b.partitions, &ctx, r)
+            }
             Request::AlterConfigs(r) => handlers::alter_configs::handle(b, &ctx, r).await,
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(&b.cluster, &ctx, r).await,
-            Request::DescribeProducers(r) => {
-                handlers::describe_producers::handle(&b.topics, &b.producers, &ctx, r)
-            }
+            Request::DescribeProducers(r) => handlers::describe_producers::handle(&b.partitions, &ctx, r),
             Request::AlterPartitionReassignments(r) => {
                 handlers::alter_partition_reassignments::handle(&b.cluster, &ctx, r).await
             }
@@ -144,7 +146,9 @@ impl Broker {
             Request::EndTxn(r) => handlers::end_txn::handle(b, &ctx, r).await,
             Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, &ctx, r).await,
             Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, &ctx, r).await,
-            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(b, &ctx, r),
+            Request::DescribeTransactions(r) => {
+                handlers::describe_transactions::handle(&b.txns, b.txn_coordinator_epoch(), &ctx, r)
+            }
             Request::ListTransactions(r) => handlers::list_transactions::handle(&b.txns, &ctx, r),
         };
         encoded

@@ -21,7 +21,8 @@ use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::topics::Topics;
 use laminar_cluster::{Cluster, ClusterSettings};
-use laminar_data::producers::Producers;
+use laminar_data::partition::Partitions;
+use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;
 use laminar_net::{IoPool, ServerHandle, ServerLimits};
 
@@ -118,7 +119,7 @@ impl RunningBroker {
             .map_err(io::Error::other)?
         };
         let cfg = config.clone();
-        let (store, topics, producers, groups, group_store, quotas, was_empty, txns) =
+        let (store, topics, groups, group_store, quotas, was_empty, txns) =
             tokio::task::spawn_blocking(move || -> io::Result<_> {
                 let store_config = StoreConfig {
                     cleaner: CleanerConfig {
@@ -161,18 +162,6 @@ impl RunningBroker {
                 let was_empty = store.logs().is_empty();
                 let topics = Topics::open(store.clone(), cfg.clone())?;
                 let quotas = Quotas::new();
-                // Ids from the clock in nanoseconds: above those a single node gave from the
-                // clock in microseconds before it was a cluster of one.
-                let producers = Producers::for_node(cfg.node_id);
-                for t in topics.list() {
-                    for p in 0..t.partitions as i32 {
-                        if let Some(log) = topics.log(&t.name, p) {
-                            if let Err(e) = producers.rebuild_from_log(&t.name, p, &log) {
-                                crate::warn!("rebuilding producer state of {}-{p}: {e}", t.name);
-                            }
-                        }
-                    }
-                }
                 // The groups and transactions are read when this broker leads their logs.
                 let group_store = GroupStore::open(&store).map_err(io::Error::other)?;
                 let groups = Coordinator::new(Duration::from_millis(cfg.group_initial_rebalance_delay_ms));
@@ -180,7 +169,6 @@ impl RunningBroker {
                 Ok((
                     store,
                     Arc::new(topics),
-                    producers,
                     groups,
                     group_store,
                     quotas,
@@ -219,7 +207,10 @@ impl RunningBroker {
         let broker = Arc::new(Broker {
             io: IoPool::new(config.num_io_threads),
             storage: StoragePool::new(config.num_storage_threads),
-            producers,
+            // The producers' states are each partition's, rebuilt from its log when this
+            // broker begins to lead it (`cluster/publish.rs`).
+            partitions: Arc::new(Partitions::new(store.clone(), cluster.clone())),
+            producer_ids: ProducerIds::for_node(config.node_id),
             groups,
             group_store,
             txns,
@@ -269,8 +260,8 @@ impl RunningBroker {
             loop {
                 tokio::time::sleep(interval).await;
                 let expired = b
-                    .producers
-                    .expire(laminar_storage::now_ms(), b.config.producer_id_expiration_ms);
+                    .partitions
+                    .expire_producers(laminar_storage::now_ms(), b.config.producer_id_expiration_ms);
                 if expired > 0 {
                     crate::info!("forgot {expired} expired idempotent producer states");
                 }

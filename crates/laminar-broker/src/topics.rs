@@ -210,13 +210,6 @@ impl Topics {
             .cloned()
     }
 
-    pub fn log(&self, topic: &str, partition: i32) -> Option<Arc<Log>> {
-        if partition < 0 {
-            return None;
-        }
-        self.store.log(&LogId::new(topic, partition as u32))
-    }
-
     /// The broker settings in effect: those read at start, with the dynamic ones applied.
     pub fn effective_config(&self) -> Arc<BrokerConfig> {
         self.effective.read().unwrap().clone()

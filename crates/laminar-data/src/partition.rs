@@ -1,30 +1,315 @@
-//! A partition this broker leads and serves, as one request finds it: its log, its replica
-//! state and the leader epoch it is led at, looked up once, so that every step of the
-//! request (the epoch check, the read bound, the write) sees the same leadership.
+//! The partitions this broker hosts. A [`Partition`] is what the data plane knows of one:
+//! its log, its replica state (leading, following, idle; the ISR and the high watermark) and
+//! its producers' state. It lives as long as the cluster metadata places the partition here:
+//! [`Partitions::apply`] makes and drops it with the replica state, so a request, the
+//! replicate path, a follower's fetcher and the coordinators all find the same one, by one
+//! lookup.
+//!
+//! The store keeps the log's files (a follower's truncation reopens the log, so the log is
+//! looked up through the store, never held); the replica state's rules are the cluster's
+//! (`laminar-cluster`, `replica.rs`), which also reads it for the ISR checks.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use laminar_cluster::replica::Replica;
-use laminar_cluster::LeaderEpoch;
-use laminar_storage::{Log, Offset};
+use laminar_cluster::image::PartitionInfo;
+use laminar_cluster::replica::{Replica, Transition};
+use laminar_cluster::{Cluster, LeaderEpoch};
+use laminar_protocol::ErrorCode;
+use laminar_storage::{AppendInfo, AppendMode, Log, LogId, Offset, StorageError, Store};
+use tokio::sync::Notify;
 
-use crate::replicate::LeaderWrite;
+use crate::producers::ProducerState;
+use crate::replicate::{LeaderWrite, ReplicateError};
+use crate::storage_pool::StoragePool;
 
+/// A partition placed on this broker.
+pub struct Partition {
+    pub topic: String,
+    pub partition: i32,
+    log_id: LogId,
+    store: Arc<Store>,
+    cluster: Arc<Cluster>,
+    /// Its role here, the ISR and the high watermark.
+    pub replica: Arc<Replica>,
+    /// Its idempotent and transactional producers: checked and recorded on its storage
+    /// thread with each append, rebuilt from the log when a leadership begins.
+    pub producers: ProducerState,
+}
+
+impl Partition {
+    /// The leader epoch it is led at here, unless this broker is fenced (the controller
+    /// moved its leaderships, or is about to: it takes no writes and serves no reads).
+    pub fn leader_epoch(&self) -> Option<LeaderEpoch> {
+        self.replica.leader_epoch().filter(|_| !self.cluster.is_fenced())
+    }
+
+    /// Its log, if this broker has one for it (created when the metadata placed it here).
+    pub fn log(&self) -> Option<Arc<Log>> {
+        self.store.log(&self.log_id)
+    }
+
+    /// The key of its storage thread (`storage_pool.rs`): its appends, truncations and
+    /// producer-state rebuilds run there, one after another.
+    pub fn storage_key(&self) -> u64 {
+        crate::storage_pool::partition_key(&self.topic, self.partition)
+    }
+
+    /// Rebuilds its producers' state from its log as it is now (a leadership begins, or a
+    /// follower truncated). Reads from disk: on its storage thread.
+    pub fn rebuild_producers(&self, log: &Log) -> Result<usize, String> {
+        self.producers.rebuild_from_log(log)
+    }
+}
+
+/// A partition this broker leads and serves, as one request finds it: its log and the
+/// leader epoch it is led at, looked up once, so that every step of the request (the epoch
+/// check, the read bound, the write) sees the same leadership.
 pub struct LedPartition {
     pub epoch: LeaderEpoch,
     pub log: Arc<Log>,
-    pub replica: Arc<Replica>,
+    pub partition: Arc<Partition>,
 }
 
 impl LedPartition {
     /// What consumers may read: below the high watermark (what every in-sync replica has),
     /// never past the log end.
     pub fn high_watermark(&self) -> Offset {
-        self.replica.high_watermark().min(self.log.log_end())
+        self.partition.replica.high_watermark().min(self.log.log_end())
     }
 
     /// A write at this leadership's epoch, through the one replicate path.
     pub fn write(&self) -> LeaderWrite {
-        LeaderWrite::new(self.epoch, Some(self.replica.clone()))
+        LeaderWrite::new(self.epoch, Some(self.partition.replica.clone()))
+    }
+
+    /// A leader's write, whole: on the partition's storage thread (where every append to it
+    /// runs in turn, a follower's fetcher's too), still led at this epoch, `job` makes its
+    /// batch and appends it ([`Append`]) with whatever must happen in log order; then the
+    /// high watermark and the waiting fetches follow, and with `durable_within` the write
+    /// waits for its fsync here and its in-sync replicas. The coordinators' records and the
+    /// transaction markers are written so; a produce, whose `acks=all` wait overlaps the
+    /// connection's next requests, takes the same steps from [`LeaderWrite`] itself.
+    pub async fn write_with<T: Send + 'static>(
+        self,
+        storage: &StoragePool,
+        data_arrived: &Notify,
+        durable_within: Option<Duration>,
+        job: impl FnOnce(&Append) -> Result<Option<(AppendInfo, T)>, WriteError> + Send + 'static,
+    ) -> Result<Option<(AppendInfo, T)>, WriteError> {
+        let write = self.write();
+        let (epoch, hosted) = (self.epoch, self.partition);
+        let key = hosted.storage_key();
+        let done = storage
+            .run(key, move || {
+                if hosted.leader_epoch() != Some(epoch) {
+                    return Err(WriteError::NotLeader);
+                }
+                let log = hosted.log().ok_or(WriteError::NotLeader)?;
+                let append = Append {
+                    log: &log,
+                    epoch,
+                    producers: &hosted.producers,
+                };
+                Ok(job(&append)?.map(|(info, t)| (log, info, t)))
+            })
+            .await
+            .map_err(|e| WriteError::Lost(e.to_string()))??;
+        let Some((log, info, t)) = done else {
+            return Ok(None);
+        };
+        write.appended(info.log_end, data_arrived);
+        if let Some(within) = durable_within {
+            write
+                .durable(&log, info.last_offset, within)
+                .wait()
+                .await
+                .map_err(WriteError::Replicate)?;
+        }
+        Ok(Some((info, t)))
+    }
+}
+
+/// A leader's append as [`LedPartition::write_with`]'s job makes it: its log, at the epoch
+/// it is led at, with its producers' state, on its storage thread.
+pub struct Append<'a> {
+    pub log: &'a Arc<Log>,
+    pub epoch: LeaderEpoch,
+    pub producers: &'a ProducerState,
+}
+
+impl Append<'_> {
+    /// Appends `batch`, its offsets assigned here, at the leader epoch.
+    pub fn append(&self, batch: &mut [u8]) -> Result<AppendInfo, StorageError> {
+        let mode = AppendMode::Leader { epoch: self.epoch.0 };
+        self.log.append_as(batch, mode)
+    }
+}
+
+/// Why a leader's write ([`LedPartition::write_with`]) was not made, or not made durable.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The partition is no longer led here at the write's epoch: nothing was appended.
+    #[error("no longer the leader")]
+    NotLeader,
+    /// Refused by the write's own checks, with the code its request answers.
+    #[error("refused: {0}")]
+    Refused(ErrorCode),
+    /// The records could not be encoded.
+    #[error("{0}")]
+    Encode(String),
+    /// The append failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// Appended, but not made durable here and on the in-sync replicas.
+    #[error(transparent)]
+    Replicate(ReplicateError),
+    /// The storage thread's job panicked (a bug).
+    #[error("the append job failed: {0}")]
+    Lost(String),
+}
+
+impl WriteError {
+    /// The code a partition's write answers with (a transaction marker), as produce's.
+    pub fn partition_code(&self) -> ErrorCode {
+        match self {
+            WriteError::NotLeader => ErrorCode::NotLeaderOrFollower,
+            WriteError::Refused(code) => *code,
+            WriteError::Encode(_) => ErrorCode::InvalidRecord,
+            WriteError::Storage(_) => ErrorCode::KafkaStorageError,
+            WriteError::Replicate(e) => e.partition_code(),
+            WriteError::Lost(_) => ErrorCode::UnknownServerError,
+        }
+    }
+
+    /// The code a coordinator's write to its log answers with (see
+    /// [`ReplicateError::coordinator_code`]): the client looks for the coordinator again,
+    /// or retries the same one later.
+    pub fn coordinator_code(&self) -> ErrorCode {
+        match self {
+            WriteError::NotLeader | WriteError::Storage(_) => ErrorCode::NotCoordinator,
+            WriteError::Refused(code) => *code,
+            WriteError::Encode(_) => ErrorCode::InvalidRequest,
+            WriteError::Replicate(e) => e.coordinator_code(),
+            WriteError::Lost(_) => ErrorCode::UnknownServerError,
+        }
+    }
+}
+
+/// Every partition placed here, by topic and then partition: a lookup by the topic's name
+/// allocates nothing (one is made for every partition of every produce and fetch).
+pub struct Partitions {
+    store: Arc<Store>,
+    cluster: Arc<Cluster>,
+    hosted: RwLock<HashMap<String, HashMap<i32, Arc<Partition>>>>,
+}
+
+impl Partitions {
+    pub fn new(store: Arc<Store>, cluster: Arc<Cluster>) -> Partitions {
+        Partitions {
+            store,
+            cluster,
+            hosted: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let hosted = self.hosted.read().unwrap();
+        hosted.get(topic).and_then(|ps| ps.get(&partition)).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        let hosted = self.hosted.read().unwrap();
+        hosted.values().flat_map(|ps| ps.values().cloned()).collect()
+    }
+
+    /// Applies a partition's place in a new image: its replica state's transition (see
+    /// `Replicas::apply`), with the partition made when it is placed here and dropped when
+    /// it no longer is. `fenced`: this broker may lead nothing. Only the image publisher
+    /// calls it, one image at a time.
+    pub fn apply(
+        &self,
+        topic: &str,
+        partition: i32,
+        info: Option<&PartitionInfo>,
+        fenced: bool,
+    ) -> Option<Transition> {
+        let log_id = LogId::new(topic, partition.max(0) as u32);
+        let log_end = self.store.log(&log_id).map_or(Offset(0), |l| l.log_end());
+        let replicas = &self.cluster.replicas;
+        let transition = replicas.apply(topic, partition, info, fenced, log_end);
+        let mut hosted = self.hosted.write().unwrap();
+        match replicas.get(topic, partition) {
+            Some(replica) => {
+                let ps = hosted.entry(topic.to_string()).or_default();
+                let current = ps
+                    .get(&partition)
+                    .is_some_and(|p| Arc::ptr_eq(&p.replica, &replica));
+                if !current {
+                    ps.insert(
+                        partition,
+                        Arc::new(Partition {
+                            topic: topic.to_string(),
+                            partition,
+                            log_id,
+                            store: self.store.clone(),
+                            cluster: self.cluster.clone(),
+                            replica,
+                            producers: ProducerState::default(),
+                        }),
+                    );
+                }
+            }
+            None => {
+                if let Some(ps) = hosted.get_mut(topic) {
+                    ps.remove(&partition);
+                    if ps.is_empty() {
+                        hosted.remove(topic);
+                    }
+                }
+            }
+        }
+        transition
+    }
+
+    /// A partition this broker leads and serves, or the error code a client gets for it.
+    fn leading(&self, topic: &str, partition: i32) -> Result<(LeaderEpoch, Arc<Partition>), ErrorCode> {
+        let c = &self.cluster;
+        if c.image().partition(topic, partition).is_none() {
+            return Err(ErrorCode::UnknownTopicOrPartition);
+        }
+        let p = self.get(topic, partition).ok_or(ErrorCode::NotLeaderOrFollower)?;
+        match p.leader_epoch() {
+            Some(epoch) => Ok((epoch, p)),
+            None => Err(ErrorCode::NotLeaderOrFollower),
+        }
+    }
+
+    /// The leader epoch of a partition this broker leads, or the error code a client gets
+    /// for it.
+    pub fn leadership(&self, topic: &str, partition: i32) -> Result<LeaderEpoch, ErrorCode> {
+        self.leading(topic, partition).map(|(epoch, _)| epoch)
+    }
+
+    /// A partition this broker leads, with its log: what a read or a write of it works on.
+    /// Led here without a log (it could not be created), it answers as unknown.
+    pub fn led(&self, topic: &str, partition: i32) -> Result<LedPartition, ErrorCode> {
+        let (epoch, partition) = self.leading(topic, partition)?;
+        let log = partition.log().ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        Ok(LedPartition {
+            epoch,
+            log,
+            partition,
+        })
+    }
+
+    /// Forgets the producers whose last batch is older than `expiration_ms` on every
+    /// partition here; returns how many (producer, partition) states went.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: u64) -> usize {
+        self.all()
+            .iter()
+            .map(|p| p.producers.expire(now_ms, expiration_ms))
+            .sum()
     }
 }

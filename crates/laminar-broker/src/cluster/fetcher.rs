@@ -29,9 +29,9 @@ use laminar_storage::{AppendMode, LogId, Offset};
 
 use crate::broker::Broker;
 use laminar_cluster::client::BrokerConnection;
-use laminar_cluster::replica::{Replica, Role};
+use laminar_cluster::replica::Role;
 use laminar_cluster::{BrokerId, LeaderEpoch};
-use laminar_data::storage_pool::partition_key;
+use laminar_data::partition::Partition;
 use laminar_protocol::ErrorCode;
 
 const FETCH_VERSION: i16 = 12;
@@ -58,11 +58,11 @@ fn whole_batches(records: &Bytes) -> Bytes {
     records.slice(..pos)
 }
 
-/// Follows `replica` while this broker follows `leader` at `epoch`; returns when that ends.
+/// Follows `hosted` while this broker follows `leader` at `epoch`; returns when that ends.
 /// `generation`: the partition's role generation this fetcher was started for.
 pub async fn follow(
     b: Arc<Broker>,
-    replica: Arc<Replica>,
+    hosted: Arc<Partition>,
     leader: BrokerId,
     epoch: LeaderEpoch,
     generation: u64,
@@ -73,12 +73,12 @@ pub async fn follow(
         epoch,
         generation,
     };
-    let (topic, partition) = (replica.topic.clone(), replica.partition);
+    let (topic, partition) = (hosted.topic.clone(), hosted.partition);
     let mut connection: Option<BrokerConnection> = None;
     let mut truncated = false;
     let mut failing = false;
     loop {
-        if !me.current(&replica) {
+        if !me.current(&hosted.replica) {
             return;
         }
         let step = async {
@@ -95,10 +95,10 @@ pub async fn follow(
             }
             let conn = connection.as_mut().expect("connected");
             if !truncated {
-                truncate_to_leader(&b, &replica, conn, me).await?;
+                truncate_to_leader(&b, &hosted, conn, me).await?;
                 truncated = true;
             }
-            fetch_once(&b, &replica, conn, me).await
+            fetch_once(&b, &hosted, conn, me).await
         };
         match step.await {
             Ok(Fetched::Records) => failing = false,
@@ -109,7 +109,7 @@ pub async fn follow(
                     // retention removed what this replica would fetch next.
                     truncated = false;
                     if let Some(conn) = connection.as_mut() {
-                        if let Err(e) = start_at_leaders_start(&b, &replica, conn, me).await {
+                        if let Err(e) = start_at_leaders_start(&b, &hosted, conn, me).await {
                             crate::warn!("replica of {topic}-{partition}: {e}");
                             connection = None;
                         }
@@ -142,14 +142,14 @@ enum Fetched {
 /// still differ, and the next round asks about the epoch the log now ends with.
 async fn truncate_to_leader(
     b: &Arc<Broker>,
-    replica: &Arc<Replica>,
+    hosted: &Arc<Partition>,
     conn: &mut BrokerConnection,
     me: Following,
 ) -> io::Result<()> {
-    let (topic, partition) = (replica.topic.as_str(), replica.partition);
+    let (topic, partition) = (hosted.topic.as_str(), hosted.partition);
     // Each round but the last cuts the log shorter: it ends.
     loop {
-        let log = replica_log(b, replica)?;
+        let log = replica_log(hosted)?;
         // An empty log has nothing to cut (its epoch cache holds only the epoch it started
         // with, not one of a batch it has).
         let Some(mine) = log.latest_epoch().filter(|_| log.log_end() > log.log_start()) else {
@@ -181,7 +181,7 @@ async fn truncate_to_leader(
             // The leader knows no epoch at or below ours: a fetch past its end tells.
             return Ok(());
         }
-        if !cut_to_leader(b, replica, me, answer.leader_epoch, answer.end_offset).await? {
+        if !cut_to_leader(b, hosted, me, answer.leader_epoch, answer.end_offset).await? {
             return Ok(());
         }
     }
@@ -194,13 +194,13 @@ async fn truncate_to_leader(
 /// `leader_epoch`): then the leader must be asked again.
 async fn cut_to_leader(
     b: &Arc<Broker>,
-    replica: &Arc<Replica>,
+    hosted: &Arc<Partition>,
     me: Following,
     leader_epoch: i32,
     leader_end: i64,
 ) -> io::Result<bool> {
-    let (topic, partition) = (replica.topic.as_str(), replica.partition);
-    let log = replica_log(b, replica)?;
+    let (topic, partition) = (hosted.topic.as_str(), hosted.partition);
+    let log = replica_log(hosted)?;
     let (my_epoch, my_end) = log.end_offset_for_epoch(leader_epoch);
     let to = if my_end >= 0 {
         leader_end.min(my_end)
@@ -213,7 +213,7 @@ async fn cut_to_leader(
         // never appended in is no epoch the leader has: every fetch naming it would be told
         // it diverged, forever. It goes, as in Kafka's `truncateTo`.
         if log.epochs().last().is_some_and(|(_, start)| start.0 >= log_end) {
-            change_current_log(b, replica, me, |_, log| log.forget_empty_epochs()).await?;
+            change_current_log(b, hosted, me, |_, log| log.forget_empty_epochs()).await?;
         }
         return Ok(false);
     }
@@ -222,20 +222,18 @@ async fn cut_to_leader(
     );
     let store = b.store.clone();
     let id = LogId::new(topic, partition as u32);
-    let b2 = b.clone();
-    let (t2, p2) = (topic.to_string(), partition);
+    let h2 = hosted.clone();
     // Below this log's start (its whole log diverged): it starts again there, empty, as
     // Kafka's `truncateTo` does below the log start.
     let below_start = to < log.log_start().0;
-    let cut = change_log(b, replica, me, move || {
+    let cut = change_log(b, hosted, me, move || {
         let log = if below_start {
             store.reset_log(&id, Offset(to))?
         } else {
             store.truncate_log(&id, Offset(to))?
         };
-        b2.producers.forget_partition(&t2, p2);
-        if let Err(e) = b2.producers.rebuild_from_log(&t2, p2, &log) {
-            crate::warn!("rebuilding producer state of {t2}-{p2}: {e}");
+        if let Err(e) = h2.rebuild_producers(&log) {
+            crate::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
         }
         Ok(log.log_end())
     })
@@ -254,11 +252,11 @@ async fn cut_to_leader(
 /// Kafka's followers do (`truncateFullyAndStartAt`).
 async fn start_at_leaders_start(
     b: &Arc<Broker>,
-    replica: &Arc<Replica>,
+    hosted: &Arc<Partition>,
     conn: &mut BrokerConnection,
     me: Following,
 ) -> io::Result<()> {
-    let (topic, partition) = (replica.topic.as_str(), replica.partition);
+    let (topic, partition) = (hosted.topic.as_str(), hosted.partition);
     let mut p = ListOffsetsPartition::default();
     p.partition_index = partition;
     p.current_leader_epoch = me.epoch.0;
@@ -276,7 +274,7 @@ async fn start_at_leaders_start(
         "ListOffsets",
     )?;
     let leader_start = answer.offset;
-    let log = replica_log(b, replica)?;
+    let log = replica_log(hosted)?;
     if log.log_end().0 >= leader_start {
         return Ok(());
     }
@@ -286,11 +284,10 @@ async fn start_at_leaders_start(
     );
     let store = b.store.clone();
     let id = LogId::new(topic, partition as u32);
-    let b2 = b.clone();
-    let (t2, p2) = (topic.to_string(), partition);
-    change_log(b, replica, me, move || {
+    let h2 = hosted.clone();
+    change_log(b, hosted, me, move || {
         store.reset_log(&id, Offset(leader_start))?;
-        b2.producers.forget_partition(&t2, p2);
+        h2.producers.forget();
         Ok(())
     })
     .await?;
@@ -301,29 +298,25 @@ async fn start_at_leaders_start(
 /// thread (a truncation may have replaced the one the fetcher looked at before).
 async fn change_current_log<T: Send + 'static>(
     b: &Arc<Broker>,
-    replica: &Arc<Replica>,
+    hosted: &Arc<Partition>,
     me: Following,
     job: impl FnOnce(&Arc<Broker>, Arc<laminar_storage::Log>) -> Result<T, laminar_storage::StorageError>
         + Send
         + 'static,
 ) -> io::Result<Option<T>> {
-    let b2 = b.clone();
-    let (topic, partition) = (replica.topic.clone(), replica.partition);
-    change_log(b, replica, me, move || {
-        let log = b2
-            .topics
-            .log(&topic, partition)
-            .ok_or_else(|| laminar_storage::StorageError::UnknownLog(format!("{topic}-{partition}")))?;
+    let (b2, h2) = (b.clone(), hosted.clone());
+    change_log(b, hosted, me, move || {
+        let log = h2.log().ok_or_else(|| {
+            laminar_storage::StorageError::UnknownLog(format!("{}-{}", h2.topic, h2.partition))
+        })?;
         job(&b2, log)
     })
     .await
 }
 
 /// The log this replica appends to, as the store holds it now.
-fn replica_log(b: &Broker, replica: &Replica) -> io::Result<Arc<laminar_storage::Log>> {
-    b.topics
-        .log(&replica.topic, replica.partition)
-        .ok_or_else(|| io::Error::other("no log here"))
+fn replica_log(hosted: &Partition) -> io::Result<Arc<laminar_storage::Log>> {
+    hosted.log().ok_or_else(|| io::Error::other("no log here"))
 }
 
 /// The one partition's answer to a one-partition request, unless it is missing or an error.
@@ -339,14 +332,14 @@ fn the_answer<'a, P>(answer: Option<&'a P>, error_code: fn(&P) -> i16, api: &str
 /// appends run in order, if this fetcher still follows there (`None` if not).
 async fn change_log<T: Send + 'static>(
     b: &Arc<Broker>,
-    replica: &Arc<Replica>,
+    hosted: &Arc<Partition>,
     me: Following,
     job: impl FnOnce() -> Result<T, laminar_storage::StorageError> + Send + 'static,
 ) -> io::Result<Option<T>> {
-    let r2 = replica.clone();
+    let h2 = hosted.clone();
     b.storage
-        .run(partition_key(&replica.topic, replica.partition), move || {
-            if !me.current(&r2) {
+        .run(hosted.storage_key(), move || {
+            if !me.current(&h2.replica) {
                 return Ok(None);
             }
             job().map(Some)
@@ -368,7 +361,7 @@ impl Following {
     /// Still this fetcher's to follow? Checked again on the storage thread right before it
     /// changes the log: a fetcher of an older role whose answer came late must not append
     /// after (or truncate under) the fetcher of the new one.
-    fn current(&self, replica: &Replica) -> bool {
+    fn current(&self, replica: &laminar_cluster::replica::Replica) -> bool {
         replica.generation() == self.generation
             && matches!(replica.role(), Role::Follower { leader, epoch } if leader == self.leader && epoch == self.epoch)
     }
@@ -376,13 +369,13 @@ impl Following {
 
 async fn fetch_once(
     b: &Arc<Broker>,
-    replica: &Arc<Replica>,
+    hosted: &Arc<Partition>,
     conn: &mut BrokerConnection,
     me: Following,
 ) -> io::Result<Fetched> {
     let epoch = me.epoch;
-    let (topic, partition) = (replica.topic.as_str(), replica.partition);
-    let log = replica_log(b, replica)?;
+    let (topic, partition) = (hosted.topic.as_str(), hosted.partition);
+    let log = replica_log(hosted)?;
     let fetch_offset = log.log_end();
     // The fetch offset acknowledges everything below it: it must all be on disk (a previous
     // fetcher's last append may not be yet).
@@ -433,7 +426,7 @@ async fn fetch_once(
         // there): cut it, and fetch again from the cut, with the epoch it then ends with.
         cut_to_leader(
             b,
-            replica,
+            hosted,
             me,
             data.diverging_epoch.epoch,
             data.diverging_epoch.end_offset,
@@ -444,18 +437,22 @@ async fn fetch_once(
     if data.log_start_offset > log.log_start().0 && data.log_start_offset <= fetch_offset.0 {
         // DeleteRecords (or retention) moved the leader's start: this replica follows.
         let to = Offset(data.log_start_offset);
-        change_current_log(b, replica, me, move |_, log| log.delete_records(to).map(|_| ())).await?;
+        change_current_log(b, hosted, me, move |_, log| log.delete_records(to).map(|_| ())).await?;
     }
     let records = data.records.as_ref().map(whole_batches).unwrap_or_default();
     if records.is_empty() {
-        replica.set_follower_high_watermark(Offset(data.high_watermark).min(fetch_offset));
+        hosted
+            .replica
+            .set_follower_high_watermark(Offset(data.high_watermark).min(fetch_offset));
         return Ok(Fetched::Nothing);
     }
-    let (t2, p2) = (topic.to_string(), partition);
-    let appended = change_current_log(b, replica, me, move |b2, log| {
+    let h2 = hosted.clone();
+    let appended = change_current_log(b, hosted, me, move |_, log| {
         let mut buf = records.to_vec();
         let info = log.append_as(&mut buf, AppendMode::Replica)?;
-        b2.producers.observe(&t2, p2, &buf);
+        if let Err(e) = h2.producers.observe(&buf) {
+            crate::warn!("producer state of {}-{}: {e}", h2.topic, h2.partition);
+        }
         Ok((log, info))
     })
     .await;
@@ -466,6 +463,8 @@ async fn fetch_once(
     laminar_net::waiting(log.wait_flushed(info.last_offset))
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
-    replica.set_follower_high_watermark(Offset(data.high_watermark).min(info.log_end));
+    hosted
+        .replica
+        .set_follower_high_watermark(Offset(data.high_watermark).min(info.log_end));
     Ok(Fetched::Records)
 }

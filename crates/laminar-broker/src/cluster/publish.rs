@@ -10,7 +10,6 @@ use crate::broker::Broker;
 use laminar_cluster::image::ClusterImage;
 use laminar_cluster::replica::Transition;
 use laminar_cluster::{LeaderEpoch, TopicPartition};
-use laminar_storage::Offset;
 
 /// Runs until the image channel closes. Creating and deleting logs are directory
 /// operations: they run on the I/O pool.
@@ -60,61 +59,55 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
         .values()
         .flat_map(|t| (0..t.partitions.len() as i32).map(move |p| TopicPartition::new(t.name.clone(), p)))
         .collect();
-    for r in cluster.replicas.all() {
-        partitions.push(TopicPartition::new(r.topic.clone(), r.partition));
+    for p in b.partitions.all() {
+        partitions.push(TopicPartition::new(p.topic.clone(), p.partition));
     }
     partitions.sort();
     partitions.dedup();
+    // The coordinators load once every partition has its role: a transaction found decided
+    // then has the partitions it writes markers into led already, where this image leads
+    // them.
+    let mut loads = Vec::new();
     for TopicPartition { topic, partition } in partitions {
         let info = image.partition(&topic, partition);
-        let log = b.topics.log(&topic, partition);
-        let log_end = log.as_ref().map_or(Offset(0), |l| l.log_end());
-        let Some(transition) = cluster.replicas.apply(&topic, partition, info, fenced, log_end) else {
+        let Some(transition) = b.partitions.apply(&topic, partition, info, fenced) else {
             continue;
         };
+        let hosted = b.partitions.get(&topic, partition);
         match transition {
             Transition::BecameLeader { epoch } => {
                 crate::info!("leading {topic}-{partition} at epoch {epoch}");
-                if let Some(log) = log {
+                if let Some(hosted) = hosted {
                     // Before it serves: the epoch's start recorded ahead of anything appended
                     // in it, and the idempotent producers' state rebuilt from the log as it
                     // is now (after a restart, or what it replicated as a follower), so that
                     // retries across the failover are de-duplicated.
                     // On the partition's storage thread: after any append a fetcher of the
                     // old role had queued, before any of the new leadership.
-                    let b2 = b.clone();
-                    let t2 = topic.clone();
+                    let h2 = hosted.clone();
                     let ready = b
                         .storage
-                        .run(
-                            laminar_data::storage_pool::partition_key(&topic, partition),
-                            move || {
-                                let log = b2.topics.log(&t2, partition).unwrap_or(log);
-                                log.begin_epoch(epoch.0).map_err(|e| e.to_string())?;
-                                b2.producers.forget_partition(&t2, partition);
-                                b2.producers.rebuild_from_log(&t2, partition, &log)
-                            },
-                        )
+                        .run(hosted.storage_key(), move || {
+                            // A partition placed here without a log (it could not be
+                            // created) serves nothing: clients see it as unknown.
+                            let Some(log) = h2.log() else { return Ok(0) };
+                            log.begin_epoch(epoch.0).map_err(|e| e.to_string())?;
+                            h2.rebuild_producers(&log)
+                        })
                         .await
                         .map_err(|e| e.to_string())
                         .and_then(|r| r);
                     match ready {
-                        Ok(_) => {
-                            if let Some(r) = cluster.replicas.get(&topic, partition) {
-                                r.start_serving();
-                            }
-                        }
+                        Ok(_) => hosted.replica.start_serving(),
                         // It does not serve: clients see NOT_LEADER_OR_FOLLOWER.
                         Err(e) => crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}"),
                     }
-                } else if let Some(r) = cluster.replicas.get(&topic, partition) {
-                    r.start_serving();
                 }
                 if b.group_coordination.is_partition(&topic, partition) {
-                    load_groups(b, epoch.0).await;
+                    loads.push(Load::Groups(epoch));
                 }
                 if b.txn_coordination.is_partition(&topic, partition) {
-                    load_txns(b, epoch.0).await;
+                    loads.push(Load::Txns(epoch));
                 }
             }
             Transition::BecameFollower { leader, epoch } => {
@@ -125,11 +118,11 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 if b.txn_coordination.is_partition(&topic, partition) {
                     unload_txns(b);
                 }
-                if let Some(replica) = cluster.replicas.get(&topic, partition) {
-                    let generation = replica.generation();
+                if let Some(hosted) = hosted {
+                    let generation = hosted.replica.generation();
                     tokio::spawn(super::fetcher::follow(
                         b.clone(),
-                        replica,
+                        hosted,
                         leader,
                         epoch,
                         generation,
@@ -147,6 +140,18 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
             }
         }
     }
+    for load in loads {
+        match load {
+            Load::Groups(epoch) => load_groups(b, epoch.0).await,
+            Load::Txns(epoch) => load_txns(b, epoch.0).await,
+        }
+    }
+}
+
+/// A coordinator to load, at its partition's new leader epoch here.
+enum Load {
+    Groups(LeaderEpoch),
+    Txns(LeaderEpoch),
 }
 
 /// This broker leads the transaction log now: it becomes the transaction coordinator once it

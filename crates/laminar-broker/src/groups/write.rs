@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use crate::broker::Broker;
 use crate::groups::store::{GroupRecord, GroupStore};
-use laminar_data::replicate::ReplicateError;
-use laminar_data::storage_pool::partition_key;
+use laminar_data::partition::{Append, WriteError};
 
 impl Broker {
     /// Appends group records to the internal log, waits for their fsync, then applies them.
@@ -55,120 +54,87 @@ impl Broker {
         if let Err(code) = self.group_coordinator_ready() {
             return code;
         }
-        let leader = match self.leader_write(crate::groups::store::OFFSETS_TOPIC, 0) {
-            Ok(leader) => leader,
+        let led = match self.led(crate::groups::store::OFFSETS_TOPIC, 0) {
+            Ok(led) => led,
             Err(_) => return ErrorCode::NotCoordinator,
         };
-        let epoch = leader.epoch;
         let b = self.clone();
         // What to write is settled on the storage thread, which appends every batch of the
         // group log in turn: there, what is appended but not yet applied (`pending`) is
         // exactly what precedes this batch in the log.
-        let appended = self
-            .storage
-            .run(partition_key(crate::groups::store::OFFSETS_TOPIC, 0), move || {
-                // Pending first, then memory: a record applied in between is in one of them.
-                let pending = b.group_store.pending_view();
-                let (records, apply, producer) = match write {
-                    GroupWrite::Records(records) => (records, Apply::Now, None),
-                    // Already applied to memory by `take_changes`.
-                    GroupWrite::Changes(retention) => {
-                        (b.groups.take_changes(retention, &pending), Apply::No, None)
-                    }
-                    GroupWrite::Transactional {
-                        producer_id,
-                        producer_epoch,
-                        guard,
-                        records,
-                    } => {
-                        // As a transactional produce is checked: not from a fenced epoch (a
-                        // marker with a newer one was written here), and, when it was only
-                        // verified, not after a marker of its own epoch ended the transaction.
-                        let (t, p) = (crate::groups::store::OFFSETS_TOPIC, 0);
-                        if b.producers
-                            .epoch(t, p, producer_id)
-                            .is_some_and(|e| e > producer_epoch)
-                        {
-                            return Err(GroupLogError::Refused(ErrorCode::InvalidProducerEpoch));
-                        }
-                        if guard.is_some_and(|token| {
-                            !b.producers.guarded(t, p, producer_id, producer_epoch, token)
-                        }) {
-                            return Err(GroupLogError::Refused(ErrorCode::InvalidTxnState));
-                        }
-                        (
-                            records,
-                            Apply::AtMarker(producer_id),
-                            Some((producer_id, producer_epoch)),
-                        )
-                    }
-                };
-                if records.is_empty() {
-                    return Ok(None);
+        let job = move |append: &Append| {
+            // Still the coordinator, its groups loaded at this leadership?
+            if b.group_coordinator_ready() != Ok(()) {
+                return Err(WriteError::NotLeader);
+            }
+            // Pending first, then memory: a record applied in between is in one of them.
+            let pending = b.group_store.pending_view();
+            let (records, apply, producer) = match write {
+                GroupWrite::Records(records) => (records, Apply::Now, None),
+                // Already applied to memory by `take_changes`.
+                GroupWrite::Changes(retention) => {
+                    (b.groups.take_changes(retention, &pending), Apply::No, None)
                 }
-                let mut batch = GroupStore::encode(&records, &b.groups, &pending, producer)
-                    .map_err(|e| GroupLogError::Encode(e.to_string()))?;
-                // On the storage thread, where a fetcher would append: still the leader?
-                if b.group_coordinator_ready().is_err() {
-                    return Err(GroupLogError::NotCoordinator);
+                GroupWrite::Transactional {
+                    producer_id,
+                    producer_epoch,
+                    guard,
+                    records,
+                } => {
+                    // As a transactional produce is checked: not from a fenced epoch (a marker
+                    // with a newer one was written here), and, when it was only verified, not
+                    // after a marker of its own epoch ended the transaction.
+                    let producers = append.producers;
+                    if producers.epoch(producer_id).is_some_and(|e| e > producer_epoch) {
+                        return Err(WriteError::Refused(ErrorCode::InvalidProducerEpoch));
+                    }
+                    if guard.is_some_and(|token| !producers.guarded(producer_id, producer_epoch, token)) {
+                        return Err(WriteError::Refused(ErrorCode::InvalidTxnState));
+                    }
+                    let producer = Some((producer_id, producer_epoch));
+                    (records, Apply::AtMarker(producer_id), producer)
                 }
-                let log = b.group_store.log();
-                let info =
-                    log.append_as(&mut batch, laminar_storage::AppendMode::Leader { epoch: epoch.0 })?;
-                let apply = match apply {
-                    Apply::Now => {
-                        // In log order: before any later batch exists.
-                        b.group_store
-                            .pending
-                            .lock()
-                            .unwrap()
-                            .insert(info.last_offset, records);
-                        None
-                    }
-                    Apply::No => None,
-                    Apply::AtMarker(producer_id) => {
-                        // In log order, before its marker can be appended.
-                        b.group_store.add_txn_offsets(producer_id, records);
-                        Some(())
-                    }
-                };
-                Ok::<_, GroupLogError>(Some((info, apply)))
-            })
-            .await;
-        let (info, apply) = match appended {
-            Ok(Ok(None)) => return ErrorCode::None,
-            Ok(Ok(Some(appended))) => appended,
-            Ok(Err(GroupLogError::Encode(e))) => {
-                crate::warn!("group records refused: {e}");
-                return ErrorCode::InvalidRequest;
+            };
+            if records.is_empty() {
+                return Ok(None);
             }
-            Ok(Err(GroupLogError::NotCoordinator)) => return ErrorCode::NotCoordinator,
-            Ok(Err(GroupLogError::Refused(code))) => return code,
-            Ok(Err(GroupLogError::Storage(e))) => {
-                crate::warn!("persisting group records: {e}");
-                return ReplicateError::Storage(e.to_string()).coordinator_code();
+            let mut batch = GroupStore::encode(&records, &b.groups, &pending, producer)
+                .map_err(|e| WriteError::Encode(e.to_string()))?;
+            let info = append.append(&mut batch)?;
+            match apply {
+                // In log order: before any later batch exists.
+                Apply::Now => {
+                    let mut pending = b.group_store.pending.lock().unwrap();
+                    pending.insert(info.last_offset, records);
+                }
+                Apply::No => {}
+                // In log order, before its marker can be appended.
+                Apply::AtMarker(producer_id) => b.group_store.add_txn_offsets(producer_id, records),
             }
-            Err(panicked) => {
-                crate::warn!("persisting group records: {panicked}");
-                return ErrorCode::UnknownServerError;
-            }
+            Ok(Some((info, apply)))
         };
-        leader.appended(info.log_end, &self.data_arrived);
-        let log = self.group_store.log();
-        match leader
-            .durable(&log, info.last_offset, GROUP_WRITE_REPLICATION)
-            .wait()
-            .await
-        {
-            Ok(_) => {
-                // A transaction's offsets wait for its marker.
-                if apply.is_none() {
+        let written = led
+            .write_with(
+                &self.storage,
+                &self.data_arrived,
+                Some(GROUP_WRITE_REPLICATION),
+                job,
+            )
+            .await;
+        match written {
+            Ok(None) => ErrorCode::None,
+            Ok(Some((info, apply))) => {
+                // Applied once durable, in log order (with whatever earlier writes left
+                // pending); a transaction's offsets wait for its marker.
+                if !matches!(apply, Apply::AtMarker(_)) {
                     self.group_store.apply_durable(&self.groups, info.last_offset);
                 }
                 ErrorCode::None
             }
             Err(e) => {
-                crate::warn!("persisting group records: {e}");
+                if !matches!(e, WriteError::Refused(_) | WriteError::NotLeader) {
+                    crate::warn!("persisting group records: {e}");
+                }
                 e.coordinator_code()
             }
         }
@@ -205,18 +171,4 @@ enum Apply {
     No,
     /// At the marker of this producer's transaction (`GroupStore::end_txn_offsets`).
     AtMarker(i64),
-}
-
-#[derive(Debug, thiserror::Error)]
-enum GroupLogError {
-    #[error("{0}")]
-    Encode(String),
-    /// In a cluster: this broker stopped leading the group log before the append.
-    #[error("no longer the group coordinator")]
-    NotCoordinator,
-    /// A transaction's offsets that may not be written (a Kafka error code).
-    #[error("refused with error code {0}")]
-    Refused(ErrorCode),
-    #[error(transparent)]
-    Storage(#[from] laminar_storage::StorageError),
 }

@@ -7,14 +7,13 @@ use laminar_protocol::requests::ApiVersionsRequest;
 use laminar_protocol::{responses, ApiKey, API_TABLE};
 
 use super::Encoded;
-use crate::broker::Broker;
 use crate::context::RequestContext;
 
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 /// KIP-890 part 2: implicit partitions, an epoch bump at every transaction's end.
 pub const TRANSACTION_VERSION_LEVEL: i16 = 2;
 
-pub fn handle(_b: &Broker, ctx: &RequestContext, _r: ApiVersionsRequest) -> Encoded {
+pub fn handle(ctx: &RequestContext, _r: ApiVersionsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = ApiVersionsResponse::default();
     resp.api_keys = API_TABLE

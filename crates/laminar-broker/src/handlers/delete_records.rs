@@ -17,21 +17,27 @@ use laminar_protocol::{responses, ApiKey};
 use laminar_storage::{Offset, StorageError};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use laminar_data::partition::Partitions;
+use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
 
 /// The offset that asks for "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteRecordsRequest) -> Encoded {
+pub async fn handle(
+    io: &IoPool,
+    hosted: &Arc<Partitions>,
+    ctx: &RequestContext,
+    r: DeleteRecordsRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let broker = b.clone();
-    let resp = b.io.run(move || delete(&broker, r)).await;
+    let hosted = hosted.clone();
+    let resp = io.run(move || delete(&hosted, r)).await;
     responses::encode(ApiKey::DeleteRecords, version, correlation_id, &resp)
 }
 
-fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
+fn delete(hosted: &Partitions, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
     resp.topics = r
         .topics
@@ -45,7 +51,7 @@ fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
                     let mut p = DeleteRecordsPartitionResult::default();
                     p.partition_index = partition;
                     p.low_watermark = -1;
-                    match delete_partition(b, &topic, partition, offset) {
+                    match delete_partition(hosted, &topic, partition, offset) {
                         Ok(low_watermark) => p.low_watermark = low_watermark.0,
                         Err(code) => p.error_code = code.code(),
                     }
@@ -58,12 +64,17 @@ fn delete(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
     resp
 }
 
-fn delete_partition(b: &Broker, topic: &str, partition: i32, offset: i64) -> Result<Offset, ErrorCode> {
+fn delete_partition(
+    hosted: &Partitions,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Offset, ErrorCode> {
     if crate::topics::is_internal(topic) {
         // The group state would go with the records.
         return Err(ErrorCode::InvalidTopicException);
     }
-    let led = b.led(topic, partition)?;
+    let led = hosted.led(topic, partition)?;
     // Never above the high watermark: what consumers may read. Followers learn the new
     // start from their fetches, as Kafka's do.
     let high_watermark = led.high_watermark();

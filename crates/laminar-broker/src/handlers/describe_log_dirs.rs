@@ -53,7 +53,7 @@ fn describe(b: &Broker, version: i16, r: DescribeLogDirsRequest) -> DescribeLogD
         let found: Vec<DescribeLogDirsPartition> = partitions
             .into_iter()
             .filter_map(|p| {
-                let log = b.topics.log(&name, p)?;
+                let log = b.partitions.get(&name, p)?.log()?;
                 let mut out = DescribeLogDirsPartition::default();
                 out.partition_index = p;
                 out.partition_size = log.size_bytes() as i64;

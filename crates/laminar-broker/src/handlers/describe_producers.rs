@@ -13,16 +13,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::topics::Topics;
-use laminar_data::producers::Producers;
-use laminar_protocol::ErrorCode;
+use laminar_data::partition::Partitions;
 
-pub fn handle(
-    topics: &Topics,
-    producers: &Producers,
-    ctx: &RequestContext,
-    r: DescribeProducersRequest,
-) -> Encoded {
+pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: DescribeProducersRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeProducersResponse::default();
     resp.topics = r
@@ -36,15 +29,25 @@ pub fn handle(
                 .map(|p| {
                     let mut pr = PartitionResponse::default();
                     pr.partition_index = p;
-                    let Some(log) = topics.log(&topic, p) else {
-                        pr.error_code = ErrorCode::UnknownTopicOrPartition.code();
-                        pr.error_message = Some(sb(&format!("no partition {topic}-{p}")));
-                        return pr;
+                    // As Kafka answers it: by the partition's leader.
+                    let led = match hosted.led(&topic, p) {
+                        Ok(led) => led,
+                        Err(code) => {
+                            pr.error_code = code.code();
+                            pr.error_message = Some(sb(&format!("{topic}-{p}: {code}")));
+                            return pr;
+                        }
                     };
-                    let open: std::collections::HashMap<i64, i64> =
-                        log.open_txns().into_iter().map(|(pid, o)| (pid, o.0)).collect();
-                    pr.active_producers = producers
-                        .describe(&topic, p)
+                    let open: std::collections::HashMap<i64, i64> = led
+                        .log
+                        .open_txns()
+                        .into_iter()
+                        .map(|(pid, o)| (pid, o.0))
+                        .collect();
+                    pr.active_producers = led
+                        .partition
+                        .producers
+                        .describe()
                         .into_iter()
                         .map(|i| {
                             let mut s = ProducerState::default();
@@ -55,7 +58,7 @@ pub fn handle(
                             let open = open.get(&i.producer_id).copied();
                             // Of its last marker here (-1: none): `kafka-transactions abort`
                             // sends it back with its abort marker.
-                            s.coordinator_epoch = producers.coordinator_epoch(&topic, p, i.producer_id);
+                            s.coordinator_epoch = i.coordinator_epoch;
                             s.current_txn_start_offset = open.unwrap_or(-1);
                             s
                         })

@@ -7,11 +7,18 @@ use laminar_protocol::requests::DescribeTransactionsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::txn::TxnCoordinator;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeTransactionsRequest) -> Encoded {
+/// `coordinating`: the transaction coordinator's epoch here, or the code a transaction
+/// request gets (see `Broker::txn_coordinator_epoch`).
+pub fn handle(
+    txns: &TxnCoordinator,
+    coordinating: Result<i32, ErrorCode>,
+    ctx: &RequestContext,
+    r: DescribeTransactionsRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeTransactionsResponse::default();
     resp.transaction_states = r
@@ -20,9 +27,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: DescribeTransactionsRequest) 
         .map(|id| {
             let mut s = TransactionState::default();
             s.transactional_id = TransactionalId(sb(id));
-            let found = b
-                .txn_coordinator_epoch()
-                .and_then(|_| b.txns.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
+            let found = coordinating.and_then(|_| txns.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
             let m = match found {
                 Ok(m) => m,
                 Err(code) => {

@@ -19,7 +19,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: EndTxnRequest) -> 
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let pr = &r.producer;
     let now = laminar_storage::now_ms();
-    let mut allocate = || b.producers.allocate();
+    let mut allocate = || b.producer_ids.allocate();
     let bump = version >= 5;
     let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
         decide_end(

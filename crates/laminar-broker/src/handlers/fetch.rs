@@ -418,10 +418,10 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
     for w in wanted.iter().filter(|w| w.known) {
         for wp in &w.partitions {
             let (partition, fetch_offset, current_epoch) = (wp.partition, wp.fetch_offset, wp.current_epoch);
-            let (Some(replica), Some(log)) = (
-                cluster.replicas.get(&w.name, partition),
-                b.topics.log(&w.name, partition),
-            ) else {
+            let Some(hosted) = b.partitions.get(&w.name, partition) else {
+                continue;
+            };
+            let (replica, Some(log)) = (&hosted.replica, hosted.log()) else {
                 continue;
             };
             // Only a follower of this very leadership acknowledges anything (its fetch is

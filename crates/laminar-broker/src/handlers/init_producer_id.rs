@@ -23,7 +23,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: InitProducerIdRequ
         None => {
             // An idempotent producer that already has an id and asks for a new epoch gets a
             // new id instead: it fences nothing on a single node and keeps sequences simple.
-            resp.producer_id = ProducerId(b.producers.allocate());
+            resp.producer_id = ProducerId(b.producer_ids.allocate());
             resp.producer_epoch = 0;
         }
         Some(id) if id.is_empty() => resp.error_code = ErrorCode::InvalidRequest.code(),
@@ -33,7 +33,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: InitProducerIdRequ
                 resp.error_code = ErrorCode::InvalidTransactionTimeout.code();
             } else {
                 let now = laminar_storage::now_ms();
-                let mut allocate = || b.producers.allocate();
+                let mut allocate = || b.producer_ids.allocate();
                 let requested = (r.producer_id, r.producer_epoch);
                 let decision = crate::txn::complete::begin_when_free(b, id, |m| {
                     decide_init(m, id, timeout, requested, now, &mut allocate)

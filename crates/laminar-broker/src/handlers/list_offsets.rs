@@ -11,8 +11,9 @@ use laminar_protocol::requests::ListOffsetsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use laminar_data::partition::Partitions;
+use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
 
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -20,7 +21,7 @@ pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 
 fn lookup(
-    b: &Broker,
+    hosted: &Partitions,
     version: i16,
     topic: &str,
     partition: i32,
@@ -31,7 +32,7 @@ fn lookup(
     p.partition_index = partition;
     p.timestamp = -1;
     p.offset = -1;
-    let led = match b.led(topic, partition) {
+    let led = match hosted.led(topic, partition) {
         Ok(led) => led,
         Err(code) => {
             p.error_code = code.code();
@@ -70,12 +71,17 @@ fn lookup(
     p
 }
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ListOffsetsRequest) -> Encoded {
+pub async fn handle(
+    io: &IoPool,
+    hosted: &Arc<Partitions>,
+    ctx: &RequestContext,
+    r: ListOffsetsRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let b2 = b.clone();
+    let hosted = hosted.clone();
     // Timestamp lookups read batch headers from disk: the I/O pool, not here.
-    let topics =
-        b.io.run(move || {
+    let topics = io
+        .run(move || {
             r.topics
                 .iter()
                 .map(|t| {
@@ -86,7 +92,14 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: ListOffsetsRequest
                         .iter()
                         .map(|p| {
                             let committed = r.isolation_level == crate::handlers::fetch::READ_COMMITTED;
-                            lookup(&b2, version, &t.name, p.partition_index, p.timestamp, committed)
+                            lookup(
+                                &hosted,
+                                version,
+                                &t.name,
+                                p.partition_index,
+                                p.timestamp,
+                                committed,
+                            )
                         })
                         .collect();
                     tr

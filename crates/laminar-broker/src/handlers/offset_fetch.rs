@@ -13,18 +13,19 @@ use laminar_protocol::ErrorCode;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::groups::store::GroupStore;
+use crate::groups::Coordinator;
 
 /// `(topic, [(partition, offset, leader_epoch, metadata, error)])` for one group.
 type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
-fn fetch(b: &Broker, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
-    let mut out = fetch_committed(b, g);
+fn fetch(groups: &Coordinator, store: &GroupStore, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
+    let mut out = fetch_committed(groups, g);
     if require_stable {
         for (topic, ps) in out.iter_mut() {
             for (p, offset, epoch, _, error) in ps.iter_mut() {
-                if b.group_store.txn_offset_pending(&g.group_id, topic, *p) {
+                if store.txn_offset_pending(&g.group_id, topic, *p) {
                     (*offset, *epoch, *error) = (-1, -1, ErrorCode::UnstableOffsetCommit.code());
                 }
             }
@@ -33,8 +34,8 @@ fn fetch(b: &Broker, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
     out
 }
 
-fn fetch_committed(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
-    let committed = b.groups.committed(&g.group_id);
+fn fetch_committed(groups: &Coordinator, g: &OffsetFetchGroup) -> Fetched {
+    let committed = groups.committed(&g.group_id);
     match &g.topics {
         None => {
             let mut out: Fetched = Vec::new();
@@ -65,7 +66,12 @@ fn fetch_committed(b: &Broker, g: &OffsetFetchGroup) -> Fetched {
     }
 }
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetFetchRequest) -> Encoded {
+pub fn handle(
+    groups: &Coordinator,
+    store: &GroupStore,
+    ctx: &RequestContext,
+    r: OffsetFetchRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = OffsetFetchResponse::default();
     let epoch = |e: i32| if version >= 5 { e } else { -1 };
@@ -76,7 +82,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetFetchRequest) -> Encode
             .map(|g| {
                 let mut out = OffsetFetchResponseGroup::default();
                 out.group_id = GroupId(sb(&g.group_id));
-                out.topics = fetch(b, g, r.require_stable)
+                out.topics = fetch(groups, store, g, r.require_stable)
                     .into_iter()
                     .map(|(t, ps)| {
                         let mut tr = OffsetFetchResponseTopics::default();
@@ -100,7 +106,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetFetchRequest) -> Encode
             })
             .collect();
     } else if let Some(g) = r.groups.first() {
-        resp.topics = fetch(b, g, r.require_stable)
+        resp.topics = fetch(groups, store, g, r.require_stable)
             .into_iter()
             .map(|(t, ps)| {
                 let mut tr = OffsetFetchResponseTopic::default();

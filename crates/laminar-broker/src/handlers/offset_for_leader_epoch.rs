@@ -15,14 +15,14 @@ use laminar_protocol::requests::OffsetForLeaderEpochRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use laminar_data::partition::Partitions;
 use laminar_protocol::ErrorCode;
 
 const UNDEFINED_EPOCH: i32 = -1;
 const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 
-pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) -> Encoded {
+pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let from_follower = r.replica_id >= 0;
     let mut resp = OffsetForLeaderEpochResponse::default();
@@ -40,7 +40,7 @@ pub fn handle(b: &Broker, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) 
                     e.partition = p.partition;
                     e.leader_epoch = UNDEFINED_EPOCH;
                     e.end_offset = UNDEFINED_EPOCH_OFFSET;
-                    let led = match b.led(&t.name, p.partition) {
+                    let led = match hosted.led(&t.name, p.partition) {
                         Ok(led) => led,
                         Err(code) => {
                             e.error_code = code.code();

@@ -27,9 +27,9 @@ use laminar_storage::{AppendMode, Offset, StorageError};
 use super::{sb, topic_name};
 use crate::broker::{Broker, Dispatched, RecordsFile};
 use crate::context::RequestContext;
+use laminar_data::partition::Partition;
 use laminar_data::producers::{ProducerBatch, SeqCheck};
 use laminar_data::replicate::{self, ReplicateError, Replicated};
-use laminar_data::storage_pool::partition_key;
 use laminar_net::{CloseConnection, ResponseOrClose};
 use laminar_protocol::ErrorCode;
 
@@ -116,12 +116,12 @@ enum TxnCheck {
 /// bound), applies the idempotence checks, and appends.
 fn append(
     b: &Broker,
-    topic: &str,
-    partition: i32,
+    hosted: &Partition,
     records: Bytes,
     rules: Rules,
     records_validated: bool,
 ) -> Result<Appended, Refused> {
+    let (topic, partition) = (hosted.topic.as_str(), hosted.partition);
     let Rules {
         max_message_bytes,
         zstd_allowed,
@@ -129,9 +129,9 @@ fn append(
         leader_epoch,
         txn,
     } = rules;
-    let log = b
-        .topics
-        .log(topic, partition)
+    // Looked up here, on the storage thread: a follower's truncation reopens the log.
+    let log = hosted
+        .log()
         .ok_or(Refused::Code(ErrorCode::UnknownTopicOrPartition))?;
     let mut buf = records.to_vec();
     let batches = validate_batches(&buf).map_err(|_| Refused::Code(ErrorCode::CorruptMessage))?;
@@ -185,12 +185,12 @@ fn append(
             }
             TxnCheck::Added => {}
             TxnCheck::Open => {
-                if !in_transaction_here(b, &log, topic, partition, pid, epoch) {
+                if !in_transaction_here(hosted, &log, pid, epoch) {
                     return Err(Refused::Code(ErrorCode::InvalidTxnState));
                 }
             }
             TxnCheck::Guarded(token) => {
-                if !b.producers.guarded(topic, partition, pid, epoch, token) {
+                if !hosted.producers.guarded(pid, epoch, token) {
                     return Err(Refused::Code(ErrorCode::InvalidTxnState));
                 }
             }
@@ -209,7 +209,7 @@ fn append(
             .max()
             .unwrap_or(-1),
     };
-    match b.producers.check(topic, partition, seqs) {
+    match hosted.producers.check(seqs) {
         SeqCheck::Append => {}
         SeqCheck::Duplicate { base_offset } => {
             return Ok(Appended {
@@ -248,7 +248,7 @@ fn append(
             crate::warn!("append to {topic}-{partition} failed: {e}");
             Refused::Code(storage_code(&e))
         })?;
-    b.producers.record(topic, partition, seqs, info.base_offset.0);
+    hosted.producers.record(seqs, info.base_offset.0);
     Ok(Appended {
         base_offset: info.base_offset.0,
         last_offset: info.last_offset.0,
@@ -377,15 +377,8 @@ async fn validate_large(records: Bytes) -> Result<(), ErrorCode> {
 
 /// Is this producer's transaction in progress on `topic`-`partition` at `epoch` (a batch of
 /// it appended, no marker since)?
-fn in_transaction_here(
-    b: &Broker,
-    log: &laminar_storage::Log,
-    topic: &str,
-    partition: i32,
-    producer_id: i64,
-    epoch: i16,
-) -> bool {
-    b.producers.epoch(topic, partition, producer_id) == Some(epoch)
+fn in_transaction_here(hosted: &Partition, log: &laminar_storage::Log, producer_id: i64, epoch: i16) -> bool {
+    hosted.producers.epoch(producer_id) == Some(epoch)
         && log.open_txns().iter().any(|(p, _)| *p == producer_id)
 }
 
@@ -431,8 +424,9 @@ async fn check_transaction(
     let Some(id) = transactional_id else {
         return Err(ErrorCode::InvalidTxnState);
     };
-    if let Some(log) = b.topics.log(topic, partition) {
-        if in_transaction_here(b, &log, topic, partition, pid, epoch) {
+    let hosted = b.partitions.get(topic, partition);
+    if let Some((hosted, log)) = hosted.as_ref().and_then(|p| Some((p, p.log()?))) {
+        if in_transaction_here(hosted, &log, pid, epoch) {
             return Ok(TxnCheck::Open);
         }
     }
@@ -444,7 +438,8 @@ async fn check_transaction(
             .map_err(produce_code)?;
         return Ok(TxnCheck::Added);
     }
-    let token = b.producers.guard(topic, partition, pid, epoch);
+    let hosted = hosted.ok_or(ErrorCode::NotLeaderOrFollower)?;
+    let token = hosted.producers.guard(pid, epoch);
     crate::txn::remote::add_or_verify(b, id, pid, epoch, topic, partition, true)
         .await
         .map_err(produce_code)?;
@@ -510,8 +505,8 @@ async fn produce_partition(
         }
         return (out, None);
     }
-    let write = match b.leader_write(&topic, partition) {
-        Ok(write) => write,
+    let led = match b.led(&topic, partition) {
+        Ok(led) => led,
         Err(code) => {
             out.error_code = code.code();
             // KIP-951: the leader the client should go to, so that it need not ask for
@@ -525,9 +520,10 @@ async fn produce_partition(
             return (out, None);
         }
     };
+    let write = led.write();
     let leader_epoch = write.epoch;
     if acks == -1 {
-        if let Some(isr) = write.replica().and_then(|r| r.isr()) {
+        if let Some(isr) = led.partition.replica.isr() {
             // Checked before the append, as Kafka does: fewer in sync than the topic asks
             // for, and nothing is written.
             if isr.len() < b.topics.min_insync_replicas(&meta) {
@@ -567,11 +563,11 @@ async fn produce_partition(
     };
     let mut validated = false;
     let result = loop {
-        let (b2, t, r) = (b.clone(), topic.clone(), records.clone());
+        let (b2, hosted, r) = (b.clone(), led.partition.clone(), records.clone());
         let attempt = b
             .storage
-            .run(partition_key(&topic, partition), move || {
-                append(&b2, &t, partition, r, rules, validated)
+            .run(hosted.storage_key(), move || {
+                append(&b2, &hosted, r, rules, validated)
             })
             .await
             .unwrap_or_else(|e| {
@@ -616,7 +612,7 @@ async fn produce_partition(
                 out.log_start_offset = a.log_start;
             }
             let durable = (acks == -1)
-                .then(|| b.topics.log(&topic, partition))
+                .then(|| led.partition.log())
                 .flatten()
                 .map(|log| Durable {
                     durable: write.durable(&log, Offset(a.last_offset), timeout),

@@ -137,10 +137,16 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
 /// whose transaction ended meanwhile are refused, as a transactional produce is.
 async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, ErrorCode> {
     let TopicPartition { topic, partition } = offsets_partition();
-    let guard = (!add).then(|| {
-        b.producers
-            .guard(&topic, partition, pr.producer_id, pr.producer_epoch)
-    });
+    let guard = match add {
+        true => None,
+        false => {
+            let hosted = b
+                .partitions
+                .get(&topic, partition)
+                .ok_or(ErrorCode::NotCoordinator)?;
+            Some(hosted.producers.guard(pr.producer_id, pr.producer_epoch))
+        }
+    };
     if let Ok(epoch) = b.txn_coordinator_epoch() {
         let partitions = [TopicPartition::new(topic.clone(), partition)];
         let checked = if add {

@@ -7,15 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use laminar_records::{control_batch, ControlType};
-use laminar_storage::{AppendMode, Offset};
+use laminar_storage::Offset;
 
 use super::log::{encode_batch, TRANSACTION_TOPIC};
 use super::{Decision, TxnMeta, TxnStatus};
 use crate::broker::Broker;
 use crate::groups::store::GroupRecord;
-use laminar_cluster::{LeaderEpoch, TopicPartition};
-use laminar_data::replicate::LeaderWrite;
-use laminar_data::storage_pool::partition_key;
+use laminar_cluster::TopicPartition;
+use laminar_data::partition::{Append, WriteError};
 use laminar_protocol::ErrorCode;
 
 /// How long a completion waits before trying a partition again whose marker failed.
@@ -33,47 +32,27 @@ async fn persist_with(
     changes: Vec<(String, Option<TxnMeta>)>,
     durable: bool,
 ) -> Result<(), ErrorCode> {
-    let epoch = b.txn_coordinator_epoch()?;
     // The coordinator's epoch is its log's leader epoch.
-    let replica = b.cluster.replicas.get(TRANSACTION_TOPIC, 0);
-    let leader = LeaderWrite::new(LeaderEpoch(epoch), replica);
+    let epoch = b.txn_coordinator_epoch()?;
+    let led = b
+        .led(TRANSACTION_TOPIC, 0)
+        .map_err(|_| ErrorCode::NotCoordinator)?;
     let b2 = b.clone();
-    let appended = b
-        .storage
-        .run(partition_key(TRANSACTION_TOPIC, 0), move || {
-            // On the storage thread, where a follower's fetcher would append: still the
-            // coordinator, at the same epoch?
-            if b2.txn_coordinator_epoch() != Ok(epoch) {
-                return Err(ErrorCode::NotCoordinator);
-            }
-            let log = b2.txn_log().ok_or(ErrorCode::CoordinatorNotAvailable)?;
-            let mut batch = encode_batch(&changes);
-            let info = log
-                .append_as(&mut batch, AppendMode::Leader { epoch })
-                .map_err(|e| {
-                    crate::warn!("writing the transaction log: {e}");
-                    ErrorCode::CoordinatorNotAvailable
-                })?;
-            Ok((log, info))
-        })
-        .await;
-    let (log, info) = match appended {
-        Ok(r) => r?,
-        Err(e) => {
-            crate::warn!("writing the transaction log: {e}");
-            return Err(ErrorCode::CoordinatorNotAvailable);
+    let job = move |append: &Append| {
+        // Still the coordinator, its transactions loaded at this leadership?
+        if b2.txn_coordinator_epoch() != Ok(epoch) {
+            return Err(WriteError::NotLeader);
         }
+        let info = append.append(&mut encode_batch(&changes))?;
+        Ok(Some((info, ())))
     };
-    leader.appended(info.log_end, &b.data_arrived);
-    if !durable {
-        return Ok(());
-    }
-    leader
-        .durable(&log, info.last_offset, TXN_WRITE_REPLICATION)
-        .wait()
+    let within = durable.then_some(TXN_WRITE_REPLICATION);
+    led.write_with(&b.storage, &b.data_arrived, within, job)
         .await
         .map_err(|e| {
-            crate::warn!("writing the transaction log: {e}");
+            if !matches!(e, WriteError::NotLeader) {
+                crate::warn!("writing the transaction log: {e}");
+            }
             e.coordinator_code()
         })?;
     Ok(())
@@ -193,7 +172,7 @@ pub async fn write_marker(
     coordinator_epoch: i32,
     commit: bool,
 ) -> Result<Option<Offset>, ErrorCode> {
-    let Some(log) = b.topics.log(topic, partition) else {
+    if b.partitions.get(topic, partition).and_then(|p| p.log()).is_none() {
         // A partition that still exists but is not here moved: its leader is elsewhere, and
         // the marker must reach it.
         let moved = b.cluster.image().partition(topic, partition).is_some();
@@ -202,72 +181,51 @@ pub async fn write_marker(
         } else {
             Ok(None)
         };
-    };
-    let leader = b.leader_write(topic, partition)?;
-    let leader_epoch = leader.epoch;
-    let (b2, t) = (b.clone(), topic.to_string());
+    }
+    let led = b.led(topic, partition)?;
+    let (b2, group_log) = (b.clone(), is_group_log(topic, partition));
     let marker = if commit {
         ControlType::Commit
     } else {
         ControlType::Abort
     };
-    let log2 = log.clone();
-    let appended = b
-        .storage
-        .run(partition_key(topic, partition), move || {
-            // On the storage thread, where a follower's fetcher appends: still the leader?
-            if b2.leadership(&t, partition) != Ok(leader_epoch) {
-                return Err(ErrorCode::NotLeaderOrFollower);
-            }
-            // The group log's marker ends the offsets committed in the transaction: the
-            // coordinator must have them loaded (the coordinator retries).
-            if is_group_log(&t, partition) {
-                b2.group_coordinator_ready()?;
-            }
-            if b2.producers.coordinator_epoch(&t, partition, producer_id) > coordinator_epoch {
-                return Err(ErrorCode::TransactionCoordinatorFenced);
-            }
-            if b2
-                .producers
-                .epoch(&t, partition, producer_id)
-                .is_some_and(|e| e > producer_epoch)
-            {
-                return Err(ErrorCode::InvalidProducerEpoch);
-            }
-            let now = laminar_storage::now_ms();
-            let mut batch = control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now);
-            let info = log2
-                .append_as(
-                    &mut batch,
-                    AppendMode::Leader {
-                        epoch: leader_epoch.0,
-                    },
-                )
-                .map_err(|e| {
-                    crate::warn!("a transaction marker for {t}-{partition}: {e}");
-                    ErrorCode::KafkaStorageError
-                })?;
-            b2.producers
-                .on_marker(&t, partition, producer_id, producer_epoch, coordinator_epoch, now);
-            if is_group_log(&t, partition) {
-                // In log order with the group's other records.
-                b2.group_store
-                    .end_txn_offsets(producer_id, commit, info.last_offset);
-            }
-            Ok(info)
-        })
-        .await
-        .map_err(|_| ErrorCode::UnknownServerError)??;
-    leader.appended(appended.log_end, &b.data_arrived);
-    leader
-        .durable(&log, appended.last_offset, MARKER_REPLICATION)
-        .wait()
+    let job = move |append: &Append| {
+        // The group log's marker ends the offsets committed in the transaction: the
+        // coordinator must have them loaded (the coordinator retries).
+        if group_log {
+            b2.group_coordinator_ready().map_err(WriteError::Refused)?;
+        }
+        let producers = append.producers;
+        if producers.coordinator_epoch(producer_id) > coordinator_epoch {
+            return Err(WriteError::Refused(ErrorCode::TransactionCoordinatorFenced));
+        }
+        if producers.epoch(producer_id).is_some_and(|e| e > producer_epoch) {
+            return Err(WriteError::Refused(ErrorCode::InvalidProducerEpoch));
+        }
+        let now = laminar_storage::now_ms();
+        let mut batch = control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now);
+        let info = append.append(&mut batch)?;
+        producers.on_marker(producer_id, producer_epoch, coordinator_epoch, now);
+        if group_log {
+            // In log order with the group's other records.
+            b2.group_store
+                .end_txn_offsets(producer_id, commit, info.last_offset);
+        }
+        Ok(Some((info, ())))
+    };
+    let written = led
+        .write_with(&b.storage, &b.data_arrived, Some(MARKER_REPLICATION), job)
         .await
         .map_err(|e| {
-            crate::warn!("a transaction marker for {topic}-{partition}: {e}");
+            if !matches!(e, WriteError::NotLeader | WriteError::Refused(_)) {
+                crate::warn!("a transaction marker for {topic}-{partition}: {e}");
+            }
             e.partition_code()
         })?;
-    if is_group_log(topic, partition) {
+    let Some((appended, ())) = written else {
+        unreachable!("a marker is always written")
+    };
+    if group_log {
         b.group_store.apply_durable(&b.groups, appended.last_offset);
     }
     Ok(Some(appended.last_offset))
@@ -528,7 +486,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
 pub async fn abort_timed_out(b: &Arc<Broker>) {
     let now = laminar_storage::now_ms();
     for id in b.txns.timed_out(now) {
-        let mut allocate = || b.producers.allocate();
+        let mut allocate = || b.producer_ids.allocate();
         let decision = b
             .txns
             .begin(&id, |m| super::decide_timeout(m, now, &mut allocate));
