@@ -14,15 +14,14 @@ use laminar_storage::Store;
 use tokio::sync::Notify;
 
 use crate::config::BrokerConfig;
-use crate::groups::store::GroupStore;
-use crate::groups::Coordinator;
+use crate::groups::write::Groups;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::topics::Topics;
 use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_data::partition::LedPartition;
 
-use crate::coordinators::CoordinatorLog;
+use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
 use laminar_data::partition::Partitions;
 use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;
@@ -74,15 +73,15 @@ pub struct Broker {
     pub store: Arc<Store>,
     pub topics: Arc<Topics>,
     pub io: IoPool,
-    pub storage: StoragePool,
+    pub storage: Arc<StoragePool>,
     /// The partitions placed here: each with its log, replica state and producers' state.
     pub partitions: Arc<Partitions>,
     pub producer_ids: ProducerIds,
-    pub groups: Coordinator,
-    pub group_store: GroupStore,
+    /// The group coordinator: its state, its log, its hold on `__consumer_offsets-0`.
+    pub groups: Arc<Groups>,
     pub txns: crate::txn::TxnCoordinator,
     /// Woken after every append, for fetches waiting in long poll.
-    pub data_arrived: Notify,
+    pub data_arrived: Arc<Notify>,
     pub advertised_host: String,
     pub advertised_port: u16,
     pub cluster_id: String,
@@ -95,10 +94,10 @@ pub struct Broker {
     pub cluster: Arc<Cluster>,
     /// How far this broker has applied the cluster metadata.
     pub applied: crate::applied::AppliedImages,
-    /// The group coordinator's hold on `__consumer_offsets-0`.
-    pub group_coordination: CoordinatorLog,
     /// The transaction coordinator's hold on `__transaction_state-0`.
     pub txn_coordination: CoordinatorLog,
+    /// What the coordinators write through.
+    pub coordinators: Arc<CoordinatorRuntime>,
 }
 
 impl Broker {
@@ -116,16 +115,15 @@ impl Broker {
     /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has
     /// loaded the groups from it. The error code a group request gets if not.
     pub fn group_coordinator_ready(&self) -> Result<(), ErrorCode> {
-        let log = &self.group_coordination;
-        log.ready(self.leadership(log.topic, 0)).map(|_| ())
+        self.groups.ready()
     }
 
     /// The transaction coordinator's epoch if this broker is it: the leader epoch of
     /// `__transaction_state-0`, led here with the transactions loaded from it. The error code
     /// a transaction request gets if not.
     pub fn txn_coordinator_epoch(&self) -> Result<i32, ErrorCode> {
-        let log = &self.txn_coordination;
-        log.ready(self.leadership(log.topic, 0)).map(|epoch| epoch.0)
+        let hold = &self.txn_coordination;
+        self.coordinators.ready(hold).map(|epoch| epoch.0)
     }
 
     /// Waits until this broker has applied the image it holds now.

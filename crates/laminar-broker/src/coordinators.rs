@@ -1,14 +1,59 @@
 //! What the group and the transaction coordinators share: each is the state of one internal
 //! partition (`__consumer_offsets-0`, `__transaction_state-0`), loaded when this broker
-//! becomes its leader and dropped when it stops leading it, and it answers only while the
-//! epoch it loaded is that partition's leader epoch here; its writes go through the one
-//! replicate path at that epoch. (Kafka's `CoordinatorRuntime` gives its group, transaction
+//! becomes its leader and dropped when it stops leading it ([`CoordinatorLog`]), and it
+//! answers only while the epoch it loaded is that partition's leader epoch here; its writes
+//! go through [`CoordinatorRuntime::write`]: at that epoch, on the partition's storage thread,
+//! then the one replicate path. (Kafka's `CoordinatorRuntime` gives its group, transaction
 //! and share coordinators this life; KIP-848 groups and share groups will take it here too.)
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use laminar_cluster::LeaderEpoch;
+use laminar_data::partition::{Append, Partitions, WriteError};
+use laminar_data::storage_pool::StoragePool;
 use laminar_protocol::ErrorCode;
+use laminar_storage::AppendInfo;
+use tokio::sync::Notify;
+
+/// What every coordinator writes through: the partitions placed here (a coordinator's log is
+/// one of them), their storage threads, and the fetches waiting for data.
+pub struct CoordinatorRuntime {
+    pub partitions: Arc<Partitions>,
+    pub storage: Arc<StoragePool>,
+    pub data_arrived: Arc<Notify>,
+}
+
+impl CoordinatorRuntime {
+    /// The epoch the coordinator holding `hold` answers at here, or the code its requests
+    /// get (see [`CoordinatorLog::ready`]).
+    pub fn ready(&self, hold: &CoordinatorLog) -> Result<LeaderEpoch, ErrorCode> {
+        hold.ready(self.partitions.leadership(hold.topic, 0))
+    }
+
+    /// A coordinator's write to its log: made only while it answers, at the epoch it
+    /// answers at. `job` runs on the log's storage thread, where every append to it runs in
+    /// turn, checked there to be led at that epoch still (a new leadership reloads the
+    /// coordinator, so the same epoch means the same loaded state); then the write waits, at
+    /// most `within`, to be durable here and on the in-sync replicas.
+    pub async fn write<T: Send + 'static>(
+        &self,
+        hold: &CoordinatorLog,
+        within: Option<Duration>,
+        job: impl FnOnce(&Append) -> Result<Option<(AppendInfo, T)>, WriteError> + Send + 'static,
+    ) -> Result<Option<(AppendInfo, T)>, WriteError> {
+        let epoch = self.ready(hold).map_err(WriteError::Refused)?;
+        let led = self
+            .partitions
+            .led(hold.topic, 0)
+            .ok()
+            .filter(|led| led.epoch == epoch)
+            .ok_or(WriteError::NotLeader)?;
+        led.write_with(&self.storage, &self.data_arrived, within, job)
+            .await
+    }
+}
 
 /// A coordinator's hold on its partition.
 pub struct CoordinatorLog {

@@ -108,16 +108,18 @@ impl Broker {
                 handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r).await
             }
             Request::FindCoordinator(r) => handlers::find_coordinator::handle(&b.cluster, &ctx, r),
-            Request::JoinGroup(r) => handlers::join_group::handle(&b.groups, &ctx, r).await,
-            Request::SyncGroup(r) => handlers::sync_group::handle(&b.groups, &ctx, r).await,
-            Request::Heartbeat(r) => handlers::heartbeat::handle(&b.groups, &ctx, r),
-            Request::LeaveGroup(r) => handlers::leave_group::handle(&b.groups, &ctx, r),
-            Request::OffsetCommit(r) => handlers::offset_commit::handle(b, &ctx, r).await,
-            Request::OffsetFetch(r) => handlers::offset_fetch::handle(&b.groups, &b.group_store, &ctx, r),
-            Request::ListGroups(r) => handlers::list_groups::handle(&b.groups, &ctx, r),
-            Request::DescribeGroups(r) => handlers::describe_groups::handle(&b.groups, &ctx, r),
-            Request::DeleteGroups(r) => handlers::delete_groups::handle(b, &ctx, r).await,
-            Request::OffsetDelete(r) => handlers::offset_delete::handle(b, &ctx, r).await,
+            Request::JoinGroup(r) => handlers::join_group::handle(&b.groups.coordinator, &ctx, r).await,
+            Request::SyncGroup(r) => handlers::sync_group::handle(&b.groups.coordinator, &ctx, r).await,
+            Request::Heartbeat(r) => handlers::heartbeat::handle(&b.groups.coordinator, &ctx, r),
+            Request::LeaveGroup(r) => handlers::leave_group::handle(&b.groups.coordinator, &ctx, r),
+            Request::OffsetCommit(r) => handlers::offset_commit::handle(&b.groups, &b.topics, &ctx, r).await,
+            Request::OffsetFetch(r) => {
+                handlers::offset_fetch::handle(&b.groups.coordinator, &b.groups.store, &ctx, r)
+            }
+            Request::ListGroups(r) => handlers::list_groups::handle(&b.groups.coordinator, &ctx, r),
+            Request::DescribeGroups(r) => handlers::describe_groups::handle(&b.groups.coordinator, &ctx, r),
+            Request::DeleteGroups(r) => handlers::delete_groups::handle(&b.groups, &ctx, r).await,
+            Request::OffsetDelete(r) => handlers::offset_delete::handle(&b.groups, &ctx, r).await,
             Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(&b.quotas, &ctx, r),
             Request::AlterClientQuotas(r) => {
                 handlers::alter_client_quotas::handle(&b.cluster, &b.applied, &ctx, r).await

@@ -14,8 +14,9 @@ use tokio::sync::Notify;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
-use crate::coordinators::CoordinatorLog;
+use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
 use crate::groups::store::GroupStore;
+use crate::groups::write::Groups;
 use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
@@ -204,17 +205,31 @@ impl RunningBroker {
             );
         }
         crate::info!("settings in effect:\n{}", config.describe());
-        let broker = Arc::new(Broker {
-            io: IoPool::new(config.num_io_threads),
-            storage: StoragePool::new(config.num_storage_threads),
-            // The producers' states are each partition's, rebuilt from its log when this
-            // broker begins to lead it (`cluster/publish.rs`).
-            partitions: Arc::new(Partitions::new(store.clone(), cluster.clone())),
-            producer_ids: ProducerIds::for_node(config.node_id),
+        // The producers' states are each partition's, rebuilt from its log when this broker
+        // begins to lead it (`cluster/publish.rs`).
+        let partitions = Arc::new(Partitions::new(store.clone(), cluster.clone()));
+        let storage = Arc::new(StoragePool::new(config.num_storage_threads));
+        let data_arrived = Arc::new(Notify::new());
+        let coordinators = Arc::new(CoordinatorRuntime {
+            partitions: partitions.clone(),
+            storage: storage.clone(),
+            data_arrived: data_arrived.clone(),
+        });
+        let offsets_retention = Duration::from_secs(config.offsets_retention_minutes * 60);
+        let groups = Arc::new(Groups::new(
             groups,
             group_store,
+            coordinators.clone(),
+            offsets_retention,
+        ));
+        let broker = Arc::new(Broker {
+            io: IoPool::new(config.num_io_threads),
+            storage,
+            partitions,
+            producer_ids: ProducerIds::for_node(config.node_id),
+            groups,
             txns,
-            data_arrived: Notify::new(),
+            data_arrived,
             cluster_id: "laminar-cluster".to_string(),
             advertised_host,
             advertised_port,
@@ -226,8 +241,8 @@ impl RunningBroker {
             stuck_reads: Default::default(),
             cluster,
             applied: Default::default(),
-            group_coordination: CoordinatorLog::new(crate::groups::store::OFFSETS_TOPIC),
             txn_coordination: CoordinatorLog::new(crate::txn::log::TRANSACTION_TOPIC),
+            coordinators,
         });
         let metrics_server = match metrics_listener {
             Some(l) => {
@@ -271,7 +286,7 @@ impl RunningBroker {
         let group_timer = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
-                b.groups.tick();
+                b.groups.coordinator.tick();
             }
         });
         let b = broker.clone();
@@ -280,7 +295,7 @@ impl RunningBroker {
         let group_writer = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
-                b.persist_group_changes().await;
+                b.groups.persist_changes().await;
             }
         });
         let b = broker.clone();
@@ -390,12 +405,12 @@ impl RunningBroker {
             task.abort();
         }
         // Requests in flight finish; those waiting on a rebalance are answered now.
-        self.broker.groups.shutdown();
+        self.broker.groups.coordinator.shutdown();
         self.server.shutdown().await;
         // The group changes since the writer's last round, the requests just finished
         // included. (A round the abort cut short either appended already or took nothing:
         // the taking happens on the storage thread, with the append.)
-        let persisted = self.broker.persist_group_changes().await;
+        let persisted = self.broker.groups.persist_changes().await;
         if persisted != ErrorCode::None && persisted != ErrorCode::NotCoordinator {
             crate::warn!("the last group changes were not written: the next start restores older ones");
         }

@@ -103,7 +103,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                         Err(e) => crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}"),
                     }
                 }
-                if b.group_coordination.is_partition(&topic, partition) {
+                if b.groups.hold.is_partition(&topic, partition) {
                     loads.push(Load::Groups(epoch));
                 }
                 if b.txn_coordination.is_partition(&topic, partition) {
@@ -112,7 +112,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
             }
             Transition::BecameFollower { leader, epoch } => {
                 crate::info!("following broker {leader} for {topic}-{partition} at epoch {epoch}");
-                if b.group_coordination.is_partition(&topic, partition) {
+                if b.groups.hold.is_partition(&topic, partition) {
                     unload_groups(b);
                 }
                 if b.txn_coordination.is_partition(&topic, partition) {
@@ -131,7 +131,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
             }
             Transition::Stopped => {
                 crate::info!("neither leading nor following {topic}-{partition} now");
-                if b.group_coordination.is_partition(&topic, partition) {
+                if b.groups.hold.is_partition(&topic, partition) {
                     unload_groups(b);
                 }
                 if b.txn_coordination.is_partition(&topic, partition) {
@@ -196,12 +196,12 @@ fn unload_txns(b: &Arc<Broker>) {
 async fn load_groups(b: &Arc<Broker>, epoch: i32) {
     let b2 = b.clone();
     let loaded =
-        b.io.run(move || b2.group_store.reload(&b2.store, &b2.groups))
+        b.io.run(move || b2.groups.store.reload(&b2.store, &b2.groups.coordinator))
             .await;
     match loaded {
         Ok(n) => {
             crate::info!("coordinating groups at epoch {epoch}: {n} group records loaded");
-            b.group_coordination.loaded(LeaderEpoch(epoch));
+            b.groups.hold.loaded(LeaderEpoch(epoch));
         }
         Err(e) => crate::warn!("loading the groups at epoch {epoch}: {e}"),
     }
@@ -210,9 +210,9 @@ async fn load_groups(b: &Arc<Broker>, epoch: i32) {
 /// This broker no longer leads the group log: it forgets the groups (their members are
 /// answered, and find the new coordinator).
 fn unload_groups(b: &Arc<Broker>) {
-    if b.group_coordination.unloaded() {
+    if b.groups.hold.unloaded() {
         crate::info!("no longer coordinating groups");
     }
-    b.groups.shutdown();
-    b.groups.clear();
+    b.groups.coordinator.shutdown();
+    b.groups.coordinator.clear();
 }

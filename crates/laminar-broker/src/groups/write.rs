@@ -1,18 +1,56 @@
-//! The group log's writes: group records appended to `__consumer_offsets-0` on its storage
-//! thread, made durable (and, in a cluster, replicated), then applied to the coordinator.
+//! The group coordinator as a service: its state (`Coordinator`), its log (`GroupStore`),
+//! its hold on `__consumer_offsets-0`, and its writes: group records appended to that log on
+//! its storage thread through the coordinators' runtime, made durable (and, in a cluster,
+//! replicated), then applied to the coordinator.
 
 use laminar_protocol::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::broker::Broker;
-use crate::groups::store::{GroupRecord, GroupStore};
+use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
+use crate::groups::store::{GroupRecord, GroupStore, OFFSETS_TOPIC};
+use crate::groups::Coordinator;
 use laminar_data::partition::{Append, WriteError};
 
-impl Broker {
+/// The group coordinator: what its handlers, the image publisher (which loads and unloads
+/// it) and its timers hold.
+pub struct Groups {
+    /// The groups, their members and their committed offsets.
+    pub coordinator: Coordinator,
+    /// Its log, and the records appended to it not yet applied.
+    pub store: GroupStore,
+    /// Its hold on `__consumer_offsets-0`.
+    pub hold: CoordinatorLog,
+    runtime: Arc<CoordinatorRuntime>,
+    /// Kafka's `offsets.retention.minutes`.
+    offsets_retention: Duration,
+}
+
+impl Groups {
+    pub fn new(
+        coordinator: Coordinator,
+        store: GroupStore,
+        runtime: Arc<CoordinatorRuntime>,
+        offsets_retention: Duration,
+    ) -> Groups {
+        Groups {
+            coordinator,
+            store,
+            hold: CoordinatorLog::new(OFFSETS_TOPIC),
+            runtime,
+            offsets_retention,
+        }
+    }
+
+    /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has
+    /// loaded the groups from it. The error code a group request gets if not.
+    pub fn ready(&self) -> Result<(), ErrorCode> {
+        self.runtime.ready(&self.hold).map(|_| ())
+    }
+
     /// Appends group records to the internal log, waits for their fsync, then applies them.
     /// Returns a Kafka error code.
-    pub async fn persist_group_records(self: &Arc<Self>, records: Vec<GroupRecord>) -> ErrorCode {
+    pub async fn persist_records(self: &Arc<Self>, records: Vec<GroupRecord>) -> ErrorCode {
         if records.is_empty() {
             return ErrorCode::None;
         }
@@ -43,37 +81,29 @@ impl Broker {
 
     /// Makes the coordinator's own changes durable: group metadata that changed, expired
     /// offsets and groups that are gone (see `Coordinator::take_changes`).
-    pub async fn persist_group_changes(self: &Arc<Self>) -> ErrorCode {
-        let retention = Duration::from_secs(self.config.offsets_retention_minutes * 60);
-        self.append_group_log(GroupWrite::Changes(retention)).await
+    pub async fn persist_changes(self: &Arc<Self>) -> ErrorCode {
+        self.append_group_log(GroupWrite::Changes(self.offsets_retention))
+            .await
     }
 
     async fn append_group_log(self: &Arc<Self>, write: GroupWrite) -> ErrorCode {
-        // In a cluster, only the coordinator writes the group log, at its leader epoch, and a
-        // write counts once the in-sync replicas hold it.
-        if let Err(code) = self.group_coordinator_ready() {
+        // Only the coordinator writes the group log, at its leader epoch, and a write counts
+        // once the in-sync replicas hold it.
+        if let Err(code) = self.ready() {
             return code;
         }
-        let led = match self.led(crate::groups::store::OFFSETS_TOPIC, 0) {
-            Ok(led) => led,
-            Err(_) => return ErrorCode::NotCoordinator,
-        };
-        let b = self.clone();
+        let g = self.clone();
         // What to write is settled on the storage thread, which appends every batch of the
         // group log in turn: there, what is appended but not yet applied (`pending`) is
         // exactly what precedes this batch in the log.
         let job = move |append: &Append| {
-            // Still the coordinator, its groups loaded at this leadership?
-            if b.group_coordinator_ready() != Ok(()) {
-                return Err(WriteError::NotLeader);
-            }
             // Pending first, then memory: a record applied in between is in one of them.
-            let pending = b.group_store.pending_view();
+            let pending = g.store.pending_view();
             let (records, apply, producer) = match write {
                 GroupWrite::Records(records) => (records, Apply::Now, None),
                 // Already applied to memory by `take_changes`.
                 GroupWrite::Changes(retention) => {
-                    (b.groups.take_changes(retention, &pending), Apply::No, None)
+                    (g.coordinator.take_changes(retention, &pending), Apply::No, None)
                 }
                 GroupWrite::Transactional {
                     producer_id,
@@ -98,28 +128,24 @@ impl Broker {
             if records.is_empty() {
                 return Ok(None);
             }
-            let mut batch = GroupStore::encode(&records, &b.groups, &pending, producer)
+            let mut batch = GroupStore::encode(&records, &g.coordinator, &pending, producer)
                 .map_err(|e| WriteError::Encode(e.to_string()))?;
             let info = append.append(&mut batch)?;
             match apply {
                 // In log order: before any later batch exists.
                 Apply::Now => {
-                    let mut pending = b.group_store.pending.lock().unwrap();
+                    let mut pending = g.store.pending.lock().unwrap();
                     pending.insert(info.last_offset, records);
                 }
                 Apply::No => {}
                 // In log order, before its marker can be appended.
-                Apply::AtMarker(producer_id) => b.group_store.add_txn_offsets(producer_id, records),
+                Apply::AtMarker(producer_id) => g.store.add_txn_offsets(producer_id, records),
             }
             Ok(Some((info, apply)))
         };
-        let written = led
-            .write_with(
-                &self.storage,
-                &self.data_arrived,
-                Some(GROUP_WRITE_REPLICATION),
-                job,
-            )
+        let written = self
+            .runtime
+            .write(&self.hold, Some(GROUP_WRITE_REPLICATION), job)
             .await;
         match written {
             Ok(None) => ErrorCode::None,
@@ -127,7 +153,7 @@ impl Broker {
                 // Applied once durable, in log order (with whatever earlier writes left
                 // pending); a transaction's offsets wait for its marker.
                 if !matches!(apply, Apply::AtMarker(_)) {
-                    self.group_store.apply_durable(&self.groups, info.last_offset);
+                    self.store.apply_durable(&self.coordinator, info.last_offset);
                 }
                 ErrorCode::None
             }

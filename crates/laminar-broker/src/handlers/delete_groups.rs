@@ -8,19 +8,19 @@ use laminar_protocol::requests::DeleteGroupsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
+use crate::groups::write::Groups;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteGroupsRequest) -> Encoded {
+pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: DeleteGroupsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DeleteGroupsResponse::default();
     for g in r.groups {
-        let mut code = b.groups.delete_group_check(&g);
+        let mut code = groups.coordinator.delete_group_check(&g);
         if code == ErrorCode::None {
-            code = b
-                .persist_group_records(vec![GroupRecord::GroupDeleted { group: g.clone() }])
+            code = groups
+                .persist_records(vec![GroupRecord::GroupDeleted { group: g.clone() }])
                 .await;
         }
         let mut d = DeletableGroupResult::default();

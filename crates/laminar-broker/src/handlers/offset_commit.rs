@@ -11,17 +11,23 @@ use laminar_protocol::requests::OffsetCommitRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
+use crate::groups::write::Groups;
+use crate::topics::Topics;
 use laminar_protocol::ErrorCode;
 
 /// Commit metadata strings longer than this are refused (offset.metadata.max.bytes).
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetCommitRequest) -> Encoded {
+pub async fn handle(
+    groups: &Arc<Groups>,
+    topics: &Topics,
+    ctx: &RequestContext,
+    r: OffsetCommitRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let group_error = b.groups.check_commit(
+    let group_error = groups.coordinator.check_commit(
         &r.group_id,
         r.generation_id,
         &r.member_id,
@@ -31,7 +37,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetCommitReques
     let mut records = Vec::new();
     let mut codes: Vec<Vec<ErrorCode>> = Vec::new();
     for t in &r.topics {
-        let known = b.topics.get(&t.name);
+        let known = topics.get(&t.name);
         codes.push(
             t.partitions
                 .iter()
@@ -67,7 +73,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetCommitReques
                 .collect(),
         );
     }
-    let code = b.persist_group_records(records).await;
+    let code = groups.persist_records(records).await;
     if code != ErrorCode::None {
         for c in codes.iter_mut().flatten() {
             if *c == ErrorCode::None {

@@ -10,15 +10,15 @@ use laminar_protocol::requests::OffsetDeleteRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
+use crate::groups::write::Groups;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetDeleteRequest) -> Encoded {
+pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = OffsetDeleteResponse::default();
-    let check = b.groups.delete_group_check(&r.group_id);
+    let check = groups.coordinator.delete_group_check(&r.group_id);
     // Active members may still be consuming these partitions, as Kafka's
     // GROUP_SUBSCRIBED_TO_TOPIC says; Laminar refuses for any group with members.
     let group_error = match check {
@@ -39,7 +39,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: OffsetDeleteReques
             });
         }
     }
-    let code = b.persist_group_records(records).await;
+    let code = groups.persist_records(records).await;
     resp.topics = r
         .topics
         .iter()

@@ -29,7 +29,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
     // The consumer's generation and member, when it names them (v3+, KIP-447): a zombie
     // consumer of an older generation is refused.
     let group_error = if r.generation_id >= 0 || !r.member_id.is_empty() {
-        b.groups.check_commit(
+        b.groups.coordinator.check_commit(
             &r.group_id,
             r.generation_id,
             &r.member_id,
@@ -94,7 +94,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
                         commit_ms: o.commit_ms,
                     })
                     .collect();
-                b.persist_txn_offsets(pr.producer_id, pr.producer_epoch, guard, records)
+                b.groups
+                    .persist_txn_offsets(pr.producer_id, pr.producer_epoch, guard, records)
                     .await
             }
         };

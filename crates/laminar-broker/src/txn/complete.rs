@@ -9,7 +9,7 @@ use std::time::Duration;
 use laminar_records::{control_batch, ControlType};
 use laminar_storage::Offset;
 
-use super::log::{encode_batch, TRANSACTION_TOPIC};
+use super::log::encode_batch;
 use super::{Decision, TxnMeta, TxnStatus};
 use crate::broker::Broker;
 use crate::groups::store::GroupRecord;
@@ -32,25 +32,16 @@ async fn persist_with(
     changes: Vec<(String, Option<TxnMeta>)>,
     durable: bool,
 ) -> Result<(), ErrorCode> {
-    // The coordinator's epoch is its log's leader epoch.
-    let epoch = b.txn_coordinator_epoch()?;
-    let led = b
-        .led(TRANSACTION_TOPIC, 0)
-        .map_err(|_| ErrorCode::NotCoordinator)?;
-    let b2 = b.clone();
     let job = move |append: &Append| {
-        // Still the coordinator, its transactions loaded at this leadership?
-        if b2.txn_coordinator_epoch() != Ok(epoch) {
-            return Err(WriteError::NotLeader);
-        }
         let info = append.append(&mut encode_batch(&changes))?;
         Ok(Some((info, ())))
     };
     let within = durable.then_some(TXN_WRITE_REPLICATION);
-    led.write_with(&b.storage, &b.data_arrived, within, job)
+    b.coordinators
+        .write(&b.txn_coordination, within, job)
         .await
         .map_err(|e| {
-            if !matches!(e, WriteError::NotLeader) {
+            if !matches!(e, WriteError::NotLeader | WriteError::Refused(_)) {
                 crate::warn!("writing the transaction log: {e}");
             }
             e.coordinator_code()
@@ -208,7 +199,8 @@ pub async fn write_marker(
         producers.on_marker(producer_id, producer_epoch, coordinator_epoch, now);
         if group_log {
             // In log order with the group's other records.
-            b2.group_store
+            b2.groups
+                .store
                 .end_txn_offsets(producer_id, commit, info.last_offset);
         }
         Ok(Some((info, ())))
@@ -226,7 +218,9 @@ pub async fn write_marker(
         unreachable!("a marker is always written")
     };
     if group_log {
-        b.group_store.apply_durable(&b.groups, appended.last_offset);
+        b.groups
+            .store
+            .apply_durable(&b.groups.coordinator, appended.last_offset);
     }
     Ok(Some(appended.last_offset))
 }
@@ -438,7 +432,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
                     commit_ms: o.commit_ms,
                 })
                 .collect();
-            match b.persist_group_records(records).await {
+            match b.groups.persist_records(records).await {
                 ErrorCode::None => offsets_left = false,
                 code => {
                     b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
