@@ -21,7 +21,7 @@ use crate::topics::Topics;
 use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_data::partition::LedPartition;
 
-use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
+use crate::txn::service::Txns;
 use laminar_data::partition::Partitions;
 use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;
@@ -76,10 +76,11 @@ pub struct Broker {
     pub storage: Arc<StoragePool>,
     /// The partitions placed here: each with its log, replica state and producers' state.
     pub partitions: Arc<Partitions>,
-    pub producer_ids: ProducerIds,
+    pub producer_ids: Arc<ProducerIds>,
     /// The group coordinator: its state, its log, its hold on `__consumer_offsets-0`.
     pub groups: Arc<Groups>,
-    pub txns: crate::txn::TxnCoordinator,
+    /// The transaction coordinator: its state, its hold on `__transaction_state-0`.
+    pub txns: Arc<Txns>,
     /// Woken after every append, for fetches waiting in long poll.
     pub data_arrived: Arc<Notify>,
     pub advertised_host: String,
@@ -94,10 +95,6 @@ pub struct Broker {
     pub cluster: Arc<Cluster>,
     /// How far this broker has applied the cluster metadata.
     pub applied: crate::applied::AppliedImages,
-    /// The transaction coordinator's hold on `__transaction_state-0`.
-    pub txn_coordination: CoordinatorLog,
-    /// What the coordinators write through.
-    pub coordinators: Arc<CoordinatorRuntime>,
 }
 
 impl Broker {
@@ -122,8 +119,7 @@ impl Broker {
     /// `__transaction_state-0`, led here with the transactions loaded from it. The error code
     /// a transaction request gets if not.
     pub fn txn_coordinator_epoch(&self) -> Result<i32, ErrorCode> {
-        let hold = &self.txn_coordination;
-        self.coordinators.ready(hold).map(|epoch| epoch.0)
+        self.txns.epoch()
     }
 
     /// Waits until this broker has applied the image it holds now.
@@ -134,7 +130,6 @@ impl Broker {
     /// The transaction coordinator's log, `__transaction_state-0` (as a follower truncates
     /// it, it is reopened: looked up each time).
     pub fn txn_log(&self) -> Option<Arc<laminar_storage::Log>> {
-        let hosted = self.partitions.get(crate::txn::log::TRANSACTION_TOPIC, 0)?;
-        hosted.log()
+        self.txns.log()
     }
 }

@@ -102,7 +102,7 @@ impl Broker {
             Request::ListOffsets(r) => handlers::list_offsets::handle(&b.io, &b.partitions, &ctx, r).await,
             Request::CreateTopics(r) => handlers::create_topics::handle(b, &ctx, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(b, &ctx, r).await,
-            Request::InitProducerId(r) => handlers::init_producer_id::handle(b, &ctx, r).await,
+            Request::InitProducerId(r) => handlers::init_producer_id::handle(&b.txns, &ctx, r).await,
             Request::DescribeConfigs(r) => handlers::describe_configs::handle(&b.config, &b.topics, &ctx, r),
             Request::CreatePartitions(r) => {
                 handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r).await
@@ -143,15 +143,17 @@ impl Broker {
             Request::ListPartitionReassignments(r) => {
                 handlers::list_partition_reassignments::handle(&b.cluster, &ctx, r)
             }
-            Request::AddPartitionsToTxn(r) => handlers::add_partitions_to_txn::handle(b, &ctx, r).await,
-            Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(b, &ctx, r).await,
-            Request::EndTxn(r) => handlers::end_txn::handle(b, &ctx, r).await,
-            Request::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(b, &ctx, r).await,
-            Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(b, &ctx, r).await,
-            Request::DescribeTransactions(r) => {
-                handlers::describe_transactions::handle(&b.txns, b.txn_coordinator_epoch(), &ctx, r)
+            Request::AddPartitionsToTxn(r) => {
+                handlers::add_partitions_to_txn::handle(&b.txns, &b.topics, &ctx, r).await
             }
-            Request::ListTransactions(r) => handlers::list_transactions::handle(&b.txns, &ctx, r),
+            Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(&b.txns, &ctx, r).await,
+            Request::EndTxn(r) => handlers::end_txn::handle(&b.txns, &ctx, r).await,
+            Request::TxnOffsetCommit(r) => {
+                handlers::txn_offset_commit::handle(&b.txns, &b.topics, &ctx, r).await
+            }
+            Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(&b.txns, &ctx, r).await,
+            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(&b.txns, &ctx, r),
+            Request::ListTransactions(r) => handlers::list_transactions::handle(&b.txns.coordinator, &ctx, r),
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

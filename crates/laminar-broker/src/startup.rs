@@ -14,13 +14,14 @@ use tokio::sync::Notify;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
-use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
+use crate::coordinators::CoordinatorRuntime;
 use crate::groups::store::GroupStore;
 use crate::groups::write::Groups;
 use crate::groups::Coordinator;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::topics::Topics;
+use crate::txn::service::{TxnSettings, Txns};
 use laminar_cluster::{Cluster, ClusterSettings};
 use laminar_data::partition::Partitions;
 use laminar_data::producers::ProducerIds;
@@ -222,11 +223,23 @@ impl RunningBroker {
             coordinators.clone(),
             offsets_retention,
         ));
+        let producer_ids = Arc::new(ProducerIds::for_node(config.node_id));
+        let txns = Arc::new(Txns::new(
+            txns,
+            coordinators,
+            groups.clone(),
+            cluster.clone(),
+            producer_ids.clone(),
+            TxnSettings {
+                id_expiration_ms: config.transactional_id_expiration_ms,
+                max_timeout_ms: config.transaction_max_timeout_ms,
+            },
+        ));
         let broker = Arc::new(Broker {
             io: IoPool::new(config.num_io_threads),
             storage,
             partitions,
-            producer_ids: ProducerIds::for_node(config.node_id),
+            producer_ids,
             groups,
             txns,
             data_arrived,
@@ -241,8 +254,6 @@ impl RunningBroker {
             stuck_reads: Default::default(),
             cluster,
             applied: Default::default(),
-            txn_coordination: CoordinatorLog::new(crate::txn::log::TRANSACTION_TOPIC),
-            coordinators,
         });
         let metrics_server = match metrics_listener {
             Some(l) => {
@@ -250,7 +261,7 @@ impl RunningBroker {
                 crate::info!("metrics on http://{addr}/metrics");
                 let b = broker.clone();
                 let render: crate::metrics::http::Render =
-                    Arc::new(move || b.metrics.render(&b.store, &b.stuck_reads, &b.txns));
+                    Arc::new(move || b.metrics.render(&b.store, &b.stuck_reads, &b.txns.coordinator));
                 Some((addr, crate::metrics::http::serve(l, render)))
             }
             None => None,
@@ -306,8 +317,8 @@ impl RunningBroker {
             );
             loop {
                 tokio::time::sleep(interval).await;
-                crate::txn::complete::abort_timed_out(&b).await;
-                crate::txn::complete::expire_ids(&b).await;
+                crate::txn::complete::abort_timed_out(&b.txns).await;
+                crate::txn::complete::expire_ids(&b.txns).await;
             }
         });
         let c = &broker.cluster;

@@ -106,7 +106,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 if b.groups.hold.is_partition(&topic, partition) {
                     loads.push(Load::Groups(epoch));
                 }
-                if b.txn_coordination.is_partition(&topic, partition) {
+                if b.txns.hold.is_partition(&topic, partition) {
                     loads.push(Load::Txns(epoch));
                 }
             }
@@ -115,7 +115,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 if b.groups.hold.is_partition(&topic, partition) {
                     unload_groups(b);
                 }
-                if b.txn_coordination.is_partition(&topic, partition) {
+                if b.txns.hold.is_partition(&topic, partition) {
                     unload_txns(b);
                 }
                 if let Some(hosted) = hosted {
@@ -134,7 +134,7 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 if b.groups.hold.is_partition(&topic, partition) {
                     unload_groups(b);
                 }
-                if b.txn_coordination.is_partition(&topic, partition) {
+                if b.txns.hold.is_partition(&topic, partition) {
                     unload_txns(b);
                 }
             }
@@ -166,16 +166,16 @@ async fn load_txns(b: &Arc<Broker>, epoch: i32) {
     match read {
         Ok(restored) => {
             let n = restored.len();
-            b.txns.reset(restored.into_values());
-            b.txn_coordination.loaded(LeaderEpoch(epoch));
+            b.txns.coordinator.reset(restored.into_values());
+            b.txns.hold.loaded(LeaderEpoch(epoch));
             crate::info!("coordinating transactions at epoch {epoch}: {n} transactional ids loaded");
-            for prepared in b.txns.prepared() {
+            for prepared in b.txns.coordinator.prepared() {
                 crate::info!(
                     "completing transaction {:?} ({}) decided by the previous coordinator",
                     prepared.transactional_id,
                     prepared.status.name()
                 );
-                tokio::spawn(crate::txn::complete::complete(b.clone(), prepared, epoch));
+                tokio::spawn(crate::txn::complete::complete(b.txns.clone(), prepared, epoch));
             }
         }
         Err(e) => crate::warn!("loading the transactions at epoch {epoch}: {e}"),
@@ -185,10 +185,10 @@ async fn load_txns(b: &Arc<Broker>, epoch: i32) {
 /// This broker no longer leads the transaction log: it forgets the transactions; their
 /// completions in progress stop (the next coordinator completes them).
 fn unload_txns(b: &Arc<Broker>) {
-    if b.txn_coordination.unloaded() {
+    if b.txns.hold.unloaded() {
         crate::info!("no longer coordinating transactions");
     }
-    b.txns.reset([]);
+    b.txns.coordinator.reset([]);
 }
 
 /// This broker leads the group log now: it becomes the group coordinator once it has read

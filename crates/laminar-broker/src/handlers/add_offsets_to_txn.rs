@@ -8,13 +8,13 @@ use laminar_protocol::requests::AddOffsetsToTxnRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
+use crate::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddOffsetsToTxnRequest) -> Encoded {
+pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: AddOffsetsToTxnRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AddOffsetsToTxnResponse::default();
     resp.error_code = if r.group_id.is_empty() {
@@ -23,7 +23,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddOffsetsToTxnReq
         let pr = &r.producer;
         let partitions = [offsets_partition()];
         add_partitions(
-            b,
+            txns,
             &pr.transactional_id,
             pr.producer_id,
             pr.producer_epoch,

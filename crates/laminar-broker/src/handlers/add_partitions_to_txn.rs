@@ -13,29 +13,35 @@ use laminar_protocol::requests::{AddPartitionsToTxnRequest, TxnPartitions, TxnPr
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::topics::Topics;
 use crate::txn::complete::add_partitions;
 use crate::txn::offsets_partition;
+use crate::txn::service::Txns;
 use laminar_cluster::TopicPartition;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddPartitionsToTxnRequest) -> Encoded {
+pub async fn handle(
+    txns: &Arc<Txns>,
+    topics: &Topics,
+    ctx: &RequestContext,
+    r: AddPartitionsToTxnRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AddPartitionsToTxnResponse::default();
     if version < 4 {
         let Some(txn) = r.transactions.first() else {
             return responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp);
         };
-        resp.results_by_topic_v3_and_below = handle_one(b, version, txn).await;
+        resp.results_by_topic_v3_and_below = handle_one(txns, topics, version, txn).await;
     } else {
         // A partition leader's, for its producers' transactional batches (KIP-890).
-        resp.error_code = b.txn_coordinator_epoch().err().unwrap_or(ErrorCode::None).code();
+        resp.error_code = txns.epoch().err().unwrap_or(ErrorCode::None).code();
         if resp.error_code == ErrorCode::None.code() {
             for txn in &r.transactions {
                 let mut result = AddPartitionsToTxnResult::default();
                 result.transactional_id = TransactionalId(sb(&txn.producer.transactional_id));
-                result.topic_results = handle_one(b, version, txn).await;
+                result.topic_results = handle_one(txns, topics, version, txn).await;
                 resp.results_by_transaction.push(result);
             }
         }
@@ -45,7 +51,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AddPartitionsToTxn
 
 /// Adds one transaction's partitions (or, `verify_only`, checks that they are in it).
 async fn handle_one(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
+    topics: &Topics,
     version: i16,
     txn: &TxnPartitions,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
@@ -55,8 +62,7 @@ async fn handle_one(
     let unknown = |topic: &str, p: i32| {
         (crate::topics::is_internal(topic)
             && !(version >= 4 && TopicPartition::new(topic, p) == offsets_partition()))
-            || !b
-                .topics
+            || !topics
                 .get(topic)
                 .is_some_and(|t| p >= 0 && (p as u32) < t.partitions)
     };
@@ -80,10 +86,10 @@ async fn handle_one(
             .collect();
         let pr = &txn.producer;
         let done = if txn.verify_only {
-            verify(b, pr, &partitions)
+            verify(txns, pr, &partitions)
         } else {
             add_partitions(
-                b,
+                txns,
                 &pr.transactional_id,
                 pr.producer_id,
                 pr.producer_epoch,
@@ -114,14 +120,14 @@ async fn handle_one(
 
 /// Are `partitions` in the transaction of this producer, in progress now? What a partition
 /// leader asks before it appends a transactional batch (Produce below v12).
-fn verify(b: &Broker, pr: &TxnProducer, partitions: &[TopicPartition]) -> Result<(), ErrorCode> {
-    let epoch = b.txn_coordinator_epoch()?;
+fn verify(txns: &Txns, pr: &TxnProducer, partitions: &[TopicPartition]) -> Result<(), ErrorCode> {
+    let epoch = txns.epoch()?;
     for tp in partitions {
-        b.txns
+        txns.coordinator
             .check_produce(pr.producer_id, pr.producer_epoch, &tp.topic, tp.partition)
             .map_err(|code| {
                 // Its state was dropped meanwhile: this broker stopped coordinating.
-                if b.txn_coordinator_epoch() != Ok(epoch) {
+                if txns.epoch() != Ok(epoch) {
                     ErrorCode::NotCoordinator
                 } else {
                     code

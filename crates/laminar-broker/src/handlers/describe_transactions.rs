@@ -8,17 +8,10 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::txn::TxnCoordinator;
+use crate::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
-/// `coordinating`: the transaction coordinator's epoch here, or the code a transaction
-/// request gets (see `Broker::txn_coordinator_epoch`).
-pub fn handle(
-    txns: &TxnCoordinator,
-    coordinating: Result<i32, ErrorCode>,
-    ctx: &RequestContext,
-    r: DescribeTransactionsRequest,
-) -> Encoded {
+pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeTransactionsResponse::default();
     resp.transaction_states = r
@@ -27,7 +20,9 @@ pub fn handle(
         .map(|id| {
             let mut s = TransactionState::default();
             s.transactional_id = TransactionalId(sb(id));
-            let found = coordinating.and_then(|_| txns.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
+            let found = txns
+                .epoch()
+                .and_then(|_| txns.coordinator.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
             let m = match found {
                 Ok(m) => m,
                 Err(code) => {

@@ -10,18 +10,18 @@ use laminar_protocol::requests::EndTxnRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::txn::complete::{run, Written};
 use crate::txn::decide_end;
+use crate::txn::service::Txns;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: EndTxnRequest) -> Encoded {
+pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: EndTxnRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let pr = &r.producer;
     let now = laminar_storage::now_ms();
-    let mut allocate = || b.producer_ids.allocate();
+    let mut allocate = || txns.producer_ids.allocate();
     let bump = version >= 5;
-    let decision = crate::txn::complete::begin_when_free(b, &pr.transactional_id, |m| {
+    let decision = crate::txn::complete::begin_when_free(txns, &pr.transactional_id, |m| {
         decide_end(
             m,
             pr.producer_id,
@@ -36,7 +36,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: EndTxnRequest) -> 
     let mut resp = EndTxnResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
-    let answer = match run(b, &pr.transactional_id, decision).await {
+    let answer = match run(txns, &pr.transactional_id, decision).await {
         Ok(Written::Reply(producer)) => Ok(producer),
         Ok(Written::Wrote(m)) => Ok(m.producer_after()),
         Err(code) => Err(code),

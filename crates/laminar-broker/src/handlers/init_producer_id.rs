@@ -8,13 +8,13 @@ use laminar_protocol::requests::InitProducerIdRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::txn::complete::{run, Written};
+use crate::txn::service::Txns;
 use crate::txn::{decide_init, TxnStatus};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: InitProducerIdRequest) -> Encoded {
+pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: InitProducerIdRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
@@ -23,23 +23,23 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: InitProducerIdRequ
         None => {
             // An idempotent producer that already has an id and asks for a new epoch gets a
             // new id instead: it fences nothing on a single node and keeps sequences simple.
-            resp.producer_id = ProducerId(b.producer_ids.allocate());
+            resp.producer_id = ProducerId(txns.producer_ids.allocate());
             resp.producer_epoch = 0;
         }
         Some(id) if id.is_empty() => resp.error_code = ErrorCode::InvalidRequest.code(),
         Some(id) => {
             let timeout = r.transaction_timeout_ms;
-            if timeout <= 0 || timeout as u64 > b.config.transaction_max_timeout_ms {
+            if timeout <= 0 || timeout as u64 > txns.settings.max_timeout_ms {
                 resp.error_code = ErrorCode::InvalidTransactionTimeout.code();
             } else {
                 let now = laminar_storage::now_ms();
-                let mut allocate = || b.producer_ids.allocate();
+                let mut allocate = || txns.producer_ids.allocate();
                 let requested = (r.producer_id, r.producer_epoch);
-                let decision = crate::txn::complete::begin_when_free(b, id, |m| {
+                let decision = crate::txn::complete::begin_when_free(txns, id, |m| {
                     decide_init(m, id, timeout, requested, now, &mut allocate)
                 })
                 .await;
-                match run(b, id, decision).await {
+                match run(txns, id, decision).await {
                     Ok(Written::Reply((pid, epoch))) => {
                         resp.producer_id = ProducerId(pid);
                         resp.producer_epoch = epoch;

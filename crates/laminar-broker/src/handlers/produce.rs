@@ -172,6 +172,7 @@ fn append(
         match txn {
             TxnCheck::Coordinator(coordinator_epoch) => {
                 b.txns
+                    .coordinator
                     .check_produce(pid, epoch, topic, partition)
                     .map_err(|code| {
                         // Its state was dropped: this broker stopped coordinating since the
@@ -412,10 +413,14 @@ async fn check_transaction(
         if add {
             let id = match transactional_id {
                 Some(id) => id.to_string(),
-                None => b.txns.id_of(pid).ok_or(ErrorCode::InvalidProducerIdMapping)?,
+                None => b
+                    .txns
+                    .coordinator
+                    .id_of(pid)
+                    .ok_or(ErrorCode::InvalidProducerIdMapping)?,
             };
             let partitions = [TopicPartition::new(topic, partition)];
-            crate::txn::complete::add_partitions(b, &id, pid, epoch, &partitions)
+            crate::txn::complete::add_partitions(&b.txns, &id, pid, epoch, &partitions)
                 .await
                 .map_err(produce_code)?;
         }
@@ -433,14 +438,14 @@ async fn check_transaction(
     if add {
         // No guard: the coordinator answers once the producer's previous transaction is
         // complete, and its markers, written meanwhile, would remove it.
-        crate::txn::remote::add_or_verify(b, id, pid, epoch, topic, partition, false)
+        crate::txn::remote::add_or_verify(&b.cluster, id, pid, epoch, topic, partition, false)
             .await
             .map_err(produce_code)?;
         return Ok(TxnCheck::Added);
     }
     let hosted = hosted.ok_or(ErrorCode::NotLeaderOrFollower)?;
     let token = hosted.producers.guard(pid, epoch);
-    crate::txn::remote::add_or_verify(b, id, pid, epoch, topic, partition, true)
+    crate::txn::remote::add_or_verify(&b.cluster, id, pid, epoch, topic, partition, true)
         .await
         .map_err(produce_code)?;
     Ok(TxnCheck::Guarded(token))

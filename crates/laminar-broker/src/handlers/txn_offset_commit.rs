@@ -18,18 +18,24 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::groups::store::GroupRecord;
+use crate::topics::Topics;
+use crate::txn::service::Txns;
 use crate::txn::{offsets_partition, PendingOffset};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitRequest) -> Encoded {
+pub async fn handle(
+    txns: &Arc<Txns>,
+    topics: &Topics,
+    ctx: &RequestContext,
+    r: TxnOffsetCommitRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     // The consumer's generation and member, when it names them (v3+, KIP-447): a zombie
     // consumer of an older generation is refused.
     let group_error = if r.generation_id >= 0 || !r.member_id.is_empty() {
-        b.groups.coordinator.check_commit(
+        txns.groups.coordinator.check_commit(
             &r.group_id,
             r.generation_id,
             &r.member_id,
@@ -42,7 +48,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
     let mut codes: Vec<Vec<ErrorCode>> = Vec::new();
     let mut offsets = Vec::new();
     for (topic, partitions) in &r.topics {
-        let known = b.topics.get(topic);
+        let known = topics.get(topic);
         codes.push(
             partitions
                 .iter()
@@ -78,7 +84,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
     }
     if !offsets.is_empty() {
         let pr = &r.producer;
-        let in_txn = in_transaction(b, pr, version >= 5).await;
+        let in_txn = in_transaction(txns, pr, version >= 5).await;
         let code = match in_txn {
             Err(code) => code,
             Ok(guard) => {
@@ -94,7 +100,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
                         commit_ms: o.commit_ms,
                     })
                     .collect();
-                b.groups
+                txns.groups
                     .persist_txn_offsets(pr.producer_id, pr.producer_epoch, guard, records)
                     .await
             }
@@ -136,23 +142,24 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: TxnOffsetCommitReq
 /// AddPartitionsToTxn v4. When it is only asked, a verification guard is set first, and
 /// returned: the append requires it (a marker of the producer removes it), so that offsets
 /// whose transaction ended meanwhile are refused, as a transactional produce is.
-async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, ErrorCode> {
+async fn in_transaction(txns: &Arc<Txns>, pr: &TxnProducer, add: bool) -> Result<Option<u64>, ErrorCode> {
     let TopicPartition { topic, partition } = offsets_partition();
     let guard = match add {
         true => None,
         false => {
-            let hosted = b
+            let hosted = txns
+                .runtime
                 .partitions
                 .get(&topic, partition)
                 .ok_or(ErrorCode::NotCoordinator)?;
             Some(hosted.producers.guard(pr.producer_id, pr.producer_epoch))
         }
     };
-    if let Ok(epoch) = b.txn_coordinator_epoch() {
+    if let Ok(epoch) = txns.epoch() {
         let partitions = [TopicPartition::new(topic.clone(), partition)];
         let checked = if add {
             crate::txn::complete::add_partitions(
-                b,
+                txns,
                 &pr.transactional_id,
                 pr.producer_id,
                 pr.producer_epoch,
@@ -160,17 +167,17 @@ async fn in_transaction(b: &Arc<Broker>, pr: &TxnProducer, add: bool) -> Result<
             )
             .await
         } else {
-            b.txns
+            txns.coordinator
                 .check_produce(pr.producer_id, pr.producer_epoch, &topic, partition)
         };
         return match checked {
             // Its state was dropped meanwhile: this broker stopped coordinating.
-            Err(_) if b.txn_coordinator_epoch() != Ok(epoch) => Err(ErrorCode::CoordinatorLoadInProgress),
+            Err(_) if txns.epoch() != Ok(epoch) => Err(ErrorCode::CoordinatorLoadInProgress),
             other => other.map(|()| guard),
         };
     }
     crate::txn::remote::add_or_verify(
-        b,
+        &txns.cluster,
         &pr.transactional_id,
         pr.producer_id,
         pr.producer_epoch,

@@ -23,12 +23,12 @@ use laminar_protocol::requests::WriteTxnMarkersRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
 use crate::txn::complete::write_marker;
+use crate::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: WriteTxnMarkersRequest) -> Encoded {
+pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: WriteTxnMarkersRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = WriteTxnMarkersResponse::default();
     for m in &r.markers {
@@ -40,11 +40,11 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: WriteTxnMarkersReq
             for &p in partitions {
                 let mut pr = WritableTxnMarkerPartitionResult::default();
                 pr.partition_index = p;
-                pr.error_code = match commit_refused(b, m.committed, m.coordinator_epoch) {
+                pr.error_code = match commit_refused(txns, m.committed, m.coordinator_epoch) {
                     Some(code) => code,
                     None => {
                         match write_marker(
-                            b,
+                            txns,
                             topic,
                             p,
                             m.producer_id,
@@ -72,16 +72,20 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: WriteTxnMarkersReq
 }
 
 /// Why a marker is refused, if it is: a commit marker that is not a current coordinator's.
-fn commit_refused(b: &Broker, committed: bool, coordinator_epoch: i32) -> Option<i16> {
+fn commit_refused(txns: &Txns, committed: bool, coordinator_epoch: i32) -> Option<i16> {
     if !committed {
         return None;
     }
     // Alone, this broker is the only transaction coordinator, and it writes its markers
     // itself: a commit marker from the wire is a client's.
-    if b.cluster.alone() {
+    if txns.cluster.alone() {
         return Some(ErrorCode::ClusterAuthorizationFailed.code());
     }
-    match b.cluster.image().partition(crate::txn::log::TRANSACTION_TOPIC, 0) {
+    match txns
+        .cluster
+        .image()
+        .partition(crate::txn::log::TRANSACTION_TOPIC, 0)
+    {
         Some(p) if coordinator_epoch >= p.leader_epoch.0 => None,
         Some(_) => Some(ErrorCode::TransactionCoordinatorFenced.code()),
         None => Some(ErrorCode::ClusterAuthorizationFailed.code()),

@@ -10,8 +10,8 @@ use laminar_records::{control_batch, ControlType};
 use laminar_storage::Offset;
 
 use super::log::encode_batch;
+use super::service::Txns;
 use super::{Decision, TxnMeta, TxnStatus};
-use crate::broker::Broker;
 use crate::groups::store::GroupRecord;
 use laminar_cluster::TopicPartition;
 use laminar_data::partition::{Append, WriteError};
@@ -21,14 +21,14 @@ use laminar_protocol::ErrorCode;
 const MARKER_RETRY_MS: u64 = 1_000;
 
 /// Appends `changes` to the transaction log and waits until they are durable.
-pub async fn persist(b: &Arc<Broker>, changes: Vec<(String, Option<TxnMeta>)>) -> Result<(), ErrorCode> {
-    persist_with(b, changes, true).await
+pub async fn persist(txns: &Arc<Txns>, changes: Vec<(String, Option<TxnMeta>)>) -> Result<(), ErrorCode> {
+    persist_with(txns, changes, true).await
 }
 
 /// Appends `changes` to the transaction log; with `durable`, waits for the fsync too, and in
 /// a cluster for the in-sync replicas of `__transaction_state-0`.
 async fn persist_with(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     changes: Vec<(String, Option<TxnMeta>)>,
     durable: bool,
 ) -> Result<(), ErrorCode> {
@@ -37,15 +37,12 @@ async fn persist_with(
         Ok(Some((info, ())))
     };
     let within = durable.then_some(TXN_WRITE_REPLICATION);
-    b.coordinators
-        .write(&b.txn_coordination, within, job)
-        .await
-        .map_err(|e| {
-            if !matches!(e, WriteError::NotLeader | WriteError::Refused(_)) {
-                crate::warn!("writing the transaction log: {e}");
-            }
-            e.coordinator_code()
-        })?;
+    txns.runtime.write(&txns.hold, within, job).await.map_err(|e| {
+        if !matches!(e, WriteError::NotLeader | WriteError::Refused(_)) {
+            crate::warn!("writing the transaction log: {e}");
+        }
+        e.coordinator_code()
+    })?;
     Ok(())
 }
 
@@ -65,32 +62,32 @@ pub const CONCURRENT_WAIT_MS: u64 = 2_000;
 ///
 /// [`TxnCoordinator::begin`]: super::TxnCoordinator::begin
 pub async fn begin_when_free<T>(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     id: &str,
     mut decide: impl FnMut(Option<&TxnMeta>) -> Result<Decision<T>, ErrorCode>,
 ) -> Result<Decision<T>, ErrorCode> {
-    let epoch = b.txn_coordinator_epoch()?;
+    let epoch = txns.epoch()?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CONCURRENT_WAIT_MS);
     loop {
         // Registered before looking, so that a change in between still wakes this request.
-        let changed = b.txns.changed.notified();
+        let changed = txns.coordinator.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        let decided = b.txns.begin(id, &mut decide);
+        let decided = txns.coordinator.begin(id, &mut decide);
         // In a cluster this broker may have stopped coordinating while it waited (its state
         // emptied): what it decided then is no answer; the client finds the coordinator.
-        match b.txn_coordinator_epoch() {
+        match txns.epoch() {
             Ok(now) if now == epoch => {}
             _ => {
                 if let Ok(Decision::Write(_)) = decided {
-                    b.txns.finish(id, None);
+                    txns.coordinator.finish(id, None);
                 }
                 return Err(ErrorCode::NotCoordinator);
             }
         }
         match decided {
             Err(ErrorCode::ConcurrentTransactions) if tokio::time::Instant::now() < deadline => {
-                b.txns.metrics.waits.fetch_add(1, Ordering::Relaxed);
+                txns.coordinator.metrics.waits.fetch_add(1, Ordering::Relaxed);
                 let _ = laminar_net::waiting(tokio::time::timeout_at(deadline, changed)).await;
             }
             other => return other,
@@ -101,37 +98,37 @@ pub async fn begin_when_free<T>(
 /// Adds `partitions` to the transaction of `id`'s producer, durably (AddPartitionsToTxn,
 /// AddOffsetsToTxn, and Produce v12's implicit add). Returns a Kafka error code.
 pub async fn add_partitions(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     id: &str,
     producer_id: i64,
     producer_epoch: i16,
     partitions: &[TopicPartition],
 ) -> Result<(), ErrorCode> {
     let now = laminar_storage::now_ms();
-    let decision = begin_when_free(b, id, |m| {
+    let decision = begin_when_free(txns, id, |m| {
         super::decide_add(m, producer_id, producer_epoch, partitions, now)
     })
     .await;
-    run(b, id, decision).await.map(|_| ())
+    run(txns, id, decision).await.map(|_| ())
 }
 
 /// Runs a decision of `id`: writes it if it is a change, applies it once durable. Returns the
 /// reply, or the written state.
 pub async fn run<T>(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     id: &str,
     decision: Result<Decision<T>, ErrorCode>,
 ) -> Result<Written<T>, ErrorCode> {
     match decision? {
         Decision::Reply(r) => Ok(Written::Reply(r)),
         Decision::Write(meta) => {
-            let written = persist(b, vec![(id.to_string(), Some(meta.clone()))]).await;
-            b.txns.finish(id, written.is_ok().then(|| meta.clone()));
+            let written = persist(txns, vec![(id.to_string(), Some(meta.clone()))]).await;
+            txns.coordinator.finish(id, written.is_ok().then(|| meta.clone()));
             written?;
             if meta.status.is_prepared() {
                 // Markers, then the complete record, in the background.
-                if let Ok(epoch) = b.txn_coordinator_epoch() {
-                    tokio::spawn(complete(b.clone(), meta.clone(), epoch));
+                if let Ok(epoch) = txns.epoch() {
+                    tokio::spawn(complete(txns.clone(), meta.clone(), epoch));
                 }
             }
             Ok(Written::Wrote(meta))
@@ -155,7 +152,7 @@ pub enum Written<T> {
 /// than the producer's last marker here is refused (TRANSACTION_COORDINATOR_FENCED), so that
 /// a deposed coordinator's late marker cannot end a later transaction.
 pub async fn write_marker(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     topic: &str,
     partition: i32,
     producer_id: i64,
@@ -163,18 +160,24 @@ pub async fn write_marker(
     coordinator_epoch: i32,
     commit: bool,
 ) -> Result<Option<Offset>, ErrorCode> {
-    if b.partitions.get(topic, partition).and_then(|p| p.log()).is_none() {
+    if txns
+        .runtime
+        .partitions
+        .get(topic, partition)
+        .and_then(|p| p.log())
+        .is_none()
+    {
         // A partition that still exists but is not here moved: its leader is elsewhere, and
         // the marker must reach it.
-        let moved = b.cluster.image().partition(topic, partition).is_some();
+        let moved = txns.cluster.image().partition(topic, partition).is_some();
         return if moved {
             Err(ErrorCode::NotLeaderOrFollower)
         } else {
             Ok(None)
         };
     }
-    let led = b.led(topic, partition)?;
-    let (b2, group_log) = (b.clone(), is_group_log(topic, partition));
+    let led = txns.runtime.partitions.led(topic, partition)?;
+    let (txns2, group_log) = (txns.clone(), is_group_log(topic, partition));
     let marker = if commit {
         ControlType::Commit
     } else {
@@ -184,7 +187,7 @@ pub async fn write_marker(
         // The group log's marker ends the offsets committed in the transaction: the
         // coordinator must have them loaded (the coordinator retries).
         if group_log {
-            b2.group_coordinator_ready().map_err(WriteError::Refused)?;
+            txns2.groups.ready().map_err(WriteError::Refused)?;
         }
         let producers = append.producers;
         if producers.coordinator_epoch(producer_id) > coordinator_epoch {
@@ -199,14 +202,20 @@ pub async fn write_marker(
         producers.on_marker(producer_id, producer_epoch, coordinator_epoch, now);
         if group_log {
             // In log order with the group's other records.
-            b2.groups
+            txns2
+                .groups
                 .store
                 .end_txn_offsets(producer_id, commit, info.last_offset);
         }
         Ok(Some((info, ())))
     };
     let written = led
-        .write_with(&b.storage, &b.data_arrived, Some(MARKER_REPLICATION), job)
+        .write_with(
+            &txns.runtime.storage,
+            &txns.runtime.data_arrived,
+            Some(MARKER_REPLICATION),
+            job,
+        )
         .await
         .map_err(|e| {
             if !matches!(e, WriteError::NotLeader | WriteError::Refused(_)) {
@@ -218,9 +227,9 @@ pub async fn write_marker(
         unreachable!("a marker is always written")
     };
     if group_log {
-        b.groups
+        txns.groups
             .store
-            .apply_durable(&b.groups.coordinator, appended.last_offset);
+            .apply_durable(&txns.groups.coordinator, appended.last_offset);
     }
     Ok(Some(appended.last_offset))
 }
@@ -236,7 +245,7 @@ const MARKER_REPLICATION: Duration = Duration::from_secs(5);
 /// others with WriteTxnMarkers to their leaders (in a cluster), all at once so that their
 /// fsyncs overlap. Returns the partitions whose marker must be tried again.
 async fn write_markers(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     prepared: &TxnMeta,
     coordinator_epoch: i32,
     partitions: Vec<TopicPartition>,
@@ -247,12 +256,12 @@ async fn write_markers(
     let mut local = Vec::new();
     let mut remote: std::collections::BTreeMap<i32, Vec<TopicPartition>> = Default::default();
     let mut failed = Vec::new();
-    let image = b.cluster.image();
+    let image = txns.cluster.image();
     for tp in partitions {
         match image.partition(&tp.topic, tp.partition).map(|p| p.leader) {
             // Its topic was deleted: nothing is left to end.
             None => {}
-            Some(leader) if leader == b.cluster.node_id => local.push(tp),
+            Some(leader) if leader == txns.cluster.node_id => local.push(tp),
             Some(leader) if leader >= laminar_cluster::BrokerId(0) => {
                 remote.entry(leader.0).or_default().push(tp)
             }
@@ -261,18 +270,26 @@ async fn write_markers(
     }
     let mut writes = tokio::task::JoinSet::new();
     for tp in local {
-        let b = b.clone();
+        let txns = txns.clone();
         writes.spawn(async move {
-            let written = write_marker(&b, &tp.topic, tp.partition, pid, epoch, coordinator_epoch, commit)
-                .await
-                .map(|_| ());
+            let written = write_marker(
+                &txns,
+                &tp.topic,
+                tp.partition,
+                pid,
+                epoch,
+                coordinator_epoch,
+                commit,
+            )
+            .await
+            .map(|_| ());
             vec![(tp, written)]
         });
     }
     for (leader, partitions) in remote {
-        let b = b.clone();
+        let txns = txns.clone();
         writes.spawn(async move {
-            send_markers(&b, leader, pid, epoch, commit, coordinator_epoch, partitions).await
+            send_markers(&txns, leader, pid, epoch, commit, coordinator_epoch, partitions).await
         });
     }
     while let Some(joined) = writes.join_next().await {
@@ -290,9 +307,9 @@ async fn write_markers(
                 }
                 // Deleted meanwhile (a leader that is no longer one answers
                 // NOT_LEADER_OR_FOLLOWER for a partition that still exists).
-                Err(ErrorCode::UnknownTopicOrPartition) if !partition_exists(b, &tp) => {}
+                Err(ErrorCode::UnknownTopicOrPartition) if !partition_exists(txns, &tp) => {}
                 Err(code) => {
-                    b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
+                    txns.coordinator.metrics.retries.fetch_add(1, Ordering::Relaxed);
                     crate::warn!("transaction {id:?}: the marker for {tp} failed ({code}), retrying");
                     failed.push(tp);
                 }
@@ -303,13 +320,13 @@ async fn write_markers(
 }
 
 /// Does the partition exist, as this broker knows?
-fn partition_exists(b: &Broker, tp: &TopicPartition) -> bool {
-    b.cluster.image().partition(&tp.topic, tp.partition).is_some()
+fn partition_exists(txns: &Txns, tp: &TopicPartition) -> bool {
+    txns.cluster.image().partition(&tp.topic, tp.partition).is_some()
 }
 
 /// WriteTxnMarkers to broker `leader` for `partitions`: each partition's outcome.
 async fn send_markers(
-    b: &Arc<Broker>,
+    txns: &Arc<Txns>,
     leader: i32,
     producer_id: i64,
     producer_epoch: i16,
@@ -321,7 +338,7 @@ async fn send_markers(
     use kafka_protocol::messages::{
         ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
     };
-    let c = &b.cluster;
+    let c = &txns.cluster;
     let mut marker = WritableTxnMarker::default();
     marker.producer_id = ProducerId(producer_id);
     marker.producer_epoch = producer_epoch;
@@ -392,7 +409,7 @@ const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 /// succeeds (as Kafka's marker channel does): the transaction's id waits meanwhile. Stops
 /// when this broker stops being the coordinator of `coordinator_epoch`: the next one loads
 /// the transaction prepared and completes it.
-pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32) {
+pub async fn complete(txns: Arc<Txns>, prepared: TxnMeta, coordinator_epoch: i32) {
     debug_assert!(prepared.status.is_prepared());
     let started = std::time::Instant::now();
     let commit = prepared.status == TxnStatus::PrepareCommit;
@@ -402,7 +419,7 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
     // those of a transaction decided by an earlier Laminar, which kept them there.
     let mut left: Vec<TopicPartition> = prepared.partitions.iter().cloned().collect();
     let mut offsets_left = commit && !prepared.offsets.is_empty();
-    if offsets_left && !b.cluster.alone() {
+    if offsets_left && !txns.cluster.alone() {
         // Only a single node wrote them (transactions were refused in a cluster then); in a
         // cluster of several the group log may be led elsewhere: they cannot be written
         // from here.
@@ -413,11 +430,11 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
         offsets_left = false;
     }
     loop {
-        if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
+        if txns.epoch() != Ok(coordinator_epoch) {
             crate::info!("transaction {id:?}: no longer its coordinator; the next one completes it");
             return;
         }
-        left = write_markers(&b, &prepared, coordinator_epoch, left).await;
+        left = write_markers(&txns, &prepared, coordinator_epoch, left).await;
         if offsets_left {
             let records = prepared
                 .offsets
@@ -432,10 +449,10 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
                     commit_ms: o.commit_ms,
                 })
                 .collect();
-            match b.groups.persist_records(records).await {
+            match txns.groups.persist_records(records).await {
                 ErrorCode::None => offsets_left = false,
                 code => {
-                    b.txns.metrics.retries.fetch_add(1, Ordering::Relaxed);
+                    txns.coordinator.metrics.retries.fetch_add(1, Ordering::Relaxed);
                     crate::warn!("transaction {id:?}: committing its offsets failed ({code}), retrying")
                 }
             }
@@ -448,10 +465,10 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
     let done = prepared.completed(laminar_storage::now_ms());
     // Nothing else writes this id while it is prepared; wait out a reader's busy mark.
     loop {
-        if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
+        if txns.epoch() != Ok(coordinator_epoch) {
             return;
         }
-        let begun = b.txns.begin(&id, |m| match m {
+        let begun = txns.coordinator.begin(&id, |m| match m {
             Some(m) if m.status == done.status || m.status.is_prepared() => Ok(Decision::Write(done.clone())),
             _ => Ok(Decision::Reply(())),
         });
@@ -460,10 +477,10 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
                 // Not waited for: a complete record lost in a crash leaves the prepared one,
                 // and the completion runs again (the markers, durable now, are idempotent).
                 // Any later record of this id is fsynced, and this one with it.
-                let written = persist_with(&b, vec![(id.clone(), Some(meta.clone()))], false).await;
-                b.txns.finish(&id, written.is_ok().then_some(meta));
+                let written = persist_with(&txns, vec![(id.clone(), Some(meta.clone()))], false).await;
+                txns.coordinator.finish(&id, written.is_ok().then_some(meta));
                 if written.is_ok() {
-                    let m = &b.txns.metrics;
+                    let m = &txns.coordinator.metrics;
                     m.completion_us.record_since(started);
                     if commit { &m.commits } else { &m.aborts }.fetch_add(1, Ordering::Relaxed);
                     return;
@@ -477,15 +494,15 @@ pub async fn complete(b: Arc<Broker>, prepared: TxnMeta, coordinator_epoch: i32)
 }
 
 /// Aborts the transactions past their timeout, fencing their producers with a new epoch.
-pub async fn abort_timed_out(b: &Arc<Broker>) {
+pub async fn abort_timed_out(txns: &Arc<Txns>) {
     let now = laminar_storage::now_ms();
-    for id in b.txns.timed_out(now) {
-        let mut allocate = || b.producer_ids.allocate();
-        let decision = b
-            .txns
+    for id in txns.coordinator.timed_out(now) {
+        let mut allocate = || txns.producer_ids.allocate();
+        let decision = txns
+            .coordinator
             .begin(&id, |m| super::decide_timeout(m, now, &mut allocate));
-        if let Ok(Written::Wrote(meta)) = run(b, &id, decision).await {
-            b.txns.metrics.timed_out.fetch_add(1, Ordering::Relaxed);
+        if let Ok(Written::Wrote(meta)) = run(txns, &id, decision).await {
+            txns.coordinator.metrics.timed_out.fetch_add(1, Ordering::Relaxed);
             crate::info!(
                 "transaction {id:?} timed out after {} ms: aborting it, producer {} fenced with epoch {}",
                 meta.timeout_ms,
@@ -497,12 +514,12 @@ pub async fn abort_timed_out(b: &Arc<Broker>) {
 }
 
 /// Forgets ids idle past `transactional.id.expiration.ms`, with a tombstone each.
-pub async fn expire_ids(b: &Arc<Broker>) {
+pub async fn expire_ids(txns: &Arc<Txns>) {
     let now = laminar_storage::now_ms();
-    let expiration_ms = b.config.transactional_id_expiration_ms;
-    for id in b.txns.expired(now, expiration_ms) {
+    let expiration_ms = txns.settings.id_expiration_ms;
+    for id in txns.coordinator.expired(now, expiration_ms) {
         // Busy while the tombstone is written, and only if it is still idle.
-        let begun = b.txns.begin(&id, |m| match m {
+        let begun = txns.coordinator.begin(&id, |m| match m {
             Some(m)
                 if matches!(
                     m.status,
@@ -514,11 +531,11 @@ pub async fn expire_ids(b: &Arc<Broker>) {
             _ => Ok(Decision::Reply(())),
         });
         if let Ok(Decision::Write(_)) = begun {
-            if persist(b, vec![(id.clone(), None)]).await.is_ok() {
-                b.txns.remove(&id);
+            if persist(txns, vec![(id.clone(), None)]).await.is_ok() {
+                txns.coordinator.remove(&id);
                 crate::info!("transactional id {id:?} expired");
             } else {
-                b.txns.finish(&id, None);
+                txns.coordinator.finish(&id, None);
             }
         }
     }

@@ -16,6 +16,7 @@
 pub mod complete;
 pub mod log;
 pub mod remote;
+pub mod service;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;

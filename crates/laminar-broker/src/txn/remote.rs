@@ -5,7 +5,6 @@
 //! verification), as Kafka's partition leaders do.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
 
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -15,8 +14,8 @@ use kafka_protocol::messages::{
 };
 
 use super::log::TRANSACTION_TOPIC;
-use crate::broker::Broker;
 use crate::handlers::sb;
+use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
 const ADD_PARTITIONS_TO_TXN_VERSION: i16 = 4;
@@ -26,7 +25,7 @@ static LAST_WARNED_MS: AtomicI64 = AtomicI64::new(0);
 /// Asks the coordinator to add `topic`-`partition` to the transaction of `transactional_id`
 /// (or, `verify_only`, whether it is in it). Returns the coordinator's error code.
 pub async fn add_or_verify(
-    b: &Arc<Broker>,
+    c: &Cluster,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -34,7 +33,6 @@ pub async fn add_or_verify(
     partition: i32,
     verify_only: bool,
 ) -> Result<(), ErrorCode> {
-    let c = &b.cluster;
     let image = c.image();
     let coordinator = image
         .partition(TRANSACTION_TOPIC, 0)
