@@ -13,6 +13,7 @@ use laminar_storage::backend::{read_exact_at, StorageFile};
 use laminar_storage::Store;
 use tokio::sync::Notify;
 
+use crate::changes::MetadataChanges;
 use crate::config::BrokerConfig;
 use crate::groups::write::Groups;
 use crate::metrics::BrokerMetrics;
@@ -122,9 +123,14 @@ impl Broker {
         self.txns.epoch()
     }
 
-    /// Waits until this broker has applied the image it holds now.
-    pub async fn wait_applied(&self) {
-        self.applied.wait(&self.cluster).await
+    /// What a handler that changes the cluster metadata works with.
+    pub fn changes(&self) -> MetadataChanges<'_> {
+        MetadataChanges {
+            cluster: &self.cluster,
+            applied: &self.applied,
+            topics: &self.topics,
+            config: &self.config,
+        }
     }
 
     /// The transaction coordinator's log, `__transaction_state-0` (as a follower truncates

@@ -96,12 +96,19 @@ impl Broker {
         };
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
-            Request::Metadata(r) => handlers::metadata::handle(b, &ctx, r).await,
+            Request::Metadata(r) => {
+                let me = handlers::metadata::Advertised {
+                    host: &b.advertised_host,
+                    port: b.advertised_port,
+                    cluster_id: &b.cluster_id,
+                };
+                handlers::metadata::handle(&b.changes(), me, &ctx, r).await
+            }
             Request::Produce(r) => return handlers::produce::handle(b, &ctx, r).await,
             Request::Fetch(r) => return Ok(Dispatched::Now(Some(handlers::fetch::handle(b, &ctx, r).await))),
             Request::ListOffsets(r) => handlers::list_offsets::handle(&b.io, &b.partitions, &ctx, r).await,
-            Request::CreateTopics(r) => handlers::create_topics::handle(b, &ctx, r).await,
-            Request::DeleteTopics(r) => handlers::delete_topics::handle(b, &ctx, r).await,
+            Request::CreateTopics(r) => handlers::create_topics::handle(&b.changes(), &ctx, r).await,
+            Request::DeleteTopics(r) => handlers::delete_topics::handle(&b.changes(), &ctx, r).await,
             Request::InitProducerId(r) => handlers::init_producer_id::handle(&b.txns, &ctx, r).await,
             Request::DescribeConfigs(r) => handlers::describe_configs::handle(&b.config, &b.topics, &ctx, r),
             Request::CreatePartitions(r) => {
@@ -124,7 +131,14 @@ impl Broker {
             Request::AlterClientQuotas(r) => {
                 handlers::alter_client_quotas::handle(&b.cluster, &b.applied, &ctx, r).await
             }
-            Request::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(b, &ctx, r).await,
+            Request::DescribeLogDirs(r) => {
+                let dir = handlers::describe_log_dirs::LogDir {
+                    path: b.config.data_dir.clone(),
+                    topics: b.topics.clone(),
+                    hosted: b.partitions.clone(),
+                };
+                handlers::describe_log_dirs::handle(&b.io, dir, &ctx, r).await
+            }
             Request::DeleteRecords(r) => {
                 handlers::delete_records::handle(&b.io, &b.partitions, &ctx, r).await
             }
@@ -134,7 +148,7 @@ impl Broker {
             Request::OffsetForLeaderEpoch(r) => {
                 handlers::offset_for_leader_epoch::handle(&b.partitions, &ctx, r)
             }
-            Request::AlterConfigs(r) => handlers::alter_configs::handle(b, &ctx, r).await,
+            Request::AlterConfigs(r) => handlers::alter_configs::handle(&b.changes(), &ctx, r).await,
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(&b.cluster, &ctx, r).await,
             Request::DescribeProducers(r) => handlers::describe_producers::handle(&b.partitions, &ctx, r),
             Request::AlterPartitionReassignments(r) => {

@@ -15,6 +15,7 @@
 
 pub mod applied;
 pub mod broker;
+pub mod changes;
 pub mod cluster;
 pub mod config;
 pub mod context;

@@ -10,7 +10,6 @@
 //! AlterClientQuotas, which is what `kafka-configs --entity-type clients` sends.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use kafka_protocol::messages::{alter_configs_response, incremental_alter_configs_response};
 use kafka_protocol::messages::{AlterConfigsResponse, IncrementalAlterConfigsResponse};
@@ -18,7 +17,7 @@ use laminar_protocol::requests::{AlterConfigsRequest, AlterConfigsResource, Alte
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
-use crate::broker::Broker;
+use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::dynamic_configs::Level;
 use crate::error::BrokerError;
@@ -38,7 +37,7 @@ const OP_SUBTRACT: i8 = 3;
 /// Topic configs whose value is a comma-separated list (APPEND and SUBTRACT apply to them).
 const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsRequest) -> Encoded {
+pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: AlterConfigsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let incremental = r.incremental;
     let validate_only = r.validate_only;
@@ -46,8 +45,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsReques
     for res in r.resources {
         // A topic's configs, and the dynamic broker configs, change through the controller.
         let outcome = match res.resource_type {
-            RESOURCE_TOPIC => alter_topic(b, &b.cluster, &res, incremental, validate_only).await,
-            RESOURCE_BROKER => alter_broker(b, &b.cluster, &res, incremental, validate_only).await,
+            RESOURCE_TOPIC => alter_topic(changes, &res, incremental, validate_only).await,
+            RESOURCE_BROKER => alter_broker(changes, &res, incremental, validate_only).await,
             other => Err(BrokerError::InvalidRequest(format!(
                 "resource type {other} cannot be altered here (topics: 2, brokers: 4)"
             ))),
@@ -59,7 +58,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsReques
         results.push((res.resource_type, res.resource_name, code.code(), message));
     }
     // Answered once in effect here: the client's next request finds it.
-    b.wait_applied().await;
+    changes.applied_here().await;
     if incremental {
         let mut resp = IncrementalAlterConfigsResponse::default();
         resp.responses = results
@@ -94,18 +93,21 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: AlterConfigsReques
 /// A topic's configs: made from those the cluster metadata holds, checked as CreateTopics
 /// checks them, and replaced through the controller.
 async fn alter_topic(
-    b: &Broker,
-    cluster: &laminar_cluster::Cluster,
+    changes: &MetadataChanges<'_>,
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), BrokerError> {
     let change = |configs: &mut BTreeMap<String, String>| -> Result<(), ClusterError> {
         changed(configs, res, incremental).map_err(BrokerError::InvalidConfig)?;
-        b.topics.log_config(configs).map_err(BrokerError::InvalidConfig)?;
+        changes
+            .topics
+            .log_config(configs)
+            .map_err(BrokerError::InvalidConfig)?;
         Ok(())
     };
-    cluster
+    changes
+        .cluster
         .alter_configs_here(
             ConfigTarget::Topic(res.resource_name.clone()),
             change,
@@ -119,12 +121,12 @@ async fn alter_topic(
 /// cluster metadata, so that every broker applies the default and each its own. Checked
 /// against this broker's settings (another broker's static ones are not known here).
 async fn alter_broker(
-    b: &Broker,
-    cluster: &laminar_cluster::Cluster,
+    changes: &MetadataChanges<'_>,
     res: &AlterConfigsResource,
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), BrokerError> {
+    let cluster = changes.cluster;
     let image = cluster.image();
     // The cluster default, or a registered broker's id, as the metadata keys it ("01" is 1).
     let entity = match res.resource_name.as_str() {
@@ -147,7 +149,8 @@ async fn alter_broker(
         } else {
             Level::Broker
         }) = configs.clone();
-        b.topics
+        changes
+            .topics
             .check_dynamic(&dynamic)
             .map_err(BrokerError::InvalidConfig)?;
         Ok(())

@@ -1,7 +1,5 @@
 //! CreateTopics v2-7.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::CreateTopicsResponse;
 use laminar_protocol::requests::CreateTopicsRequest;
@@ -10,16 +8,14 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, uuid, Encoded};
 use std::collections::BTreeMap;
 
-use crate::broker::Broker;
+use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
 use laminar_cluster::image::TopicInfo;
 use laminar_cluster::rpc::TopicRequest;
-use laminar_cluster::Cluster;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
+pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let cluster = &b.cluster;
     let mut resp = CreateTopicsResponse::default();
     for t in r.topics {
         let mut out = CreatableTopicResult::default();
@@ -30,8 +26,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsReques
             .filter_map(|(k, v)| v.map(|v| (k, v)))
             .collect();
         let created = create_in_cluster(
-            b,
-            cluster,
+            changes,
             &t.name,
             t.num_partitions,
             t.replication_factor,
@@ -70,8 +65,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: CreateTopicsReques
 /// A topic created through the controller: checked here, placed there.
 #[allow(clippy::too_many_arguments)]
 pub async fn create_in_cluster(
-    b: &Broker,
-    cluster: &Cluster,
+    changes: &MetadataChanges<'_>,
     name: &str,
     partitions: i32,
     replication_factor: i16,
@@ -84,9 +78,9 @@ pub async fn create_in_cluster(
             "manual replica assignment is not supported yet".into(),
         ));
     }
-    let partitions = b.topics.check_new(name, partitions, &configs)?;
+    let partitions = changes.topics.check_new(name, partitions, &configs)?;
     let replication_factor = match replication_factor {
-        -1 => b.config.default_replication_factor,
+        -1 => changes.config.default_replication_factor,
         rf if rf > 0 => rf as u16,
         rf => {
             return Err(BrokerError::InvalidReplicationFactor(format!(
@@ -94,7 +88,8 @@ pub async fn create_in_cluster(
             )))
         }
     };
-    let created = cluster
+    let created = changes
+        .cluster
         .create_topic_here(TopicRequest {
             name: name.to_string(),
             partitions,
@@ -105,6 +100,6 @@ pub async fn create_in_cluster(
         .await?;
     // Answered once in effect here: the partitions placed here are led, so that the
     // client's first produce finds them.
-    b.wait_applied().await;
+    changes.applied_here().await;
     Ok(created)
 }

@@ -1,27 +1,25 @@
 //! DeleteTopics v1-6 (by name, and by id from v6).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::DeleteTopicsResponse;
 use laminar_protocol::requests::DeleteTopicsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
-use crate::broker::Broker;
+use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
+pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let cluster = &b.cluster;
+    let cluster = changes.cluster;
     let mut resp = DeleteTopicsResponse::default();
     for t in r.topics {
         let mut out = DeletableTopicResult::default();
         let meta = match (&t.name, t.topic_id) {
-            (Some(n), _) if !n.is_empty() => b.topics.get(n),
-            (_, Some(id)) => b.topics.by_id(&id),
+            (Some(n), _) if !n.is_empty() => changes.topics.get(n),
+            (_, Some(id)) => changes.topics.by_id(&id),
             _ => None,
         };
         out.name = t
@@ -65,6 +63,6 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DeleteTopicsReques
         resp.responses.push(out);
     }
     // Answered once in effect here: the client's next request finds it.
-    b.wait_applied().await;
+    changes.applied_here().await;
     responses::encode(ApiKey::DeleteTopics, version, correlation_id, &resp)
 }

@@ -17,17 +17,25 @@ use laminar_protocol::requests::DescribeLogDirsRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
-use crate::broker::Broker;
 use crate::context::RequestContext;
+use crate::topics::Topics;
+use laminar_data::partition::Partitions;
+use laminar_net::IoPool;
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: DescribeLogDirsRequest) -> Encoded {
+/// The one data directory's partitions: those `hosted` here, among the `topics` asked for.
+pub struct LogDir {
+    pub path: std::path::PathBuf,
+    pub topics: Arc<Topics>,
+    pub hosted: Arc<Partitions>,
+}
+
+pub async fn handle(io: &IoPool, dir: LogDir, ctx: &RequestContext, r: DescribeLogDirsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let broker = b.clone();
-    let resp = b.io.run(move || describe(&broker, version, r)).await;
+    let resp = io.run(move || describe(&dir, version, r)).await;
     responses::encode(ApiKey::DescribeLogDirs, version, correlation_id, &resp)
 }
 
-fn describe(b: &Broker, version: i16, r: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+fn describe(d: &LogDir, version: i16, r: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     // Topic -> partitions asked for; a null list asks for every partition of every topic.
     let wanted: BTreeMap<String, Vec<i32>> = match r.topics {
         Some(topics) => {
@@ -37,7 +45,7 @@ fn describe(b: &Broker, version: i16, r: DescribeLogDirsRequest) -> DescribeLogD
             }
             m
         }
-        None => b
+        None => d
             .topics
             .list()
             .into_iter()
@@ -45,7 +53,7 @@ fn describe(b: &Broker, version: i16, r: DescribeLogDirsRequest) -> DescribeLogD
             .collect(),
     };
     let mut dir = DescribeLogDirsResult::default();
-    let path = std::fs::canonicalize(&b.config.data_dir).unwrap_or_else(|_| b.config.data_dir.clone());
+    let path = std::fs::canonicalize(&d.path).unwrap_or_else(|_| d.path.clone());
     dir.log_dir = sb(&path.to_string_lossy());
     for (name, mut partitions) in wanted {
         partitions.sort_unstable();
@@ -53,7 +61,7 @@ fn describe(b: &Broker, version: i16, r: DescribeLogDirsRequest) -> DescribeLogD
         let found: Vec<DescribeLogDirsPartition> = partitions
             .into_iter()
             .filter_map(|p| {
-                let log = b.partitions.get(&name, p)?.log()?;
+                let log = d.hosted.get(&name, p)?.log()?;
                 let mut out = DescribeLogDirsPartition::default();
                 out.partition_index = p;
                 out.partition_size = log.size_bytes() as i64;

@@ -8,7 +8,7 @@ use laminar_protocol::requests::MetadataRequest;
 use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, uuid, Encoded};
-use crate::broker::Broker;
+use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::topics::TopicMeta;
 use laminar_cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
@@ -16,10 +16,9 @@ use laminar_protocol::ErrorCode;
 
 /// A topic this broker knows, as the cluster metadata places it; while the image does not
 /// hold it yet (an internal topic before the controller created it), LEADER_NOT_AVAILABLE.
-fn topic_entry(b: &Broker, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
-    let image = b.cluster.image();
+fn topic_entry(image: &ClusterImage, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
     match image.topics.get(&t.name) {
-        Some(info) => cluster_topic_entry(version, info, &image),
+        Some(info) => cluster_topic_entry(version, info, image),
         None => missing(version, Some(t.name.clone()), None, ErrorCode::LeaderNotAvailable),
     }
 }
@@ -79,10 +78,23 @@ fn missing(
     out
 }
 
-pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: MetadataRequest) -> Encoded {
+/// This broker as it answers before it is registered: its advertised address, and the
+/// cluster id it names before the metadata holds one.
+pub struct Advertised<'a> {
+    pub host: &'a str,
+    pub port: u16,
+    pub cluster_id: &'a str,
+}
+
+pub async fn handle(
+    changes: &MetadataChanges<'_>,
+    me: Advertised<'_>,
+    ctx: &RequestContext,
+    r: MetadataRequest,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = MetadataResponse::default();
-    let c = &b.cluster;
+    let (c, topics) = (changes.cluster, changes.topics);
     let image = c.image();
     // Fenced brokers are left out, as Kafka leaves them out: clients should not connect to
     // them. Before this broker is registered, this broker alone.
@@ -99,15 +111,15 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
         })
         .collect();
     if resp.brokers.is_empty() {
-        let mut me = MetadataResponseBroker::default();
-        me.node_id = BrokerId(b.config.node_id);
-        me.host = sb(&b.advertised_host);
-        me.port = b.advertised_port as i32;
-        resp.brokers = vec![me];
+        let mut alone = MetadataResponseBroker::default();
+        alone.node_id = BrokerId(c.node_id.0);
+        alone.host = sb(me.host);
+        alone.port = me.port as i32;
+        resp.brokers = vec![alone];
     }
     if version >= 2 {
         resp.cluster_id = Some(sb(if image.cluster_id.is_empty() {
-            &b.cluster_id
+            me.cluster_id
         } else {
             &image.cluster_id
         }));
@@ -130,22 +142,21 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
     }
     match r.topics {
         None => {
-            resp.topics = b
-                .topics
+            resp.topics = topics
                 .list()
                 .iter()
-                .map(|t| topic_entry(b, version, t))
+                .map(|t| topic_entry(&image, version, t))
                 .collect()
         }
         Some(wanted) => {
             for w in wanted {
                 let found = match (&w.name, w.topic_id) {
-                    (Some(name), _) => b.topics.get(name),
-                    (None, Some(id)) => b.topics.by_id(&id),
+                    (Some(name), _) => topics.get(name),
+                    (None, Some(id)) => topics.by_id(&id),
                     (None, None) => None,
                 };
                 if let Some(t) = found {
-                    resp.topics.push(topic_entry(b, version, &t));
+                    resp.topics.push(topic_entry(&c.image(), version, &t));
                     continue;
                 }
                 let Some(name) = w.name.clone() else {
@@ -153,10 +164,9 @@ pub async fn handle(b: &std::sync::Arc<Broker>, ctx: &RequestContext, r: Metadat
                         .push(missing(version, None, w.topic_id, ErrorCode::UnknownTopicId));
                     continue;
                 };
-                if r.allow_auto_topic_creation && b.config.auto_create_topics_enable {
+                if r.allow_auto_topic_creation && changes.config.auto_create_topics_enable {
                     let created = crate::handlers::create_topics::create_in_cluster(
-                        b,
-                        c,
+                        changes,
                         &name,
                         -1,
                         -1,
