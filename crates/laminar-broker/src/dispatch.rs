@@ -8,9 +8,10 @@ use laminar_protocol::requests::{self, peek_header, Request};
 use laminar_protocol::responses::{self, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 
-use crate::broker::{Broker, Dispatched, RecordsFile};
+use crate::broker::Broker;
 use crate::context::{Principal, RequestContext, PLAINTEXT_LISTENER};
 use crate::handlers;
+use crate::response::{Dispatched, RecordsFile};
 use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
 
 impl Service for Broker {
@@ -79,7 +80,7 @@ impl Broker {
         let b = &self;
         let v = version;
         let c = header.correlation_id;
-        if let Err(code) = b.group_coordinator_ready() {
+        if let Err(code) = b.groups.ready() {
             if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code) {
                 return refused
                     .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
@@ -104,8 +105,12 @@ impl Broker {
                 };
                 handlers::metadata::handle(&b.changes(), me, &ctx, r).await
             }
-            Request::Produce(r) => return handlers::produce::handle(b, &ctx, r).await,
-            Request::Fetch(r) => return Ok(Dispatched::Now(Some(handlers::fetch::handle(b, &ctx, r).await))),
+            Request::Produce(r) => return handlers::produce::handle(&b.produce, &ctx, r).await,
+            Request::Fetch(r) => {
+                return Ok(Dispatched::Now(Some(
+                    handlers::fetch::handle(&b.fetch, &ctx, r).await,
+                )))
+            }
             Request::ListOffsets(r) => handlers::list_offsets::handle(&b.io, &b.partitions, &ctx, r).await,
             Request::CreateTopics(r) => handlers::create_topics::handle(&b.changes(), &ctx, r).await,
             Request::DeleteTopics(r) => handlers::delete_topics::handle(&b.changes(), &ctx, r).await,

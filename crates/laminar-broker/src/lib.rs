@@ -27,6 +27,7 @@ pub mod groups;
 pub mod handlers;
 pub mod metrics;
 pub mod quotas;
+pub mod response;
 pub mod startup;
 pub mod stuck_reads;
 pub mod topics;

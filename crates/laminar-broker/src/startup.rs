@@ -18,8 +18,11 @@ use crate::coordinators::CoordinatorRuntime;
 use crate::groups::store::GroupStore;
 use crate::groups::write::Groups;
 use crate::groups::Coordinator;
+use crate::handlers::fetch::FetchService;
+use crate::handlers::produce::ProduceService;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
+use crate::stuck_reads::StuckReads;
 use crate::topics::Topics;
 use crate::txn::service::{TxnSettings, Txns};
 use laminar_cluster::{Cluster, ClusterSettings};
@@ -235,8 +238,31 @@ impl RunningBroker {
                 max_timeout_ms: config.transaction_max_timeout_ms,
             },
         ));
+        let io = IoPool::new(config.num_io_threads);
+        let quotas = Arc::new(quotas);
+        let stuck_reads = Arc::new(StuckReads::default());
+        let produce = Arc::new(ProduceService {
+            topics: topics.clone(),
+            partitions: partitions.clone(),
+            storage: storage.clone(),
+            data_arrived: data_arrived.clone(),
+            cluster: cluster.clone(),
+            txns: txns.clone(),
+            quotas: quotas.clone(),
+        });
+        let fetch = Arc::new(FetchService {
+            topics: topics.clone(),
+            partitions: partitions.clone(),
+            io: io.clone(),
+            data_arrived: data_arrived.clone(),
+            quotas: quotas.clone(),
+            stuck_reads: stuck_reads.clone(),
+            cluster: cluster.clone(),
+        });
         let broker = Arc::new(Broker {
-            io: IoPool::new(config.num_io_threads),
+            io,
+            produce,
+            fetch,
             storage,
             partitions,
             producer_ids,
@@ -251,7 +277,7 @@ impl RunningBroker {
             config: config.clone(),
             metrics: BrokerMetrics::default(),
             quotas,
-            stuck_reads: Default::default(),
+            stuck_reads,
             cluster,
             applied: Default::default(),
         });
@@ -454,9 +480,9 @@ async fn ready_alone(b: &Arc<Broker>) {
             && image
                 .topics
                 .values()
-                .all(|t| (0..t.partitions.len() as i32).all(|p| b.leadership(&t.name, p).is_ok()))
-            && b.group_coordinator_ready().is_ok()
-            && b.txn_coordinator_epoch().is_ok()
+                .all(|t| (0..t.partitions.len() as i32).all(|p| b.partitions.leadership(&t.name, p).is_ok()))
+            && b.groups.ready().is_ok()
+            && b.txns.epoch().is_ok()
     };
     while !ready() {
         if started.elapsed() > READY_WAIT {

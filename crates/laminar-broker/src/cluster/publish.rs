@@ -158,7 +158,7 @@ enum Load {
 /// has read the transactions from it, and completes those it finds prepared (their markers
 /// are idempotent). Until then transaction requests get COORDINATOR_LOAD_IN_PROGRESS.
 async fn load_txns(b: &Arc<Broker>, epoch: i32) {
-    let Some(log) = b.txn_log() else {
+    let Some(log) = b.txns.log() else {
         crate::warn!("leading the transaction log at epoch {epoch}, but it has no log here");
         return;
     };

@@ -17,10 +17,17 @@ use laminar_protocol::responses::{
 use laminar_storage::backend::read_exact_at;
 use laminar_storage::{FileRange, Offset, StorageError};
 
-use crate::broker::{Broker, RecordsFile};
 use crate::context::RequestContext;
 use crate::quotas::QuotaKind;
+use crate::quotas::Quotas;
+use crate::response::RecordsFile;
+use crate::stuck_reads::StuckReads;
+use crate::topics::Topics;
+use laminar_cluster::Cluster;
+use laminar_data::partition::Partitions;
+use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
+use tokio::sync::Notify;
 
 /// The longest a fetch may wait for data, whatever it asks.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
@@ -64,11 +71,25 @@ fn diverging(log: &laminar_storage::Log, w: &WantedPartition) -> Option<(i32, i6
     (epoch < w.last_fetched_epoch || end < w.fetch_offset).then_some((epoch, end))
 }
 
+/// What a fetch works with: the topics as applied here, the partitions placed here, the
+/// I/O pool that reads them, the fetches waiting for data (long poll), the client quotas, the
+/// partitions whose reads are stuck, and the cluster (the leaders a refused fetch points at;
+/// the ISR changes a follower's fetch asks for).
+pub struct FetchService {
+    pub topics: Arc<Topics>,
+    pub partitions: Arc<Partitions>,
+    pub io: IoPool,
+    pub data_arrived: Arc<Notify>,
+    pub quotas: Arc<Quotas>,
+    pub stuck_reads: Arc<StuckReads>,
+    pub cluster: Arc<Cluster>,
+}
+
 /// Reads every requested partition once, except those whose read is stuck (answered with
 /// no records and the offsets known in memory). Runs on the I/O pool; `reading` holds the
 /// index (from 1, over all requested partitions) of the partition being read, 0 between reads.
 fn read_once(
-    b: &Broker,
+    s: &FetchService,
     wanted: &[Wanted],
     max_bytes: i32,
     read_committed: bool,
@@ -102,7 +123,7 @@ fn read_once(
             };
             let led = if w.known || !w.name.is_empty() {
                 // A partition placed elsewhere has no log here: not the leader.
-                b.led(&w.name, partition)
+                s.partitions.led(&w.name, partition)
             } else {
                 Err(ErrorCode::UnknownTopicId)
             };
@@ -138,7 +159,7 @@ fn read_once(
                     continue;
                 }
             }
-            if b.stuck_reads.contains(&w.name, partition) {
+            if s.stuck_reads.contains(&w.name, partition) {
                 p.high_watermark = hw.0;
                 p.last_stable_offset = log.last_stable_offset().min(hw).0;
                 p.log_start_offset = log.log_start().0;
@@ -163,7 +184,7 @@ fn read_once(
             });
             reading.store(0, Ordering::SeqCst);
             // If this read was found stuck, later fetches may read the partition again.
-            b.stuck_reads.clear(&w.name, partition);
+            s.stuck_reads.clear(&w.name, partition);
             match read {
                 Ok(read) => {
                     p.high_watermark = hw.min(read.log_end).0;
@@ -226,7 +247,7 @@ fn touch_last_page(range: &FileRange) -> Result<(), StorageError> {
 /// is marked stuck and the partitions are read again without it; the stuck read finishes on
 /// its own (holding one I/O thread, its permit lent back to the pool) and unmarks it.
 async fn read_unstuck(
-    b: &Arc<Broker>,
+    s: &Arc<FetchService>,
     wanted: &Arc<Vec<Wanted>>,
     max_bytes: i32,
     read_committed: bool,
@@ -234,9 +255,9 @@ async fn read_unstuck(
 ) -> (Vec<FetchTopicResponse<RecordsFile>>, u64) {
     loop {
         let reading = Arc::new(AtomicUsize::new(0));
-        let (b2, w2, r2) = (b.clone(), wanted.clone(), reading.clone());
+        let (s2, w2, r2) = (s.clone(), wanted.clone(), reading.clone());
         let (job, watched) =
-            b.io.run_watched(move || read_once(&b2, &w2, max_bytes, read_committed, &r2, follower));
+            s.io.run_watched(move || read_once(&s2, &w2, max_bytes, read_committed, &r2, follower));
         tokio::pin!(job);
         let mut slow_since: Option<(usize, Instant)> = None;
         let stuck = loop {
@@ -266,8 +287,8 @@ async fn read_unstuck(
         // The stuck read keeps its I/O thread until it returns, but not its permit: the
         // pool lends another, so stuck partitions do not shrink it for everyone else.
         watched.lend();
-        if b.stuck_reads.mark(topic, partition) {
-            b.stuck_reads.found_total.fetch_add(1, Ordering::Relaxed);
+        if s.stuck_reads.mark(topic, partition) {
+            s.stuck_reads.found_total.fetch_add(1, Ordering::Relaxed);
             crate::warn!(
                 "fetch: reading {topic}-{partition} has taken over {STUCK_READ_MS} ms; \
                  answering fetches without it until that read returns"
@@ -276,12 +297,16 @@ async fn read_unstuck(
         // The read may have returned (and cleared its mark) before the mark was made: then
         // nothing else would clear it.
         if reading.load(Ordering::SeqCst) != stuck {
-            b.stuck_reads.clear(topic, partition);
+            s.stuck_reads.clear(topic, partition);
         }
     }
 }
 
-pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> ResponseFrame<RecordsFile> {
+pub async fn handle(
+    s: &Arc<FetchService>,
+    ctx: &RequestContext,
+    r: FetchRequest,
+) -> ResponseFrame<RecordsFile> {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let client_id = ctx.client_id.as_str();
     let wanted: Arc<Vec<Wanted>> = Arc::new(
@@ -289,8 +314,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
             .iter()
             .map(|t| {
                 let meta = match (&t.name, t.topic_id) {
-                    (Some(name), _) => b.topics.get(name),
-                    (None, Some(id)) => b.topics.by_id(&id),
+                    (Some(name), _) => s.topics.get(name),
+                    (None, Some(id)) => s.topics.by_id(&id),
                     _ => None,
                 };
                 Wanted {
@@ -320,24 +345,24 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
     // before any read or wait, so that `acks=all` producers waiting on it go on now.
     let follower = r.replica_id >= 0;
     if follower {
-        follower_fetched(b, r.replica_id, &wanted);
+        follower_fetched(s, r.replica_id, &wanted);
     }
     let wait = Duration::from_millis(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
     let deadline = Instant::now() + wait;
     loop {
         // Registered before reading, so an append between the read and the wait still
         // wakes this fetch.
-        let notified = b.data_arrived.notified();
+        let notified = s.data_arrived.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         // A client with a consumer quota gets at most what its quota allows over the window
         // in one response, so that a response can always pass.
-        let max_bytes = match b.quotas.fetch_bytes_cap(client_id) {
+        let max_bytes = match s.quotas.fetch_bytes_cap(client_id) {
             Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
             None => r.max_bytes,
         };
         let (topics, total) = read_unstuck(
-            b,
+            s,
             &wanted,
             max_bytes,
             r.isolation_level == READ_COMMITTED,
@@ -351,7 +376,7 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
             .any(|p| p.error_code != ErrorCode::None.code() || p.diverging_epoch.is_some());
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
-            let throttle = b.quotas.record(client_id, QuotaKind::Fetch, total);
+            let throttle = s.quotas.record(client_id, QuotaKind::Fetch, total);
             let mut resp = FetchResponse {
                 throttle_time_ms: throttle.as_millis() as i32,
                 error_code: ErrorCode::None.code(),
@@ -360,13 +385,13 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
                 node_endpoints: Vec::new(),
             };
             if version >= 12 {
-                point_at_leaders(b, version, &mut resp);
+                point_at_leaders(s, version, &mut resp);
             }
             if !throttle.is_zero() {
                 // As Kafka does: over its quota, the client gets an empty response at once
                 // with the throttle time, and its connection is muted for that long. The
                 // bytes it was not sent do not count against it.
-                b.quotas.unrecord(client_id, QuotaKind::Fetch, total);
+                s.quotas.unrecord(client_id, QuotaKind::Fetch, total);
                 for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                     p.records.clear();
                 }
@@ -381,8 +406,8 @@ pub async fn handle(b: &Arc<Broker>, ctx: &RequestContext, r: FetchRequest) -> R
 /// KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its
 /// leader and epoch as the cluster metadata has them, and (v16+) the response the leaders'
 /// endpoints, so that the client goes there without asking Metadata first.
-fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
-    let image = b.cluster.image();
+fn point_at_leaders<F>(s: &FetchService, version: i16, resp: &mut FetchResponse<F>) {
+    let image = s.cluster.image();
     let mut leaders = Vec::new();
     for t in &mut resp.topics {
         for p in &mut t.partitions {
@@ -413,12 +438,12 @@ fn point_at_leaders<F>(b: &Broker, version: i16, resp: &mut FetchResponse<F>) {
 
 /// A follower's fetch: its progress on each partition this broker leads, the high watermark
 /// moved, and an ISR expansion asked for if it has caught up.
-fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
-    let cluster = &b.cluster;
+fn follower_fetched(s: &Arc<FetchService>, follower: i32, wanted: &[Wanted]) {
+    let cluster = &s.cluster;
     for w in wanted.iter().filter(|w| w.known) {
         for wp in &w.partitions {
             let (partition, fetch_offset, current_epoch) = (wp.partition, wp.fetch_offset, wp.current_epoch);
-            let Some(hosted) = b.partitions.get(&w.name, partition) else {
+            let Some(hosted) = s.partitions.get(&w.name, partition) else {
                 continue;
             };
             let (replica, Some(log)) = (&hosted.replica, hosted.log()) else {
@@ -444,5 +469,5 @@ fn follower_fetched(b: &Arc<Broker>, follower: i32, wanted: &[Wanted]) {
         }
     }
     // Consumers in long poll: the high watermark may have moved.
-    b.data_arrived.notify_waiters();
+    s.data_arrived.notify_waiters();
 }

@@ -25,13 +25,19 @@ use laminar_records::{
 use laminar_storage::{AppendMode, Offset, StorageError};
 
 use super::{sb, topic_name};
-use crate::broker::{Broker, Dispatched, RecordsFile};
 use crate::context::RequestContext;
-use laminar_data::partition::Partition;
+use crate::quotas::Quotas;
+use crate::response::{Dispatched, RecordsFile};
+use crate::topics::Topics;
+use crate::txn::service::Txns;
+use laminar_cluster::Cluster;
+use laminar_data::partition::{Partition, Partitions};
 use laminar_data::producers::{ProducerBatch, SeqCheck};
 use laminar_data::replicate::{self, ReplicateError, Replicated};
+use laminar_data::storage_pool::StoragePool;
 use laminar_net::{CloseConnection, ResponseOrClose};
 use laminar_protocol::ErrorCode;
+use tokio::sync::Notify;
 
 /// A compressed batch may expand to at most this much: the bound on a decompression bomb.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
@@ -112,10 +118,24 @@ enum TxnCheck {
     Guarded(u64),
 }
 
+/// What a produce works with: the topics as applied here (their configs), the partitions
+/// placed here, their storage threads and the fetches waiting for data, the cluster (the
+/// leader a refused produce points at), the transaction coordinator (a transactional
+/// batch's check) and the client quotas.
+pub struct ProduceService {
+    pub topics: Arc<Topics>,
+    pub partitions: Arc<Partitions>,
+    pub storage: Arc<StoragePool>,
+    pub data_arrived: Arc<Notify>,
+    pub cluster: Arc<Cluster>,
+    pub txns: Arc<Txns>,
+    pub quotas: Arc<Quotas>,
+}
+
 /// Runs on the storage thread: validates the batches (decompressing compressed ones, with a
 /// bound), applies the idempotence checks, and appends.
 fn append(
-    b: &Broker,
+    s: &ProduceService,
     hosted: &Partition,
     records: Bytes,
     rules: Rules,
@@ -171,13 +191,13 @@ fn append(
         // lands before the marker of its transaction.
         match txn {
             TxnCheck::Coordinator(coordinator_epoch) => {
-                b.txns
+                s.txns
                     .coordinator
                     .check_produce(pid, epoch, topic, partition)
                     .map_err(|code| {
                         // Its state was dropped: this broker stopped coordinating since the
                         // request came (the producer retries, and the check goes elsewhere).
-                        if b.txn_coordinator_epoch() != Ok(coordinator_epoch) {
+                        if s.txns.epoch() != Ok(coordinator_epoch) {
                             Refused::Code(ErrorCode::NotEnoughReplicas)
                         } else {
                             Refused::Code(code)
@@ -226,7 +246,7 @@ fn append(
     // Checked again here, on the partition's storage thread, where a follower's fetcher
     // appends and truncates too: the leadership may have moved since the request was
     // taken (a large batch's validation, a transaction's implicit add).
-    if b.leadership(topic, partition) != Ok(leader_epoch) {
+    if s.partitions.leadership(topic, partition) != Ok(leader_epoch) {
         return Err(Refused::Code(ErrorCode::NotLeaderOrFollower));
     }
     let log_append_time_ms = if log_append_time {
@@ -390,14 +410,14 @@ fn in_transaction_here(hosted: &Partition, log: &laminar_storage::Log, producer_
 /// to add the partition (v12), or whether it is in the transaction (below v12, KIP-890's
 /// verification), unless the transaction is in progress here already.
 async fn check_transaction(
-    b: &Arc<Broker>,
+    s: &Arc<ProduceService>,
     version: i16,
     transactional_id: Option<&str>,
     topic: &str,
     partition: i32,
     records: &[u8],
 ) -> Result<TxnCheck, ErrorCode> {
-    let local = b.txn_coordinator_epoch();
+    let local = s.txns.epoch();
     // Not transactional, or refused by the append: checked against this broker's state if
     // it is the coordinator, which refuses it otherwise.
     let unchecked = TxnCheck::Coordinator(local.unwrap_or(-1));
@@ -413,14 +433,14 @@ async fn check_transaction(
         if add {
             let id = match transactional_id {
                 Some(id) => id.to_string(),
-                None => b
+                None => s
                     .txns
                     .coordinator
                     .id_of(pid)
                     .ok_or(ErrorCode::InvalidProducerIdMapping)?,
             };
             let partitions = [TopicPartition::new(topic, partition)];
-            crate::txn::complete::add_partitions(&b.txns, &id, pid, epoch, &partitions)
+            crate::txn::complete::add_partitions(&s.txns, &id, pid, epoch, &partitions)
                 .await
                 .map_err(produce_code)?;
         }
@@ -429,7 +449,7 @@ async fn check_transaction(
     let Some(id) = transactional_id else {
         return Err(ErrorCode::InvalidTxnState);
     };
-    let hosted = b.partitions.get(topic, partition);
+    let hosted = s.partitions.get(topic, partition);
     if let Some((hosted, log)) = hosted.as_ref().and_then(|p| Some((p, p.log()?))) {
         if in_transaction_here(hosted, &log, pid, epoch) {
             return Ok(TxnCheck::Open);
@@ -438,14 +458,14 @@ async fn check_transaction(
     if add {
         // No guard: the coordinator answers once the producer's previous transaction is
         // complete, and its markers, written meanwhile, would remove it.
-        crate::txn::remote::add_or_verify(&b.cluster, id, pid, epoch, topic, partition, false)
+        crate::txn::remote::add_or_verify(&s.cluster, id, pid, epoch, topic, partition, false)
             .await
             .map_err(produce_code)?;
         return Ok(TxnCheck::Added);
     }
     let hosted = hosted.ok_or(ErrorCode::NotLeaderOrFollower)?;
     let token = hosted.producers.guard(pid, epoch);
-    crate::txn::remote::add_or_verify(&b.cluster, id, pid, epoch, topic, partition, true)
+    crate::txn::remote::add_or_verify(&s.cluster, id, pid, epoch, topic, partition, true)
         .await
         .map_err(produce_code)?;
     Ok(TxnCheck::Guarded(token))
@@ -478,7 +498,7 @@ struct RequestArgs {
 /// Appends one partition's batches. With `acks=all`, also returns the wait for the fsync
 /// that will cover them: the caller awaits it after the request's ordered part is done.
 async fn produce_partition(
-    b: Arc<Broker>,
+    s: Arc<ProduceService>,
     request: Arc<RequestArgs>,
     topic: String,
     partition: i32,
@@ -494,7 +514,7 @@ async fn produce_partition(
     out.index = partition;
     out.base_offset = -1;
     out.log_append_time_ms = -1;
-    let Some(meta) = b.topics.get(&topic) else {
+    let Some(meta) = s.topics.get(&topic) else {
         out.error_code = ErrorCode::UnknownTopicOrPartition.code();
         return (out, None);
     };
@@ -510,14 +530,14 @@ async fn produce_partition(
         }
         return (out, None);
     }
-    let led = match b.led(&topic, partition) {
+    let led = match s.partitions.led(&topic, partition) {
         Ok(led) => led,
         Err(code) => {
             out.error_code = code.code();
             // KIP-951: the leader the client should go to, so that it need not ask for
             // metadata first (its endpoint goes in the response's node endpoints).
             if version >= 10 {
-                if let Some(p) = b.cluster.image().partition(&topic, partition) {
+                if let Some(p) = s.cluster.image().partition(&topic, partition) {
                     out.current_leader.leader_id = BrokerId(p.leader.0);
                     out.current_leader.leader_epoch = p.leader_epoch.0;
                 }
@@ -531,7 +551,7 @@ async fn produce_partition(
         if let Some(isr) = led.partition.replica.isr() {
             // Checked before the append, as Kafka does: fewer in sync than the topic asks
             // for, and nothing is written.
-            if isr.len() < b.topics.min_insync_replicas(&meta) {
+            if isr.len() < s.topics.min_insync_replicas(&meta) {
                 out.error_code = ErrorCode::NotEnoughReplicas.code();
                 return (out, None);
             }
@@ -544,7 +564,7 @@ async fn produce_partition(
     // Transaction version 2 (KIP-890): the producer adds no partitions; its first batch to a
     // partition in a transaction adds it, durably, before anything is appended.
     let txn = match check_transaction(
-        &b,
+        &s,
         version,
         transactional_id.as_deref(),
         &topic,
@@ -560,19 +580,19 @@ async fn produce_partition(
         }
     };
     let rules = Rules {
-        max_message_bytes: b.topics.max_message_bytes(&meta),
+        max_message_bytes: s.topics.max_message_bytes(&meta),
         zstd_allowed: version >= 7,
-        log_append_time: b.topics.log_append_time(&meta),
+        log_append_time: s.topics.log_append_time(&meta),
         leader_epoch,
         txn,
     };
     let mut validated = false;
     let result = loop {
-        let (b2, hosted, r) = (b.clone(), led.partition.clone(), records.clone());
-        let attempt = b
+        let (s2, hosted, r) = (s.clone(), led.partition.clone(), records.clone());
+        let attempt = s
             .storage
             .run(hosted.storage_key(), move || {
-                append(&b2, &hosted, r, rules, validated)
+                append(&s2, &hosted, r, rules, validated)
             })
             .await
             .unwrap_or_else(|e| {
@@ -610,7 +630,7 @@ async fn produce_partition(
             (out, None)
         }
         Ok(a) => {
-            write.appended(Offset(a.log_end), &b.data_arrived);
+            write.appended(Offset(a.log_end), &s.data_arrived);
             out.base_offset = a.base_offset;
             out.log_append_time_ms = a.log_append_time_ms;
             if version >= 5 {
@@ -621,7 +641,7 @@ async fn produce_partition(
                 .flatten()
                 .map(|log| Durable {
                     durable: write.durable(&log, Offset(a.last_offset), timeout),
-                    min_insync_replicas: b.topics.min_insync_replicas(&meta),
+                    min_insync_replicas: s.topics.min_insync_replicas(&meta),
                 });
             (out, durable)
         }
@@ -691,7 +711,7 @@ fn encode(
 /// of the request, which waits for the fsyncs while the connection's next requests go on:
 /// one fsync can then cover several requests of one producer (group commit).
 pub async fn handle(
-    b: &Arc<Broker>,
+    s: &Arc<ProduceService>,
     ctx: &RequestContext,
     r: ProduceRequest,
 ) -> Result<Dispatched, CloseConnection> {
@@ -703,7 +723,7 @@ pub async fn handle(
         .topics
         .iter()
         .flat_map(|t| &t.partitions)
-        .map(|p| p.records.as_ref().map_or(0, |b| b.len() as u64))
+        .map(|p| p.records.as_ref().map_or(0, |records| records.len() as u64))
         .sum();
     let mut resp = ProduceResponse::default();
     let mut waits = Vec::new();
@@ -734,7 +754,7 @@ pub async fn handle(
                 .into_iter()
                 .map(|p| {
                     tokio::spawn(produce_partition(
-                        b.clone(),
+                        s.clone(),
                         args.clone(),
                         t.name.clone(),
                         p.index,
@@ -767,7 +787,7 @@ pub async fn handle(
             .any(|p| p.error_code == ErrorCode::NotLeaderOrFollower.code())
     };
     if version >= 10 && redirected() {
-        let image = b.cluster.image();
+        let image = s.cluster.image();
         let mut leaders: Vec<laminar_cluster::BrokerId> = resp
             .responses
             .iter()
@@ -793,7 +813,7 @@ pub async fn handle(
     }
     // As Kafka does: the records are appended, then a client over its quota is told to
     // wait and its connection is muted for that long (with acks=0, only muted).
-    let throttle = b
+    let throttle = s
         .quotas
         .record(client_id, crate::quotas::QuotaKind::Produce, request_bytes);
     if !throttle.is_zero() {
