@@ -9,15 +9,15 @@ use tokio::sync::Notify;
 
 use crate::changes::MetadataChanges;
 use crate::config::BrokerConfig;
-use crate::groups::write::Groups;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::topics::Topics;
 use laminar_cluster::Cluster;
+use laminar_coordinators::groups::write::Groups;
 
 use crate::handlers::fetch::FetchService;
 use crate::handlers::produce::ProduceService;
-use crate::txn::service::Txns;
+use laminar_coordinators::txn::service::Txns;
 use laminar_data::partition::Partitions;
 use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;

@@ -14,18 +14,18 @@ use tokio::sync::Notify;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
-use crate::coordinators::CoordinatorRuntime;
-use crate::groups::store::GroupStore;
-use crate::groups::write::Groups;
-use crate::groups::Coordinator;
 use crate::handlers::fetch::FetchService;
 use crate::handlers::produce::ProduceService;
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::stuck_reads::StuckReads;
 use crate::topics::Topics;
-use crate::txn::service::{TxnSettings, Txns};
 use laminar_cluster::{Cluster, ClusterSettings};
+use laminar_coordinators::groups::store::GroupStore;
+use laminar_coordinators::groups::write::Groups;
+use laminar_coordinators::groups::Coordinator;
+use laminar_coordinators::runtime::CoordinatorRuntime;
+use laminar_coordinators::txn::service::{TxnSettings, Txns};
 use laminar_data::partition::Partitions;
 use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;
@@ -170,7 +170,7 @@ impl RunningBroker {
                 // The groups and transactions are read when this broker leads their logs.
                 let group_store = GroupStore::open(&store).map_err(io::Error::other)?;
                 let groups = Coordinator::new(Duration::from_millis(cfg.group_initial_rebalance_delay_ms));
-                let txns = crate::txn::TxnCoordinator::new([]);
+                let txns = laminar_coordinators::txn::TxnCoordinator::new([]);
                 Ok((
                     store,
                     Arc::new(topics),
@@ -343,8 +343,8 @@ impl RunningBroker {
             );
             loop {
                 tokio::time::sleep(interval).await;
-                crate::txn::complete::abort_timed_out(&b.txns).await;
-                crate::txn::complete::expire_ids(&b.txns).await;
+                laminar_coordinators::txn::complete::abort_timed_out(&b.txns).await;
+                laminar_coordinators::txn::complete::expire_ids(&b.txns).await;
             }
         });
         let c = &broker.cluster;
@@ -472,8 +472,8 @@ async fn ready_alone(b: &Arc<Broker>) {
     let ready = || {
         let image = b.cluster.image();
         let internal = [
-            crate::groups::store::OFFSETS_TOPIC,
-            crate::txn::log::TRANSACTION_TOPIC,
+            laminar_coordinators::groups::store::OFFSETS_TOPIC,
+            laminar_coordinators::txn::log::TRANSACTION_TOPIC,
         ];
         !b.cluster.is_fenced()
             && internal.iter().all(|t| image.topics.contains_key(*t))

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
 use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig, BROKER_CONFIGS_FILE};
 use crate::error::BrokerError;
-use crate::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
-use crate::txn::log::TRANSACTION_TOPIC;
 use laminar_cluster::image::ClusterImage;
+use laminar_coordinators::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
+use laminar_coordinators::txn::log::TRANSACTION_TOPIC;
 
 pub const TOPICS_FILE: &str = "topics.json";
 /// Kafka's limit on topic name length.

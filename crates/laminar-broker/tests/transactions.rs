@@ -256,8 +256,8 @@ fn decided_and_open_transactions_survive_a_restart() {
 /// stopped broker; the next start completes the commit (markers, offsets, CompleteCommit).
 #[test]
 fn a_transaction_decided_before_a_crash_is_completed_at_the_next_start() {
-    use laminar_broker::txn::log::{encode_batch, replay, TRANSACTION_TOPIC};
-    use laminar_broker::txn::{PendingOffset, TxnStatus};
+    use laminar_coordinators::txn::log::{encode_batch, replay, TRANSACTION_TOPIC};
+    use laminar_coordinators::txn::{PendingOffset, TxnStatus};
     let b = TestBroker::start();
     create_topic(&b.addr, "decided", 2);
     let p = txn_producer(&b.addr, "tx-decided", &[]);

@@ -162,7 +162,9 @@ async fn load_txns(b: &Arc<Broker>, epoch: i32) {
         crate::warn!("leading the transaction log at epoch {epoch}, but it has no log here");
         return;
     };
-    let read = b.io.run(move || crate::txn::log::replay(&log)).await;
+    let read =
+        b.io.run(move || laminar_coordinators::txn::log::replay(&log))
+            .await;
     match read {
         Ok(restored) => {
             let n = restored.len();
@@ -175,7 +177,11 @@ async fn load_txns(b: &Arc<Broker>, epoch: i32) {
                     prepared.transactional_id,
                     prepared.status.name()
                 );
-                tokio::spawn(crate::txn::complete::complete(b.txns.clone(), prepared, epoch));
+                tokio::spawn(laminar_coordinators::txn::complete::complete(
+                    b.txns.clone(),
+                    prepared,
+                    epoch,
+                ));
             }
         }
         Err(e) => crate::warn!("loading the transactions at epoch {epoch}: {e}"),

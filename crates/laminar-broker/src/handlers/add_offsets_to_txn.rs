@@ -9,9 +9,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::context::RequestContext;
-use crate::txn::complete::add_partitions;
-use crate::txn::offsets_partition;
-use crate::txn::service::Txns;
+use laminar_coordinators::txn::complete::add_partitions;
+use laminar_coordinators::txn::offsets_partition;
+use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: AddOffsetsToTxnRequest) -> Encoded {

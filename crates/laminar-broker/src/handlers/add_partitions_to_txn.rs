@@ -15,10 +15,10 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
-use crate::txn::complete::add_partitions;
-use crate::txn::offsets_partition;
-use crate::txn::service::Txns;
 use laminar_cluster::TopicPartition;
+use laminar_coordinators::txn::complete::add_partitions;
+use laminar_coordinators::txn::offsets_partition;
+use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(

@@ -9,8 +9,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::groups::store::GroupRecord;
-use crate::groups::write::Groups;
+use laminar_coordinators::groups::store::GroupRecord;
+use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: DeleteGroupsRequest) -> Encoded {

@@ -7,8 +7,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::groups::Coordinator;
-use crate::groups::GroupState;
+use laminar_coordinators::groups::Coordinator;
+use laminar_coordinators::groups::GroupState;
 
 pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroupsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);

@@ -8,7 +8,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::txn::service::Txns;
+use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
 pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest) -> Encoded {

@@ -11,9 +11,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::context::RequestContext;
-use crate::txn::complete::{run, Written};
-use crate::txn::decide_end;
-use crate::txn::service::Txns;
+use laminar_coordinators::txn::complete::{run, Written};
+use laminar_coordinators::txn::decide_end;
+use laminar_coordinators::txn::service::Txns;
 
 pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: EndTxnRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
@@ -21,7 +21,7 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: EndTxnRequest) ->
     let now = laminar_storage::now_ms();
     let mut allocate = || txns.producer_ids.allocate();
     let bump = version >= 5;
-    let decision = crate::txn::complete::begin_when_free(txns, &pr.transactional_id, |m| {
+    let decision = laminar_coordinators::txn::complete::begin_when_free(txns, &pr.transactional_id, |m| {
         decide_end(
             m,
             pr.producer_id,

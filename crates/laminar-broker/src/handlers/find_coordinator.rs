@@ -24,9 +24,9 @@ pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest
     // The leader of the coordinator's log (partition 0 of
     // `__consumer_offsets` or `__transaction_state`); none while it has no leader.
     let log = if r.key_type == 0 {
-        crate::groups::store::OFFSETS_TOPIC
+        laminar_coordinators::groups::store::OFFSETS_TOPIC
     } else {
-        crate::txn::log::TRANSACTION_TOPIC
+        laminar_coordinators::txn::log::TRANSACTION_TOPIC
     };
     // The coordinators' logs are partition 0 of their topics.
     let log_leader = cluster.image().leader_endpoint(log, 0);

@@ -9,9 +9,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::context::RequestContext;
-use crate::txn::complete::{run, Written};
-use crate::txn::service::Txns;
-use crate::txn::{decide_init, TxnStatus};
+use laminar_coordinators::txn::complete::{run, Written};
+use laminar_coordinators::txn::service::Txns;
+use laminar_coordinators::txn::{decide_init, TxnStatus};
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: InitProducerIdRequest) -> Encoded {
@@ -35,7 +35,7 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: InitProducerIdReq
                 let now = laminar_storage::now_ms();
                 let mut allocate = || txns.producer_ids.allocate();
                 let requested = (r.producer_id, r.producer_epoch);
-                let decision = crate::txn::complete::begin_when_free(txns, id, |m| {
+                let decision = laminar_coordinators::txn::complete::begin_when_free(txns, id, |m| {
                     decide_init(m, id, timeout, requested, now, &mut allocate)
                 })
                 .await;

@@ -7,8 +7,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::groups::Coordinator;
-use crate::groups::{JoinArgs, JoinOutcome, Reply};
+use laminar_coordinators::groups::Coordinator;
+use laminar_coordinators::groups::{JoinArgs, JoinOutcome, Reply};
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: JoinGroupRequest) -> Encoded {

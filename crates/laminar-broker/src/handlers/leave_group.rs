@@ -7,7 +7,7 @@ use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::groups::Coordinator;
+use laminar_coordinators::groups::Coordinator;
 
 pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: LeaveGroupRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);

@@ -7,7 +7,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::groups::Coordinator;
+use laminar_coordinators::groups::Coordinator;
 
 pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: ListGroupsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);

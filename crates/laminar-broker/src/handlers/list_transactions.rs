@@ -9,8 +9,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::txn::TxnCoordinator;
-use crate::txn::TxnStatus;
+use laminar_coordinators::txn::TxnCoordinator;
+use laminar_coordinators::txn::TxnStatus;
 use laminar_protocol::ErrorCode;
 
 pub fn handle(txns: &TxnCoordinator, ctx: &RequestContext, r: ListTransactionsRequest) -> Encoded {

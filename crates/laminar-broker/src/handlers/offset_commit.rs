@@ -12,9 +12,9 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::groups::store::GroupRecord;
-use crate::groups::write::Groups;
 use crate::topics::Topics;
+use laminar_coordinators::groups::store::GroupRecord;
+use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
 
 /// Commit metadata strings longer than this are refused (offset.metadata.max.bytes).

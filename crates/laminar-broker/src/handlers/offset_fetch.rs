@@ -14,8 +14,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::groups::store::GroupStore;
-use crate::groups::Coordinator;
+use laminar_coordinators::groups::store::GroupStore;
+use laminar_coordinators::groups::Coordinator;
 
 /// `(topic, [(partition, offset, leader_epoch, metadata, error)])` for one group.
 type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;

@@ -29,8 +29,8 @@ use crate::context::RequestContext;
 use crate::quotas::Quotas;
 use crate::response::{Dispatched, RecordsFile};
 use crate::topics::Topics;
-use crate::txn::service::Txns;
 use laminar_cluster::Cluster;
+use laminar_coordinators::txn::service::Txns;
 use laminar_data::partition::{Partition, Partitions};
 use laminar_data::producers::{ProducerBatch, SeqCheck};
 use laminar_data::replicate::{self, ReplicateError, Replicated};
@@ -440,7 +440,7 @@ async fn check_transaction(
                     .ok_or(ErrorCode::InvalidProducerIdMapping)?,
             };
             let partitions = [TopicPartition::new(topic, partition)];
-            crate::txn::complete::add_partitions(&s.txns, &id, pid, epoch, &partitions)
+            laminar_coordinators::txn::complete::add_partitions(&s.txns, &id, pid, epoch, &partitions)
                 .await
                 .map_err(produce_code)?;
         }
@@ -458,14 +458,14 @@ async fn check_transaction(
     if add {
         // No guard: the coordinator answers once the producer's previous transaction is
         // complete, and its markers, written meanwhile, would remove it.
-        crate::txn::remote::add_or_verify(&s.cluster, id, pid, epoch, topic, partition, false)
+        laminar_coordinators::txn::remote::add_or_verify(&s.cluster, id, pid, epoch, topic, partition, false)
             .await
             .map_err(produce_code)?;
         return Ok(TxnCheck::Added);
     }
     let hosted = hosted.ok_or(ErrorCode::NotLeaderOrFollower)?;
     let token = hosted.producers.guard(pid, epoch);
-    crate::txn::remote::add_or_verify(&s.cluster, id, pid, epoch, topic, partition, true)
+    laminar_coordinators::txn::remote::add_or_verify(&s.cluster, id, pid, epoch, topic, partition, true)
         .await
         .map_err(produce_code)?;
     Ok(TxnCheck::Guarded(token))

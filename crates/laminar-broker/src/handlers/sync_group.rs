@@ -6,8 +6,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use crate::groups::Coordinator;
-use crate::groups::{Reply, SyncOutcome};
+use laminar_coordinators::groups::Coordinator;
+use laminar_coordinators::groups::{Reply, SyncOutcome};
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: SyncGroupRequest) -> Encoded {

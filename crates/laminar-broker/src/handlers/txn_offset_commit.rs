@@ -19,10 +19,10 @@ use laminar_protocol::{responses, ApiKey};
 use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::groups::store::GroupRecord;
 use crate::topics::Topics;
-use crate::txn::service::Txns;
-use crate::txn::{offsets_partition, PendingOffset};
+use laminar_coordinators::groups::store::GroupRecord;
+use laminar_coordinators::txn::service::Txns;
+use laminar_coordinators::txn::{offsets_partition, PendingOffset};
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(
@@ -158,7 +158,7 @@ async fn in_transaction(txns: &Arc<Txns>, pr: &TxnProducer, add: bool) -> Result
     if let Ok(epoch) = txns.epoch() {
         let partitions = [TopicPartition::new(topic.clone(), partition)];
         let checked = if add {
-            crate::txn::complete::add_partitions(
+            laminar_coordinators::txn::complete::add_partitions(
                 txns,
                 &pr.transactional_id,
                 pr.producer_id,
@@ -176,7 +176,7 @@ async fn in_transaction(txns: &Arc<Txns>, pr: &TxnProducer, add: bool) -> Result
             other => other.map(|()| guard),
         };
     }
-    crate::txn::remote::add_or_verify(
+    laminar_coordinators::txn::remote::add_or_verify(
         &txns.cluster,
         &pr.transactional_id,
         pr.producer_id,

@@ -24,8 +24,8 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use crate::txn::complete::write_marker;
-use crate::txn::service::Txns;
+use laminar_coordinators::txn::complete::write_marker;
+use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: WriteTxnMarkersRequest) -> Encoded {
@@ -84,7 +84,7 @@ fn commit_refused(txns: &Txns, committed: bool, coordinator_epoch: i32) -> Optio
     match txns
         .cluster
         .image()
-        .partition(crate::txn::log::TRANSACTION_TOPIC, 0)
+        .partition(laminar_coordinators::txn::log::TRANSACTION_TOPIC, 0)
     {
         Some(p) if coordinator_epoch >= p.leader_epoch.0 => None,
         Some(_) => Some(ErrorCode::TransactionCoordinatorFenced.code()),

@@ -52,7 +52,7 @@ impl BrokerMetrics {
         &self,
         store: &Store,
         stuck_reads: &crate::stuck_reads::StuckReads,
-        txns: &crate::txn::TxnCoordinator,
+        txns: &laminar_coordinators::txn::TxnCoordinator,
     ) -> String {
         let mut e = Exposition::default();
         let phase_names = [

@@ -347,7 +347,7 @@ async fn send_markers(
     for tp in &partitions {
         if marker.topics.last().is_none_or(|t| t.name.0.as_str() != tp.topic) {
             let mut t = WritableTxnMarkerTopic::default();
-            t.name = TopicName(crate::handlers::sb(&tp.topic));
+            t.name = TopicName(crate::sb(&tp.topic));
             marker.topics.push(t);
         }
         marker

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 
 use super::log::TRANSACTION_TOPIC;
-use crate::handlers::sb;
+use crate::sb;
 use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 

@@ -7,9 +7,9 @@ use laminar_protocol::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
 use crate::groups::store::{GroupRecord, GroupStore, OFFSETS_TOPIC};
 use crate::groups::Coordinator;
+use crate::runtime::{CoordinatorLog, CoordinatorRuntime};
 use laminar_data::partition::{Append, WriteError};
 
 /// The group coordinator: what its handlers, the image publisher (which loads and unloads

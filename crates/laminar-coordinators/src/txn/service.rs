@@ -12,8 +12,8 @@ use laminar_protocol::ErrorCode;
 
 use super::log::TRANSACTION_TOPIC;
 use super::TxnCoordinator;
-use crate::coordinators::{CoordinatorLog, CoordinatorRuntime};
 use crate::groups::write::Groups;
+use crate::runtime::{CoordinatorLog, CoordinatorRuntime};
 
 pub struct Txns {
     /// The transactional ids and their transactions.
