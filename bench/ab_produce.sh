@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Kafka's ProducerPerformance against two Laminar builds side by side: A (the build before a
+# change) and B (after), in alternating order each round (A first in odd rounds, B first in
+# even ones), each run on a fresh broker and a fresh data directory. S5 (bench/s5.sh) runs
+# every load once per round; this runs only the produce loads, so that many rounds fit in
+# the time of a few S5 rounds and a small difference shows above the machine's noise.
+#
+# Per round and build: a fresh broker; for each load of LOADS (default "p1-acks1 p1-acksall",
+# pP-acksA: a P-partition topic, acks=A), a fresh topic and N records of 1024 B at
+# --throughput -1, Java client defaults otherwise; the broker's CPU time during the load is
+# appended to the load's output. Raw output: OUT/raw/r<round>-<A|B>-<load>.txt;
+# bench/ab_produce_summary.py prints the medians and the B/A ratios into OUT/summary.txt.
+#
+# Usage: BIN_A=path BIN_B=path bench/ab_produce.sh OUT
+# Env:   ROUNDS (10), N (1000000), LOADS, PORT (19092), NETWORK_THREADS (2), IO_THREADS (4),
+#        TOOL_HEAP (-Xmx512M), LOAD_TIMEOUT_S (600), KAFKA_LIB (/tmp/kafka-lib), A_LABEL, B_LABEL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/machine.sh disable=SC1091
+source bench/machine.sh
+# shellcheck source=bench/brokers.sh disable=SC1091
+source bench/brokers.sh
+
+out=${1:?usage: BIN_A=... BIN_B=... bench/ab_produce.sh OUT}
+: "${BIN_A:?}" "${BIN_B:?}"
+ROUNDS=${ROUNDS:-10}
+N=${N:-1000000}
+LOADS=${LOADS:-"p1-acks1 p1-acksall"}
+PORT=${PORT:-19092}
+NETWORK_THREADS=${NETWORK_THREADS:-2}
+IO_THREADS=${IO_THREADS:-4}
+REBALANCE_DELAY_MS=0
+TOOL_HEAP=${TOOL_HEAP:--Xmx512M}
+LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-600}
+export KAFKA_LIB=${KAFKA_LIB:-/tmp/kafka-lib}
+bootstrap=127.0.0.1:$PORT
+# brokers.sh starts `laminar` from $bin and `base` from $BASE_BIN: B and A.
+bin=$BIN_B
+BASE_BIN=$BIN_A
+
+if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
+  echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
+  exit 1
+fi
+if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
+  echo "$out/raw already holds results; give another OUT" >&2
+  exit 1
+fi
+mkdir -p "$out/raw"
+work=$(mktemp -d "$PWD/.bench-ab-produce.XXXXXX")
+launcher_pid="" broker_pid="" tool_pid=""
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+java_tool_setup
+cat > "$work/laminar.toml" <<TOML
+"num.network.threads" = $NETWORK_THREADS
+"num.io.threads" = $IO_THREADS
+TOML
+{
+  machine_info "$work"
+  echo "A: $BIN_A ($("$BIN_A" --version)) ${A_LABEL:-}"
+  echo "B: $BIN_B ($("$BIN_B" --version)) ${B_LABEL:-}"
+  echo "rounds: $ROUNDS, N: $N, loads: $LOADS, network threads: $NETWORK_THREADS, io threads: $IO_THREADS"
+  echo "tool jvm: ${java_tool[*]:0:8}"
+} > "$out/config.txt"
+cat "$out/config.txt"
+
+cpu_ticks() { # PID: its user + system CPU time so far, in clock ticks (/proc/PID/stat)
+  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
+}
+
+run_build() { # BUILD(A|B) ROUND
+  local build=$1 round=$2 broker=laminar load partitions acks
+  [[ $build == A ]] && broker=base
+  local tag=r$round-$build data=$work/$build-r$round
+  start_broker "$broker" "$data" "$out/raw/$tag-broker.log"
+  for load in $LOADS; do
+    partitions=${load%%-*}
+    partitions=${partitions#p}
+    acks=${load#*-acks}
+    create_topic "$load" "$partitions" "$tag"
+    local before after
+    before=$(cpu_ticks "$broker_pid")
+    run_load "$tag-$load" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
+      --bootstrap-server "$bootstrap" --topic "$load" --num-records "$N" \
+      --record-size 1024 --throughput -1 --command-property "acks=$acks"
+    after=$(cpu_ticks "$broker_pid")
+    echo "broker cpu s: $(awk -v a="$before" -v b="$after" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b - a) / hz}')" \
+      >> "$out/raw/$tag-$load.txt"
+  done
+  stop_broker
+  rm -rf "$data"
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  if ((round % 2)); then order="A B"; else order="B A"; fi
+  echo "round $round: $order" | tee -a "$out/order.txt"
+  for build in $order; do run_build "$build" "$round"; done
+done
+
+python3 bench/ab_produce_summary.py "$out" | tee "$out/summary.txt"
