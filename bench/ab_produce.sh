@@ -29,7 +29,7 @@ LOADS=${LOADS:-"p1-acks1 p1-acksall"}
 PORT=${PORT:-19092}
 NETWORK_THREADS=${NETWORK_THREADS:-2}
 IO_THREADS=${IO_THREADS:-4}
-REBALANCE_DELAY_MS=0
+REBALANCE_DELAY_MS=0 # brokers.sh reads it (for Kafka)
 TOOL_HEAP=${TOOL_HEAP:--Xmx512M}
 LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-600}
 export KAFKA_LIB=${KAFKA_LIB:-/tmp/kafka-lib}
@@ -95,9 +95,9 @@ run_build() { # BUILD(A|B) ROUND
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  if ((round % 2)); then order="A B"; else order="B A"; fi
-  echo "round $round: $order" | tee -a "$out/order.txt"
-  for build in $order; do run_build "$build" "$round"; done
+  if ((round % 2)); then sequence="A B"; else sequence="B A"; fi
+  echo "round $round: $sequence" | tee -a "$out/order.txt"
+  for build in $sequence; do run_build "$build" "$round"; done
 done
 
 python3 bench/ab_produce_summary.py "$out" | tee "$out/summary.txt"

@@ -1,6 +1,8 @@
 //! Applies each new cluster image to this broker: the topics it lists become the broker's
 //! topics, the partitions placed here get their logs, and each of them is led, followed
-//! (a fetcher started) or left idle as the image says.
+//! (a fetcher started) or left idle as the image says; a coordinator whose internal
+//! partition this broker begins to lead loads from it (`Groups::load`, `Txns::load`), and one
+//! whose partition it stops leading unloads.
 
 use std::sync::Arc;
 
@@ -113,10 +115,10 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
             Transition::BecameFollower { leader, epoch } => {
                 crate::info!("following broker {leader} for {topic}-{partition} at epoch {epoch}");
                 if b.groups.hold.is_partition(&topic, partition) {
-                    unload_groups(b);
+                    b.groups.unload();
                 }
                 if b.txns.hold.is_partition(&topic, partition) {
-                    unload_txns(b);
+                    b.txns.unload();
                 }
                 if let Some(hosted) = hosted {
                     let generation = hosted.replica.generation();
@@ -132,18 +134,18 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
             Transition::Stopped => {
                 crate::info!("neither leading nor following {topic}-{partition} now");
                 if b.groups.hold.is_partition(&topic, partition) {
-                    unload_groups(b);
+                    b.groups.unload();
                 }
                 if b.txns.hold.is_partition(&topic, partition) {
-                    unload_txns(b);
+                    b.txns.unload();
                 }
             }
         }
     }
     for load in loads {
         match load {
-            Load::Groups(epoch) => load_groups(b, epoch.0).await,
-            Load::Txns(epoch) => load_txns(b, epoch.0).await,
+            Load::Groups(epoch) => b.groups.load(&b.io, b.store.clone(), epoch).await,
+            Load::Txns(epoch) => b.txns.load(&b.io, epoch).await,
         }
     }
 }
@@ -152,73 +154,4 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
 enum Load {
     Groups(LeaderEpoch),
     Txns(LeaderEpoch),
-}
-
-/// This broker leads the transaction log now: it becomes the transaction coordinator once it
-/// has read the transactions from it, and completes those it finds prepared (their markers
-/// are idempotent). Until then transaction requests get COORDINATOR_LOAD_IN_PROGRESS.
-async fn load_txns(b: &Arc<Broker>, epoch: i32) {
-    let Some(log) = b.txns.log() else {
-        crate::warn!("leading the transaction log at epoch {epoch}, but it has no log here");
-        return;
-    };
-    let read =
-        b.io.run(move || laminar_coordinators::txn::log::replay(&log))
-            .await;
-    match read {
-        Ok(restored) => {
-            let n = restored.len();
-            b.txns.coordinator.reset(restored.into_values());
-            b.txns.hold.loaded(LeaderEpoch(epoch));
-            crate::info!("coordinating transactions at epoch {epoch}: {n} transactional ids loaded");
-            for prepared in b.txns.coordinator.prepared() {
-                crate::info!(
-                    "completing transaction {:?} ({}) decided by the previous coordinator",
-                    prepared.transactional_id,
-                    prepared.status.name()
-                );
-                tokio::spawn(laminar_coordinators::txn::complete::complete(
-                    b.txns.clone(),
-                    prepared,
-                    epoch,
-                ));
-            }
-        }
-        Err(e) => crate::warn!("loading the transactions at epoch {epoch}: {e}"),
-    }
-}
-
-/// This broker no longer leads the transaction log: it forgets the transactions; their
-/// completions in progress stop (the next coordinator completes them).
-fn unload_txns(b: &Arc<Broker>) {
-    if b.txns.hold.unloaded() {
-        crate::info!("no longer coordinating transactions");
-    }
-    b.txns.coordinator.reset([]);
-}
-
-/// This broker leads the group log now: it becomes the group coordinator once it has read
-/// the groups from it. Until then group requests get COORDINATOR_LOAD_IN_PROGRESS.
-async fn load_groups(b: &Arc<Broker>, epoch: i32) {
-    let b2 = b.clone();
-    let loaded =
-        b.io.run(move || b2.groups.store.reload(&b2.store, &b2.groups.coordinator))
-            .await;
-    match loaded {
-        Ok(n) => {
-            crate::info!("coordinating groups at epoch {epoch}: {n} group records loaded");
-            b.groups.hold.loaded(LeaderEpoch(epoch));
-        }
-        Err(e) => crate::warn!("loading the groups at epoch {epoch}: {e}"),
-    }
-}
-
-/// This broker no longer leads the group log: it forgets the groups (their members are
-/// answered, and find the new coordinator).
-fn unload_groups(b: &Arc<Broker>) {
-    if b.groups.hold.unloaded() {
-        crate::info!("no longer coordinating groups");
-    }
-    b.groups.coordinator.shutdown();
-    b.groups.coordinator.clear();
 }

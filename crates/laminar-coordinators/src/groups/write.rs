@@ -10,7 +10,10 @@ use std::time::Duration;
 use crate::groups::store::{GroupRecord, GroupStore, OFFSETS_TOPIC};
 use crate::groups::Coordinator;
 use crate::runtime::{CoordinatorLog, CoordinatorRuntime};
+use laminar_cluster::LeaderEpoch;
 use laminar_data::partition::{Append, WriteError};
+use laminar_net::IoPool;
+use laminar_storage::Store;
 
 /// The group coordinator: what its handlers, the image publisher (which loads and unloads
 /// it) and its timers hold.
@@ -40,6 +43,30 @@ impl Groups {
             runtime,
             offsets_retention,
         }
+    }
+
+    /// This broker leads the group log now, at `epoch`: it becomes the group coordinator once
+    /// it has read the groups from it (on the I/O pool: a disk read). Until then group
+    /// requests get COORDINATOR_LOAD_IN_PROGRESS.
+    pub async fn load(self: &Arc<Self>, io: &IoPool, store: Arc<Store>, epoch: LeaderEpoch) {
+        let g = self.clone();
+        match io.run(move || g.store.reload(&store, &g.coordinator)).await {
+            Ok(n) => {
+                crate::info!("coordinating groups at epoch {epoch}: {n} group records loaded");
+                self.hold.loaded(epoch);
+            }
+            Err(e) => crate::warn!("loading the groups at epoch {epoch}: {e}"),
+        }
+    }
+
+    /// This broker no longer leads the group log: it forgets the groups (their members are
+    /// answered, and find the new coordinator).
+    pub fn unload(&self) {
+        if self.hold.unloaded() {
+            crate::info!("no longer coordinating groups");
+        }
+        self.coordinator.shutdown();
+        self.coordinator.clear();
     }
 
     /// Whether this broker coordinates groups now: it leads `__consumer_offsets-0` and has

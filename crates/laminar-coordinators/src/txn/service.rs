@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use laminar_cluster::Cluster;
+use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_data::producers::ProducerIds;
+use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
 
 use super::log::TRANSACTION_TOPIC;
@@ -61,6 +62,42 @@ impl Txns {
     /// a transaction request gets if not.
     pub fn epoch(&self) -> Result<i32, ErrorCode> {
         self.runtime.ready(&self.hold).map(|epoch| epoch.0)
+    }
+
+    /// This broker leads the transaction log now, at `epoch`: it becomes the transaction
+    /// coordinator once it has read the transactions from it (on the I/O pool), and completes
+    /// those it finds prepared (their markers are idempotent). Until then transaction requests
+    /// get COORDINATOR_LOAD_IN_PROGRESS.
+    pub async fn load(self: &Arc<Self>, io: &IoPool, epoch: LeaderEpoch) {
+        let Some(log) = self.log() else {
+            crate::warn!("leading the transaction log at epoch {epoch}, but it has no log here");
+            return;
+        };
+        let restored = match io.run(move || super::log::replay(&log)).await {
+            Ok(restored) => restored,
+            Err(e) => return crate::warn!("loading the transactions at epoch {epoch}: {e}"),
+        };
+        let n = restored.len();
+        self.coordinator.reset(restored.into_values());
+        self.hold.loaded(epoch);
+        crate::info!("coordinating transactions at epoch {epoch}: {n} transactional ids loaded");
+        for prepared in self.coordinator.prepared() {
+            crate::info!(
+                "completing transaction {:?} ({}) decided by the previous coordinator",
+                prepared.transactional_id,
+                prepared.status.name()
+            );
+            tokio::spawn(super::complete::complete(self.clone(), prepared, epoch.0));
+        }
+    }
+
+    /// This broker no longer leads the transaction log: it forgets the transactions; their
+    /// completions in progress stop (the next coordinator completes them).
+    pub fn unload(&self) {
+        if self.hold.unloaded() {
+            crate::info!("no longer coordinating transactions");
+        }
+        self.coordinator.reset([]);
     }
 
     /// Its log (as a follower truncates it, it is reopened: looked up each time).
