@@ -75,7 +75,10 @@ impl Txns {
         };
         let restored = match io.run(move || super::log::replay(&log)).await {
             Ok(restored) => restored,
-            Err(e) => return crate::warn!("loading the transactions at epoch {epoch}: {e}"),
+            Err(e) => {
+                crate::warn!("loading the transactions at epoch {epoch}: {e}");
+                return;
+            }
         };
         let n = restored.len();
         self.coordinator.reset(restored.into_values());
