@@ -748,9 +748,12 @@ fn every_advertised_version_round_trips() {
                     let code = resp.markers[1].topics[0].partitions[0].error_code;
                     assert_eq!(code, 31, "WriteTxnMarkers v{v}: a client does not commit");
                     // A marker from a coordinator older than the producer's last marker's is
-                    // fenced (it could end a later transaction).
+                    // fenced (it could end a later transaction); one from a coordinator epoch
+                    // above the transaction log's leader epoch is refused (it would fence the
+                    // real coordinator's markers for good). A new node's transaction log is
+                    // led at epoch 0 or later.
                     let mut fenced = Vec::new();
-                    for coordinator_epoch in [5, 4] {
+                    for coordinator_epoch in [i32::MAX, 0, -1] {
                         let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
                         t.name = TopicName(sb("conf"));
                         t.partition_indexes = vec![0];
@@ -766,8 +769,8 @@ fn every_advertised_version_round_trips() {
                     }
                     assert_eq!(
                         fenced,
-                        [0, 52],
-                        "WriteTxnMarkers v{v}: an older coordinator is fenced"
+                        [42, 0, 52],
+                        "WriteTxnMarkers v{v}: a future coordinator is refused, an older one fenced"
                     );
                 }
                 28 => {

@@ -11,7 +11,10 @@
 //! cluster of one), never (the only coordinator is this broker's own;
 //! CLUSTER_AUTHORIZATION_FAILED). A commit marker from
 //! anywhere else could make an unfinished transaction's records visible. The Admin client
-//! only ever aborts.
+//! only ever aborts. No marker may carry a coordinator epoch above the transaction log's
+//! leader epoch (INVALID_REQUEST): the partition keeps the largest epoch it has seen per
+//! producer and refuses older ones, so one such marker would fence every real coordinator's
+//! later markers, and the producer's next transaction would stay open for good.
 
 use std::sync::Arc;
 
@@ -40,7 +43,7 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: WriteTxnMarkersRe
             for &p in partitions {
                 let mut pr = WritableTxnMarkerPartitionResult::default();
                 pr.partition_index = p;
-                pr.error_code = match commit_refused(txns, m.committed, m.coordinator_epoch) {
+                pr.error_code = match refused(txns, m.committed, m.coordinator_epoch) {
                     Some(code) => code,
                     None => {
                         match write_marker(
@@ -71,8 +74,16 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: WriteTxnMarkersRe
     responses::encode(ApiKey::WriteTxnMarkers, 1, correlation_id, &resp)
 }
 
-/// Why a marker is refused, if it is: a commit marker that is not a current coordinator's.
-fn commit_refused(txns: &Txns, committed: bool, coordinator_epoch: i32) -> Option<i16> {
+/// Why a marker is refused, if it is: one from a coordinator epoch that does not exist yet,
+/// or a commit marker that is not a current coordinator's.
+fn refused(txns: &Txns, committed: bool, coordinator_epoch: i32) -> Option<i16> {
+    let image = txns.cluster.image();
+    let log = image.partition(laminar_coordinators::txn::log::TRANSACTION_TOPIC, 0);
+    // A coordinator whose image is ahead of this broker's retries the marker (its epoch is
+    // in this broker's image a moment later).
+    if coordinator_epoch > log.map_or(-1, |p| p.leader_epoch.0) {
+        return Some(ErrorCode::InvalidRequest.code());
+    }
     if !committed {
         return None;
     }
@@ -81,11 +92,7 @@ fn commit_refused(txns: &Txns, committed: bool, coordinator_epoch: i32) -> Optio
     if txns.cluster.alone() {
         return Some(ErrorCode::ClusterAuthorizationFailed.code());
     }
-    match txns
-        .cluster
-        .image()
-        .partition(laminar_coordinators::txn::log::TRANSACTION_TOPIC, 0)
-    {
+    match log {
         Some(p) if coordinator_epoch >= p.leader_epoch.0 => None,
         Some(_) => Some(ErrorCode::TransactionCoordinatorFenced.code()),
         None => Some(ErrorCode::ClusterAuthorizationFailed.code()),
