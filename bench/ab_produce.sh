@@ -38,20 +38,7 @@ bootstrap=127.0.0.1:$PORT
 bin=$BIN_B
 BASE_BIN=$BIN_A
 
-if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
-  echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
-  exit 1
-fi
-if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-  echo "$out/raw already holds results; give another OUT" >&2
-  exit 1
-fi
-mkdir -p "$out/raw"
-work=$(mktemp -d "$PWD/.bench-ab-produce.XXXXXX")
-launcher_pid="" broker_pid="" tool_pid=""
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+prepare_run ab-produce
 
 java_tool_setup
 cat > "$work/laminar.toml" <<TOML

@@ -24,6 +24,29 @@ status_kb() { # PID FIELD: a VmRSS/VmHWM line of /proc/PID/status, in kB
   awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"
 }
 
+# prepare_run NAME: refuses to start when something listens on PORT (wait_port would succeed
+# against the wrong broker) or OUT/raw holds results (they would be summarised with these);
+# makes OUT/raw and the scratch dir $work (.bench-NAME.XXXXXX here); installs the cleanup:
+# bash runs the EXIT trap on `exit`, and TERM/INT are turned into exits so that it always runs.
+prepare_run() {
+  if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
+    echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
+    exit 1
+  fi
+  if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
+    echo "$out/raw already holds results; give another OUT" >&2
+    exit 1
+  fi
+  mkdir -p "$out/raw"
+  work=$(mktemp -d "$PWD/.bench-$1.XXXXXX")
+  launcher_pid="" # what to stop: laminar itself, or run-kafka.sh (it forwards SIGTERM to the JVM)
+  broker_pid=""   # the broker process whose /proc/PID/status we read (Kafka: the java child)
+  tool_pid=""     # the load running now (its `timeout` wrapper, which passes signals on)
+  trap cleanup EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
+}
+
 # start_broker BROKER DATA_DIR LOG: starts it in the background and waits for its port.
 start_broker() {
   local broker=$1 data=$2 log=$3

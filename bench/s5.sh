@@ -61,33 +61,13 @@ for b in $BROKERS; do
   [[ $b != base || -x ${BASE_BIN:-} ]] || { echo "BROKERS names base: set BASE_BIN to a laminar binary" >&2; exit 2; }
 done
 
-# A listener already on PORT would make wait_port succeed against the wrong broker.
-if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
-  echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
-  exit 1
-fi
-
+prepare_run s5
+mkdir -p "$out/series"
+: > "$out/order.txt"
 if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
 [[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet -p laminar -p laminar-load
 bin=$PWD/target/release/laminar
 load=$PWD/target/release/laminar-load
-
-# Stale raw files from another run would be summarised with these ones.
-if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-  echo "$out/raw already holds results; give another OUT" >&2
-  exit 1
-fi
-mkdir -p "$out/raw" "$out/series"
-: > "$out/order.txt"
-work=$(mktemp -d "$PWD/.bench-s5.XXXXXX")
-launcher_pid="" # what to stop: laminar itself, or run-kafka.sh (it forwards SIGTERM to the JVM)
-broker_pid=""   # the broker process whose /proc/PID/status we read (Kafka: the java child)
-tool_pid=""     # the load running now (its `timeout` wrapper, which passes signals on)
-
-trap cleanup EXIT
-# Bash runs the EXIT trap on `exit`; turn TERM/INT into one so the cleanup always happens.
-trap 'exit 143' TERM
-trap 'exit 130' INT
 
 java_tool_setup
 
