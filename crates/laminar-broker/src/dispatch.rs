@@ -69,6 +69,7 @@ impl Broker {
             Err(
                 e @ (ProtocolError::Truncated { .. }
                 | ProtocolError::CountTooLarge { .. }
+                | ProtocolError::DecodesTooLarge { .. }
                 | ProtocolError::Malformed(_)),
             ) => {
                 return Err(CloseConnection(format!(

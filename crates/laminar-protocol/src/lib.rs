@@ -34,6 +34,8 @@ pub enum ProtocolError {
     },
     #[error("array count {count} exceeds the {remaining} bytes that remain")]
     CountTooLarge { count: usize, remaining: usize },
+    #[error("request decodes into more than its bound: {bytes} bytes more, {left} left")]
+    DecodesTooLarge { bytes: usize, left: usize },
     #[error("malformed request: {0}")]
     Malformed(&'static str),
     #[error("unknown API key {0}")]

@@ -4,6 +4,13 @@
 //! anything is allocated or sliced: an array of `n` elements needs at least `n` bytes, so a
 //! count larger than what is left is rejected at once (Kafka's CVE-2022-34917 was an
 //! allocation from an untrusted count).
+//!
+//! That alone still lets a frame decode into many times its size: an empty string is two
+//! bytes on the wire and a struct of several words in memory (a 64 MiB Metadata request of
+//! 32M empty names took 9.2 GiB). So every allocation a decoder makes (an array's elements
+//! at their size in memory, a string's bytes) is also charged, before it is made, against
+//! what the frame may decode into: [`DECODED_BYTES_PER_FRAME_BYTE`] times its size plus
+//! [`DECODED_SLACK_BYTES`]. Record data is not charged: it stays a slice of the frame.
 
 use bytes::{Buf, Bytes};
 
@@ -14,14 +21,69 @@ pub type Result<T> = std::result::Result<T, ProtocolError>;
 /// The most tagged fields one structure may carry; more is a flood, not a request.
 pub const TAGGED_FIELDS_MAX: u32 = 64;
 
+/// What a frame may decode into on the heap, per byte of the frame, beyond the frame itself.
+/// The densest real requests (OffsetCommit, Fetch with many partitions and short names) take
+/// under twice their size; [`DECODED_SLACK_BYTES`] covers small requests of small fields.
+pub const DECODED_BYTES_PER_FRAME_BYTE: usize = 2;
+/// What any frame may decode into on top of [`DECODED_BYTES_PER_FRAME_BYTE`] times its size.
+pub const DECODED_SLACK_BYTES: usize = 16 << 20;
+
 pub struct Reader {
     buf: Bytes,
     flexible: bool,
+    /// What the structures decoded from this reader may still allocate.
+    heap_left_bytes: usize,
 }
 
 impl Reader {
     pub fn new(buf: Bytes, flexible: bool) -> Reader {
-        Reader { buf, flexible }
+        let heap_left_bytes = buf
+            .len()
+            .saturating_mul(DECODED_BYTES_PER_FRAME_BYTE)
+            .saturating_add(DECODED_SLACK_BYTES);
+        Reader {
+            buf,
+            flexible,
+            heap_left_bytes,
+        }
+    }
+
+    /// Charges `n` elements of `T` against what this frame may decode into, before they are
+    /// allocated.
+    pub fn charge<T>(&mut self, n: usize) -> Result<()> {
+        let bytes = n.saturating_mul(std::mem::size_of::<T>());
+        match self.heap_left_bytes.checked_sub(bytes) {
+            Some(left) => {
+                self.heap_left_bytes = left;
+                Ok(())
+            }
+            None => Err(ProtocolError::DecodesTooLarge {
+                bytes,
+                left: self.heap_left_bytes,
+            }),
+        }
+    }
+
+    /// A nullable array's count (`None` for null), checked as [`Reader::array_len`] checks it
+    /// and charged as `n` elements of `T`.
+    pub fn nullable_array_len<T>(&mut self, min_element_bytes: usize) -> Result<Option<usize>> {
+        let n: i64 = if self.flexible {
+            self.uvarint()? as i64 - 1
+        } else {
+            self.i32()? as i64
+        };
+        if n < 0 {
+            return Ok(None);
+        }
+        let n = n as usize;
+        if n.saturating_mul(min_element_bytes.max(1)) > self.buf.remaining() {
+            return Err(ProtocolError::CountTooLarge {
+                count: n,
+                remaining: self.buf.remaining(),
+            });
+        }
+        self.charge::<T>(n)?;
+        Ok(Some(n))
     }
 
     pub fn remaining(&self) -> usize {
@@ -120,6 +182,7 @@ impl Reader {
             return Ok(None);
         }
         let raw = self.take(len, "string")?;
+        self.charge::<u8>(raw.len())?;
         String::from_utf8(raw.to_vec())
             .map(Some)
             .map_err(|_| ProtocolError::Malformed("string is not UTF-8"))
@@ -139,24 +202,9 @@ impl Reader {
     }
 
     /// An array count, checked against the bytes that remain: each element takes at least
-    /// `min_element_bytes`. -1 (null) reads as 0.
-    pub fn array_len(&mut self, min_element_bytes: usize) -> Result<usize> {
-        let n: i64 = if self.flexible {
-            self.uvarint()? as i64 - 1
-        } else {
-            self.i32()? as i64
-        };
-        if n < 0 {
-            return Ok(0);
-        }
-        let n = n as usize;
-        if n.saturating_mul(min_element_bytes.max(1)) > self.buf.remaining() {
-            return Err(ProtocolError::CountTooLarge {
-                count: n,
-                remaining: self.buf.remaining(),
-            });
-        }
-        Ok(n)
+    /// `min_element_bytes`; charged as `n` elements of `T`. -1 (null) reads as 0.
+    pub fn array_len<T>(&mut self, min_element_bytes: usize) -> Result<usize> {
+        Ok(self.nullable_array_len::<T>(min_element_bytes)?.unwrap_or(0))
     }
 
     pub fn array<T>(
@@ -164,7 +212,7 @@ impl Reader {
         min_element_bytes: usize,
         mut f: impl FnMut(&mut Reader) -> Result<T>,
     ) -> Result<Vec<T>> {
-        let n = self.array_len(min_element_bytes)?;
+        let n = self.array_len::<T>(min_element_bytes)?;
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             out.push(f(self)?);
@@ -174,6 +222,15 @@ impl Reader {
 
     /// Skips the tagged fields of a structure in a flexible version (none otherwise).
     pub fn tagged_fields(&mut self) -> Result<()> {
+        self.tagged_fields_with(|_, _| Ok(()))
+    }
+
+    /// As [`Reader::tagged_fields`], but each field's bytes go to `known(tag, field)`, which
+    /// decodes the tags it knows from its own reader and ignores the others.
+    pub fn tagged_fields_with(
+        &mut self,
+        mut known: impl FnMut(u32, &mut Reader) -> Result<()>,
+    ) -> Result<()> {
         if !self.flexible {
             return Ok(());
         }
@@ -182,9 +239,10 @@ impl Reader {
             return Err(ProtocolError::Malformed("too many tagged fields"));
         }
         for _ in 0..n {
-            let _tag = self.uvarint()?;
+            let tag = self.uvarint()?;
             let len = self.uvarint()?;
-            self.take(len as i32, "tagged field")?;
+            let mut field = Reader::new(self.take(len as i32, "tagged field")?, true);
+            known(tag, &mut field)?;
         }
         Ok(())
     }
@@ -203,11 +261,32 @@ mod tests {
     #[test]
     fn counts_larger_than_the_frame_are_refused() {
         let mut r = Reader::new(Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 0, 0]), false);
-        assert!(matches!(r.array_len(1), Err(ProtocolError::CountTooLarge { .. })));
+        assert!(matches!(
+            r.array_len::<u8>(1),
+            Err(ProtocolError::CountTooLarge { .. })
+        ));
         let mut r = Reader::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f]), true);
-        assert!(r.array_len(1).is_err());
+        assert!(r.array_len::<u8>(1).is_err());
         let mut r = Reader::new(Bytes::from_static(&[0x00, 0x05, b'a']), false);
         assert!(r.string().is_err());
+    }
+
+    /// An array whose count the bytes left allow, but whose elements would take more than
+    /// the frame may decode into, is refused before anything is allocated; the same count of
+    /// small elements is taken.
+    #[test]
+    fn arrays_that_decode_into_many_times_their_bytes_are_refused() {
+        let n = 8 << 20; // two bytes each on the wire: 16 MiB
+        let mut wire = (n as i32).to_be_bytes().to_vec();
+        wire.resize(4 + 2 * n, 0);
+        let wire = Bytes::from(wire);
+        let mut r = Reader::new(wire.clone(), false);
+        assert!(matches!(
+            r.array_len::<[u8; 48]>(2),
+            Err(ProtocolError::DecodesTooLarge { .. })
+        ));
+        let mut r = Reader::new(wire, false);
+        assert_eq!(r.array_len::<u16>(2).unwrap(), n);
     }
 
     #[test]

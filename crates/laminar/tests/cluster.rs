@@ -1504,3 +1504,153 @@ fn librdkafkas_transactions_commit_and_abort_on_partitions_led_elsewhere() {
     let all = read_to_end(&c.bootstrap(), "txn-spread", 3, "read_uncommitted");
     assert!(all.len() >= 12 * 9 + 3, "{} records in the logs", all.len());
 }
+
+/// One request encoded by the `kafka-protocol` crate on a new connection to `addr`, and its
+/// decoded response: what a client that forges a broker's request sends.
+fn raw_call<Req, Resp>(addr: &str, key: kafka_protocol::messages::ApiKey, version: i16, req: &Req) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = 7;
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version).unwrap();
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    s.write_all(&buf).unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut body = bytes::Bytes::from(body);
+    ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    Resp::decode(&mut body, version).unwrap()
+}
+
+/// Issue 29, item 1: any client can send a Fetch naming a follower. One that names it with
+/// the leader's epoch and the log end (Fetch v12, or v15 without the follower's broker epoch)
+/// must not count as that follower's progress: while both followers are stopped, an
+/// `acks=all` produce is not acknowledged however many such fetches arrive, and each is
+/// answered NOT_LEADER_OR_FOLLOWER with no records.
+#[test]
+fn a_client_posing_as_a_follower_acknowledges_nothing() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{
+        ApiKey, BrokerId, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let c = Cluster::start(3);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let posed = NewTopic::new("posed", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    for r in block(a.create_topics([&posed], &opts)).unwrap() {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let leader = wait_in_sync(&c, 0, "posed", 0, &[1, 2, 3]);
+    let _ = wait_placed_everywhere(&c, "posed", 0);
+    let li = (leader - 1) as usize;
+    let leader_addr = c.addr(li).to_string();
+    let send = |value: &str, timeout_ms: &str| {
+        use rdkafka::producer::{FutureProducer, FutureRecord};
+        let p: FutureProducer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", &leader_addr)
+            .set("acks", "all")
+            .set("message.timeout.ms", timeout_ms)
+            .set("retries", "0")
+            .create()
+            .unwrap();
+        block(p.send(
+            FutureRecord::<(), _>::to("posed").payload(value).partition(0),
+            Duration::from_secs(30),
+        ))
+        .map(|d| d.offset)
+        .map_err(|(e, _)| e)
+    };
+    assert_eq!(send("flows", "10000").unwrap(), 0);
+
+    // The leader epoch, as any client learns it.
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(TopicName(StrBytes::from_static_str("posed")));
+    let mut m = MetadataRequest::default();
+    m.topics = Some(vec![t]);
+    let meta: MetadataResponse = raw_call(&leader_addr, ApiKey::Metadata, 12, &m);
+    let epoch = meta.topics[0].partitions[0].leader_epoch;
+
+    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    for id in &followers {
+        signal(&c.nodes[(*id - 1) as usize], libc::SIGSTOP);
+    }
+    let held = std::thread::scope(|scope| {
+        let held = scope.spawn(|| send("held", "3000"));
+        // "held" is offset 1: a fetch from offset 2 claims the follower has it.
+        let forge = |version: i16, follower: i32, broker_epoch: i64| {
+            let mut p = FetchPartition::default();
+            p.partition = 0;
+            p.current_leader_epoch = epoch;
+            p.fetch_offset = 2;
+            p.last_fetched_epoch = epoch;
+            p.partition_max_bytes = 1 << 20;
+            let mut t = FetchTopic::default();
+            t.topic = TopicName(StrBytes::from_static_str("posed"));
+            t.topic_id = meta.topics[0].topic_id;
+            t.partitions = vec![p];
+            let mut f = FetchRequest::default();
+            if version >= 15 {
+                f.replica_state.replica_id = BrokerId(follower);
+                f.replica_state.replica_epoch = broker_epoch;
+            } else {
+                f.replica_id = BrokerId(follower);
+            }
+            f.max_wait_ms = 0;
+            f.max_bytes = 1 << 20;
+            f.session_epoch = -1;
+            f.topics = vec![t];
+            let resp: FetchResponse = raw_call(&leader_addr, ApiKey::Fetch, version, &f);
+            let p = &resp.responses[0].partitions[0];
+            (p.error_code, p.records.as_ref().map_or(0, |r| r.len()))
+        };
+        let until = Instant::now() + Duration::from_millis(2500);
+        let mut answers = Vec::new();
+        while Instant::now() < until {
+            for id in &followers {
+                answers.push(forge(12, *id, -1));
+                answers.push(forge(15, *id, -1));
+                answers.push(forge(16, *id, 1 << 40));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (held.join().unwrap(), answers)
+    });
+    for id in &followers {
+        signal(&c.nodes[(*id - 1) as usize], libc::SIGCONT);
+    }
+    let (held, answers) = held;
+    assert!(
+        held.is_err(),
+        "acks=all was answered while no follower could fetch: {held:?}"
+    );
+    assert!(
+        answers.iter().all(|a| *a == (6, 0)),
+        "every forged fetch answered NOT_LEADER_OR_FOLLOWER with no records: {:?}",
+        answers.iter().find(|a| **a != (6, 0))
+    );
+    // The real followers still count.
+    wait_in_sync(&c, li, "posed", 0, &[1, 2, 3]);
+    assert!(send("after", "10000").is_ok());
+}

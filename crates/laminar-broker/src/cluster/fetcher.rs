@@ -34,7 +34,8 @@ use laminar_cluster::{BrokerId, LeaderEpoch};
 use laminar_data::partition::Partition;
 use laminar_protocol::ErrorCode;
 
-const FETCH_VERSION: i16 = 12;
+/// v15: the follower names itself with its broker epoch (KIP-903), as the leader requires.
+const FETCH_VERSION: i16 = 15;
 const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
 const LIST_OFFSETS_VERSION: i16 = 4;
 /// How long a fetch waits at the leader for new records.
@@ -397,11 +398,27 @@ async fn fetch_once(
     };
     p.log_start_offset = log.log_start().0;
     p.partition_max_bytes = PARTITION_MAX_BYTES;
+    // From v13 the leader knows the topic by its id only.
+    let Some(meta) = b.topics.get(topic) else {
+        return Ok(Fetched::Retry(ErrorCode::UnknownTopicOrPartition.code()));
+    };
     let mut t = FetchTopic::default();
-    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.topic_id = crate::handlers::uuid(meta.uuid());
     t.partitions = vec![p];
+    // This broker's epoch as its own image has it: the leader checks it against its image.
+    let Some(registered) = b
+        .cluster
+        .image()
+        .brokers
+        .get(&BrokerId(b.config.node_id))
+        .map(|x| x.epoch)
+    else {
+        return Ok(Fetched::Retry(ErrorCode::NotLeaderOrFollower.code()));
+    };
     let mut req = FetchRequest::default();
-    req.replica_id = KBrokerId(b.config.node_id);
+    req.replica_id = KBrokerId(-1);
+    req.replica_state.replica_id = KBrokerId(b.config.node_id);
+    req.replica_state.replica_epoch = registered as i64;
     req.max_wait_ms = FETCH_MAX_WAIT_MS;
     req.min_bytes = 1;
     req.max_bytes = FETCH_MAX_BYTES;

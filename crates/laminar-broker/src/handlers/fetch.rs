@@ -85,6 +85,21 @@ pub struct FetchService {
     pub cluster: Arc<Cluster>,
 }
 
+/// A partition's answer before anything is read: no records, no offsets.
+fn answer(partition: i32, code: ErrorCode) -> FetchPartitionResponse<RecordsFile> {
+    FetchPartitionResponse {
+        partition_index: partition,
+        error_code: code.code(),
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start_offset: -1,
+        aborted_transactions: Vec::new(),
+        records: Vec::new(),
+        diverging_epoch: None,
+        current_leader: None,
+    }
+}
+
 /// Reads every requested partition once, except those whose read is stuck (answered with
 /// no records and the offsets known in memory). Runs on the I/O pool; `reading` holds the
 /// index (from 1, over all requested partitions) of the partition being read, 0 between reads.
@@ -110,17 +125,7 @@ fn read_once(
             let (partition, fetch_offset, partition_max_bytes, current_epoch) =
                 (wp.partition, wp.fetch_offset, wp.max_bytes, wp.current_epoch);
             index += 1;
-            let mut p = FetchPartitionResponse {
-                partition_index: partition,
-                error_code: ErrorCode::None.code(),
-                high_watermark: -1,
-                last_stable_offset: -1,
-                log_start_offset: -1,
-                aborted_transactions: Vec::new(),
-                records: Vec::new(),
-                diverging_epoch: None,
-                current_leader: None,
-            };
+            let mut p = answer(partition, ErrorCode::None);
             let led = if w.known || !w.name.is_empty() {
                 // A partition placed elsewhere has no log here: not the leader.
                 s.partitions.led(&w.name, partition)
@@ -342,9 +347,18 @@ pub async fn handle(
             .collect(),
     );
     // A follower's fetch offset acknowledges everything before it (on its disk): taken
-    // before any read or wait, so that `acks=all` producers waiting on it go on now.
+    // before any read or wait, so that `acks=all` producers waiting on it go on now. Only a
+    // registered broker's is: a client naming a follower would otherwise move the high
+    // watermark past what that follower holds, and read past it.
     let follower = r.replica_id >= 0;
     if follower {
+        if let Err(why) = registered_follower(s, version, r.replica_id, r.replica_epoch) {
+            crate::warn!(
+                "fetch from {client_id} as broker {}: refused, {why}",
+                r.replica_id
+            );
+            return refuse_follower(s, version, correlation_id, &wanted);
+        }
         follower_fetched(s, r.replica_id, &wanted);
     }
     let wait = Duration::from_millis(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
@@ -377,16 +391,7 @@ pub async fn handle(
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
             let throttle = s.quotas.record(client_id, QuotaKind::Fetch, total);
-            let mut resp = FetchResponse {
-                throttle_time_ms: throttle.as_millis() as i32,
-                error_code: ErrorCode::None.code(),
-                session_id: 0,
-                topics,
-                node_endpoints: Vec::new(),
-            };
-            if version >= 12 {
-                point_at_leaders(s, version, &mut resp);
-            }
+            let mut resp = response(s, version, topics, throttle.as_millis() as i32);
             if !throttle.is_zero() {
                 // As Kafka does: over its quota, the client gets an empty response at once
                 // with the throttle time, and its connection is muted for that long. The
@@ -401,6 +406,74 @@ pub async fn handle(
         }
         let _ = laminar_net::waiting(tokio::time::timeout(deadline - now, notified)).await;
     }
+}
+
+/// Whether a fetch naming broker `replica_id` comes from that broker as it last registered:
+/// it must say so with its broker epoch (Fetch v15+, KIP-903), which this broker's image must
+/// hold for it. A restarted follower whose new registration this image has not reached yet is
+/// refused until it has (its fetcher retries).
+fn registered_follower(
+    s: &FetchService,
+    version: i16,
+    replica_id: i32,
+    replica_epoch: i64,
+) -> Result<(), String> {
+    if version < 15 {
+        return Err(format!(
+            "Fetch v{version} carries no broker epoch (followers send v15+)"
+        ));
+    }
+    let image = s.cluster.image();
+    match image.brokers.get(&laminar_cluster::BrokerId(replica_id)) {
+        None => Err("no such broker is registered".into()),
+        Some(b) if i64::try_from(b.epoch) != Ok(replica_epoch) => {
+            Err(format!("broker epoch {replica_epoch}, registered at {}", b.epoch))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// A follower's fetch that `registered_follower` refused: every partition NOT_LEADER_OR_FOLLOWER
+/// (as Kafka answers a replica it does not recognise), nothing read, no progress counted.
+fn refuse_follower(
+    s: &FetchService,
+    version: i16,
+    correlation_id: i32,
+    wanted: &[Wanted],
+) -> ResponseFrame<RecordsFile> {
+    let topics = wanted
+        .iter()
+        .map(|w| FetchTopicResponse {
+            name: w.name.clone(),
+            topic_id: w.topic_id,
+            partitions: w
+                .partitions
+                .iter()
+                .map(|wp| answer(wp.partition, ErrorCode::NotLeaderOrFollower))
+                .collect(),
+        })
+        .collect();
+    encode_fetch(version, correlation_id, response(s, version, topics, 0))
+}
+
+/// The response around `topics`, pointing at the leaders where a partition was refused.
+fn response(
+    s: &FetchService,
+    version: i16,
+    topics: Vec<FetchTopicResponse<RecordsFile>>,
+    throttle_time_ms: i32,
+) -> FetchResponse<RecordsFile> {
+    let mut resp = FetchResponse {
+        throttle_time_ms,
+        error_code: ErrorCode::None.code(),
+        session_id: 0,
+        topics,
+        node_endpoints: Vec::new(),
+    };
+    if version >= 12 {
+        point_at_leaders(s, version, &mut resp);
+    }
+    resp
 }
 
 /// KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its

@@ -149,7 +149,12 @@ pub async fn handle(
                 .collect()
         }
         Some(wanted) => {
+            // As Kafka does, a topic asked for twice is answered once (and created once).
+            let mut asked = std::collections::HashSet::new();
             for w in wanted {
+                if !asked.insert((w.name.clone(), w.topic_id)) {
+                    continue;
+                }
                 let found = match (&w.name, w.topic_id) {
                     (Some(name), _) => topics.get(name),
                     (None, Some(id)) => topics.by_id(&id),

@@ -225,7 +225,7 @@ impl GroupMetadataValue {
         let current_state_timestamp_ms = if version >= 2 { r.i64()? } else { -1 };
         // The smallest member: three empty strings and a session timeout, two empty byte
         // arrays, in the narrowest widths (version 4's one-byte lengths).
-        let count = r.array_len(3 + 4 + 2)?;
+        let count = r.array_len::<MemberValue>(3 + 4 + 2)?;
         let mut members = Vec::with_capacity(count);
         for _ in 0..count {
             let member_id = r.string()?;

@@ -107,18 +107,9 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
                 let name = r.string()?;
                 let partitions = r.array(6, |r| {
                     let index = r.i32()?;
-                    // A compact nullable array: 0 is null.
-                    let n = r.uvarint()? as usize;
-                    let replicas = if n == 0 {
-                        None
-                    } else {
-                        if (n - 1) * 4 > r.remaining() {
-                            return Err(ProtocolError::CountTooLarge {
-                                count: n - 1,
-                                remaining: r.remaining(),
-                            });
-                        }
-                        Some((1..n).map(|_| r.i32()).collect::<Result<Vec<i32>>>()?)
+                    let replicas = match r.nullable_array_len::<i32>(4)? {
+                        None => None,
+                        Some(n) => Some((0..n).map(|_| r.i32()).collect::<Result<Vec<i32>>>()?),
                     };
                     r.tagged_fields()?;
                     Ok((index, replicas))
@@ -215,7 +206,10 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
             include_fenced_brokers: v >= 2 && r.bool()?,
         }),
     };
-    r.tagged_fields()?;
+    // Fetch reads its own: from v15 a follower names itself in one of them.
+    if api != ApiKey::Fetch {
+        r.tagged_fields()?;
+    }
     Ok((header, request))
 }
 
@@ -280,32 +274,26 @@ fn api_versions(r: &mut Reader, v: i16) -> Result<ApiVersionsRequest> {
 }
 
 fn metadata(r: &mut Reader, v: i16) -> Result<MetadataRequest> {
-    let n: i64 = if r.is_flexible() {
-        r.uvarint()? as i64 - 1
-    } else {
-        r.i32()? as i64
-    };
-    let topics = if n < 0 || (v == 0 && n == 0) {
-        None
-    } else {
-        if n as usize > r.remaining() {
-            return Err(ProtocolError::CountTooLarge {
-                count: n as usize,
-                remaining: r.remaining(),
-            });
+    // A name is at least its length (two bytes, one when flexible); from v10 an id too.
+    let min_topic_bytes = if v >= 10 { 16 + 1 + 1 } else { 2 };
+    let topics = match r.nullable_array_len::<MetadataTopic>(min_topic_bytes)? {
+        None => None,
+        // v0: an empty array asks for every topic.
+        Some(0) if v == 0 => None,
+        Some(n) => {
+            let mut topics = Vec::with_capacity(n);
+            for _ in 0..n {
+                let topic_id = if v >= 10 { Some(r.uuid()?) } else { None };
+                let name = if v >= 10 {
+                    r.nullable_string()?
+                } else {
+                    Some(r.string()?)
+                };
+                r.tagged_fields()?;
+                topics.push(MetadataTopic { topic_id, name });
+            }
+            Some(topics)
         }
-        let mut topics = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let topic_id = if v >= 10 { Some(r.uuid()?) } else { None };
-            let name = if v >= 10 {
-                r.nullable_string()?
-            } else {
-                Some(r.string()?)
-            };
-            r.tagged_fields()?;
-            topics.push(MetadataTopic { topic_id, name });
-        }
-        Some(topics)
     };
     let allow_auto_topic_creation = if v >= 4 { r.bool()? } else { true };
     if (8..=10).contains(&v) {
@@ -396,8 +384,20 @@ fn fetch(r: &mut Reader, v: i16) -> Result<FetchRequest> {
     if v >= 11 {
         r.string()?; // rack_id
     }
+    // From v15 a follower names itself in ReplicaState (tag 1) with its broker epoch, the
+    // metadata offset of its registration (KIP-903); tag 0 is the cluster id.
+    let (mut replica_id, mut replica_epoch) = (replica_id, -1);
+    r.tagged_fields_with(|tag, field| {
+        if tag == 1 && v >= 15 {
+            replica_id = field.i32()?;
+            replica_epoch = field.i64()?;
+            field.tagged_fields()?;
+        }
+        Ok(())
+    })?;
     Ok(FetchRequest {
         replica_id,
+        replica_epoch,
         max_wait_ms,
         min_bytes,
         max_bytes,
@@ -509,21 +509,9 @@ fn describe_configs(r: &mut Reader, v: i16) -> Result<DescribeConfigsRequest> {
     let resources = r.array(4, |r| {
         let resource_type = r.i8()?;
         let resource_name = r.string()?;
-        let n: i64 = if r.is_flexible() {
-            r.uvarint()? as i64 - 1
-        } else {
-            r.i32()? as i64
-        };
-        let configuration_keys = if n < 0 {
-            None
-        } else {
-            if n as usize > r.remaining() {
-                return Err(ProtocolError::CountTooLarge {
-                    count: n as usize,
-                    remaining: r.remaining(),
-                });
-            }
-            Some((0..n).map(|_| r.string()).collect::<Result<Vec<_>>>()?)
+        let configuration_keys = match r.nullable_array_len::<String>(1)? {
+            None => None,
+            Some(n) => Some((0..n).map(|_| r.string()).collect::<Result<Vec<_>>>()?),
         };
         r.tagged_fields()?;
         Ok(DescribeConfigsResource {
@@ -691,21 +679,10 @@ fn offset_commit(r: &mut Reader, v: i16) -> Result<OffsetCommitRequest> {
 
 /// A nullable array of `(topic, [partition])`.
 fn fetch_topics(r: &mut Reader) -> Result<Option<TopicPartitions>> {
-    let n: i64 = if r.is_flexible() {
-        r.uvarint()? as i64 - 1
-    } else {
-        r.i32()? as i64
-    };
-    if n < 0 {
+    let Some(n) = r.nullable_array_len::<(String, Vec<i32>)>(2 + 4)? else {
         return Ok(None);
-    }
-    if n as usize > r.remaining() {
-        return Err(ProtocolError::CountTooLarge {
-            count: n as usize,
-            remaining: r.remaining(),
-        });
-    }
-    let mut out = Vec::with_capacity(n as usize);
+    };
+    let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
         let partitions = r.array(4, |r| r.i32())?;
@@ -859,4 +836,53 @@ fn alter_client_quotas(r: &mut Reader) -> Result<AlterClientQuotasRequest> {
         entries,
         validate_only,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn encoded<R: Encodable>(key: ApiKey, version: i16, req: &R) -> Bytes {
+        let mut header = kafka_protocol::messages::RequestHeader::default();
+        header.request_api_key = key as i16;
+        header.request_api_version = version;
+        header.client_id = Some(StrBytes::from_static_str("t"));
+        let header_version = kafka_protocol::messages::ApiKey::try_from(key as i16)
+            .unwrap()
+            .request_header_version(version);
+        let mut buf = BytesMut::new();
+        header.encode(&mut buf, header_version).unwrap();
+        req.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    /// A follower names itself in the body up to v14 and in ReplicaState from v15, with its
+    /// broker epoch; a consumer is -1 either way.
+    #[test]
+    fn fetch_replica_from_the_body_or_replica_state() {
+        use kafka_protocol::messages::{BrokerId, FetchRequest as KFetch};
+        for v in [12, 14, 15, 16] {
+            let mut k = KFetch::default();
+            if v >= 15 {
+                k.replica_state.replica_id = BrokerId(3);
+                k.replica_state.replica_epoch = 42;
+            } else {
+                k.replica_id = BrokerId(3);
+            }
+            k.cluster_id = Some(StrBytes::from_static_str("c"));
+            let (_, req) = decode(encoded(ApiKey::Fetch, v, &k)).unwrap();
+            let Request::Fetch(f) = req else {
+                panic!("not a fetch")
+            };
+            assert_eq!(f.replica_id, 3, "v{v}");
+            assert_eq!(f.replica_epoch, if v >= 15 { 42 } else { -1 }, "v{v}");
+            let (_, req) = decode(encoded(ApiKey::Fetch, v, &KFetch::default())).unwrap();
+            let Request::Fetch(f) = req else {
+                panic!("not a fetch")
+            };
+            assert_eq!((f.replica_id, f.replica_epoch), (-1, -1), "v{v}");
+        }
+    }
 }

@@ -410,9 +410,12 @@ pub struct ProducePartition {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FetchRequest {
-    /// A follower's broker id (up to v14; -1 from a consumer, and from v15 on, where
-    /// followers name themselves in a tagged field Laminar's followers do not use).
+    /// A follower's broker id (-1 from a consumer): up to v14 in the request's body, from v15
+    /// in its ReplicaState tagged field.
     pub replica_id: i32,
+    /// A follower's broker epoch (v15+, KIP-903): the metadata offset at which it last
+    /// registered; -1 when not given.
+    pub replica_epoch: i64,
     pub max_wait_ms: i32,
     pub min_bytes: i32,
     pub max_bytes: i32,
