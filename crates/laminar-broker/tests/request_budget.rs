@@ -136,9 +136,10 @@ fn a_budget_smaller_than_the_largest_frame_is_refused_at_startup() {
     assert!(err.to_string().contains("queued.max.request.bytes"), "{err}");
 }
 
-/// Size prefixes alone must not stall everyone: a connection that announces a frame the
-/// budget cannot hold yet waits on its own, and smaller requests of other connections that
-/// fit are read meanwhile (the budget is not a FIFO queue).
+/// Frames partly sent must not stall everyone: a connection whose frame the budget cannot
+/// hold yet waits on its own, and smaller requests of other connections that fit are read
+/// meanwhile (the budget is not a FIFO queue). A size prefix alone holds nothing
+/// (`request_bounds.rs` in the `laminar` crate): the budget is taken as bytes arrive.
 #[test]
 fn a_large_frame_waiting_for_room_does_not_hold_back_small_ones() {
     use std::io::Write;
@@ -146,12 +147,13 @@ fn a_large_frame_waiting_for_room_does_not_hold_back_small_ones() {
         c.socket_request_max_bytes = BUDGET_BYTES;
         c.queued_max_request_bytes = BUDGET_BYTES;
     });
-    // One connection holds most of the budget with a frame it never finishes; a second
-    // waits for room for a whole budget's worth.
+    // One connection holds most of the budget with a frame it never finishes (900 KB of
+    // it sent); a second announces a whole budget's worth and sends a little.
     let mut holder = std::net::TcpStream::connect(&b.addr).unwrap();
     holder
         .write_all(&(BUDGET_BYTES as i32 - 100_000).to_be_bytes())
         .unwrap();
+    holder.write_all(&vec![0u8; 900_000]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (_, body) = http_get(&b.metrics_addr, "/metrics");
@@ -160,12 +162,13 @@ fn a_large_frame_waiting_for_room_does_not_hold_back_small_ones() {
         }
         assert!(
             Instant::now() < deadline,
-            "the announced frame never took its budget"
+            "the bytes sent never took their budget"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut waiter = std::net::TcpStream::connect(&b.addr).unwrap();
     waiter.write_all(&(BUDGET_BYTES as i32).to_be_bytes()).unwrap();
+    waiter.write_all(&[0u8; 50_000]).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     // Small requests from a real client still get through the 100 KB that are left.
     let p = future_producer(&b.addr);

@@ -15,6 +15,7 @@
 //!   `socket.send.chunk.bytes`, yielding between pieces so that one connection's 1 MB fetch
 //!   responses cannot hold a socket thread while other connections wait (seed 003).
 
+mod budget;
 pub mod io_pool;
 pub mod observe;
 pub mod open_files;

@@ -5,12 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use laminar_protocol::frame::split_frame;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::budget::{FrameBudget, Held, RequestBudget};
 use super::observe::{measure_waits, NetMetrics, RequestTimes};
 use super::send::send_response;
 use super::watchdog::{doing, Registry};
@@ -35,14 +36,16 @@ pub struct ServerLimits {
     pub event_loop_stall_threshold: Duration,
 }
 
-/// A frame whose size prefix has been read must arrive whole within this long, or the
-/// connection is closed: its share of `queued_max_request_bytes` is held meanwhile.
+/// A frame begun must arrive whole within this long, or the connection is closed: what it
+/// has sent holds its share of `queued_max_request_bytes` meanwhile.
 pub const FRAME_READ_TIMEOUT_MS: u64 = 60_000;
 /// A response must be written within this long, or the connection is closed: a client that
 /// stops reading must not keep its tasks (and a clean shutdown) waiting forever.
 pub const RESPONSE_SEND_TIMEOUT_MS: u64 = 60_000;
 /// Bytes read from a socket at a time (more once a large frame is under way).
 const READ_CHUNK_BYTES: usize = 16 << 10;
+/// The most read at a time of a large frame under way.
+const LARGE_READ_BYTES: usize = 1 << 20;
 /// How often a connection whose next frame does not fit the budget tries again.
 const BUDGET_RETRY_MS: u64 = 5;
 
@@ -73,7 +76,7 @@ impl ServerHandle {
 /// What one connection's tasks share.
 struct Conn<S> {
     peer: SocketAddr,
-    request_bytes: Arc<Semaphore>,
+    request_bytes: RequestBudget,
     service: Arc<S>,
     limits: ServerLimits,
     io_pool: IoPool,
@@ -98,10 +101,11 @@ pub fn serve<S: Service>(
         limits.queued_max_request_bytes >= limits.socket_request_max_bytes,
         "the request budget must hold the largest frame"
     );
-    let request_bytes = Arc::new(Semaphore::new(limits.queued_max_request_bytes));
+    let request_semaphore = Arc::new(Semaphore::new(limits.queued_max_request_bytes));
     let _ = metrics
         .request_budget
-        .set((request_bytes.clone(), limits.queued_max_request_bytes));
+        .set((request_semaphore.clone(), limits.queued_max_request_bytes));
+    let request_bytes = RequestBudget::new(request_semaphore);
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
         // A token bucket of one second's worth of accepts: a flood waits in the kernel's
@@ -227,24 +231,15 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     let (rd, mut wr) = stream.into_split();
     // Until its first bytes arrive, a connection is this one task, asleep: 10,000 idle
     // connections are 10,000 tasks, not 30,000, and closing them all at once wakes one each.
-    let mut first = BytesMut::new();
-    loop {
-        tokio::select! {
-            ready = rd.readable() => {
-                if ready.is_err() {
-                    return;
-                }
-                first.reserve(READ_CHUNK_BYTES);
-                match rd.try_read_buf(&mut first) {
-                    Ok(0) => return,
-                    Ok(_) => break,
-                    // A spurious wake-up: the connection stays idle, without a buffer.
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => first = BytesMut::new(),
-                    Err(_) => return,
-                }
-            }
-            _ = shutdown.changed() => return,
-        }
+    // The bytes are only looked at here: the reader reads them within the request budget.
+    let mut rd = rd;
+    let mut one = [0u8; 1];
+    tokio::select! {
+        peeked = rd.peek(&mut one) => match peeked {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        },
+        _ = shutdown.changed() => return,
     }
     // Then three tasks: the reader splits frames, the executor handles them one
     // at a time in arrival order (as Kafka does, so appends from one connection keep their
@@ -255,8 +250,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     // Each request carries its share of `queued_max_request_bytes` until its handler is done
     // with it (as Kafka releases a request's buffer), so a client that stops reading its
     // responses does not pin the budget.
-    let (frame_tx, mut frame_rx) =
-        mpsc::channel::<(bytes::Bytes, Instant, OwnedSemaphorePermit)>(inflight / 2);
+    let (frame_tx, mut frame_rx) = mpsc::channel::<(bytes::Bytes, Instant, FrameBudget)>(inflight / 2);
     let (resp_tx, mut resp_rx) = mpsc::channel::<(Pending<S::File>, RequestKind, RequestTimes)>(inflight / 2);
     let wd = watchdog.clone();
     // Until when the reader must not read (a quota's throttle), in ms since `epoch`.
@@ -362,13 +356,12 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     }));
     let reader = doing(&watchdog, "reading requests", Some(peer), async move {
         // Allocated when bytes arrive and dropped once every frame in it is taken, so that an
-        // idle connection holds no buffer (10,000 idle connections cost no 160 MB). The first
-        // bytes were read above.
-        let mut buf = first;
-        // The budget of the frame being read, taken as soon as its size is known and before
-        // its body is buffered.
-        let mut budget: Option<OwnedSemaphorePermit> = None;
-        let mut frame_deadline = tokio::time::Instant::now();
+        // idle connection holds no buffer (10,000 idle connections cost no 160 MB).
+        let mut buf = BytesMut::new();
+        // What the buffered bytes hold of the request budget, taken as they are read.
+        let mut held = Held::default();
+        // A frame begun must arrive whole by then.
+        let mut frame_deadline: Option<tokio::time::Instant> = None;
         'read: loop {
             loop {
                 let muted_ms = muted_until_ms.load(Ordering::Relaxed);
@@ -380,36 +373,11 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                         _ = shutdown.changed() => break 'read,
                     }
                 }
-                if budget.is_none() {
-                    if let Some(size) = valid_frame_size(&buf, limits.socket_request_max_bytes) {
-                        // Not a FIFO wait: a large frame waiting for room must not hold back
-                        // the smaller frames of other connections that fit now.
-                        let permit = loop {
-                            match request_bytes.clone().try_acquire_many_owned(size) {
-                                Ok(p) => break p,
-                                Err(TryAcquireError::NoPermits) => tokio::select! {
-                                    _ = tokio::time::sleep(Duration::from_millis(BUDGET_RETRY_MS)) => {}
-                                    _ = shutdown.changed() => break 'read,
-                                    _ = frame_tx.closed() => break 'read,
-                                },
-                                Err(TryAcquireError::Closed) => unreachable!("the budget is never closed"),
-                            }
-                        };
-                        metrics.note_request_bytes();
-                        budget = Some(permit);
-                        // The frame's memory is budgeted now: read it into one allocation.
-                        let frame_bytes = 4 + size as usize;
-                        if buf.capacity() < frame_bytes {
-                            buf.reserve(frame_bytes - buf.len());
-                        }
-                        frame_deadline =
-                            tokio::time::Instant::now() + Duration::from_millis(FRAME_READ_TIMEOUT_MS);
-                    }
-                }
                 match split_frame(&mut buf, limits.socket_request_max_bytes) {
                     Ok(Some(frame)) => {
-                        let permit = budget.take().expect("a whole frame had its size read first");
-                        if frame_tx.send((frame, Instant::now(), permit)).await.is_err() {
+                        let share = held.take_frame(&request_bytes, 4 + frame.len());
+                        frame_deadline = None;
+                        if frame_tx.send((frame, Instant::now(), share)).await.is_err() {
                             break 'read;
                         }
                     }
@@ -425,23 +393,41 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
             }
             if buf.is_empty() {
                 buf = BytesMut::new();
+            } else if frame_deadline.is_none() {
+                frame_deadline =
+                    Some(tokio::time::Instant::now() + Duration::from_millis(FRAME_READ_TIMEOUT_MS));
             }
+            // The rest of the frame under way, once its size is known.
+            let frame_left = frame_size(&buf).map(|size| 4 + size - buf.len());
+            let want = frame_left.map_or(READ_CHUNK_BYTES, |left| {
+                left.clamp(READ_CHUNK_BYTES, LARGE_READ_BYTES)
+            });
             tokio::select! {
                 ready = rd.readable() => {
                     if ready.is_err() {
                         break;
                     }
-                    if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
-                        buf.reserve(READ_CHUNK_BYTES);
+                    let room = held.room(&request_bytes, want, frame_left);
+                    if room == 0 {
+                        // Not a FIFO wait: a large frame waiting for room must not hold back
+                        // the smaller frames of other connections that fit now.
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_millis(BUDGET_RETRY_MS)) => continue,
+                            _ = shutdown.changed() => break 'read,
+                            _ = frame_tx.closed() => break 'read,
+                        }
                     }
-                    match rd.try_read_buf(&mut buf) {
+                    buf.reserve(room);
+                    let read = match rd.try_read_buf(&mut (&mut buf).limit(room)) {
                         Ok(0) => break,
-                        Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
                         Err(_) => break,
-                    }
+                    };
+                    held.keep(read);
+                    metrics.note_request_bytes();
                 }
-                _ = tokio::time::sleep_until(frame_deadline), if budget.is_some() => {
+                _ = tokio::time::sleep_until(frame_deadline.unwrap_or_else(tokio::time::Instant::now)), if frame_deadline.is_some() => {
                     metrics.connections_closed_for_errors_total.fetch_add(1, Ordering::Relaxed);
                     laminar_metrics::warn!(
                         "closing connection from {peer}: a frame was not received whole within {FRAME_READ_TIMEOUT_MS} ms"
@@ -459,10 +445,9 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
     let _ = writer.await;
 }
 
-/// The size of the frame at the front of `buf`, once its 4-byte prefix is there and if
-/// `split_frame` will accept it (it reports the errors).
-fn valid_frame_size(buf: &[u8], max_bytes: usize) -> Option<u32> {
+/// The size of the frame at the front of `buf`, once its 4-byte prefix is there (a size
+/// `split_frame` refuses has closed the connection before this is asked).
+fn frame_size(buf: &[u8]) -> Option<usize> {
     let prefix: [u8; 4] = buf.get(..4)?.try_into().ok()?;
-    let size = i32::from_be_bytes(prefix);
-    (size > 0 && size as usize <= max_bytes).then_some(size as u32)
+    usize::try_from(i32::from_be_bytes(prefix)).ok()
 }

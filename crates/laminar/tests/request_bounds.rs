@@ -96,3 +96,34 @@ fn requests_of_empty_names_do_not_decode_into_many_times_their_size() {
     produce_one(&broker.addr, "bounded");
     broker.terminate();
 }
+
+/// Issue 29, item 5: three connections announce frames adding up to the whole request budget
+/// (100, 100 and 56 MiB of the default 256 MiB) and send nothing more. The budget is taken as
+/// bytes arrive, so they hold only their size prefixes: another client's produce is answered
+/// as it is without them (before, the announcements held the budget for the 60 s a frame
+/// may take, and a new client could not finish ApiVersions).
+#[test]
+fn frames_announced_and_never_sent_hold_no_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    common::create_topic(&broker.addr, "announced", 1);
+    let alone = produce_one(&broker.addr, "announced");
+    let silent: Vec<TcpStream> = [100u32 << 20, 100 << 20, 56 << 20]
+        .iter()
+        .map(|size| {
+            let mut s = TcpStream::connect(&broker.addr).unwrap();
+            s.write_all(&size.to_be_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // Time for the broker to read the announcements.
+    std::thread::sleep(Duration::from_millis(200));
+    let beside = produce_one(&broker.addr, "announced");
+    eprintln!("a new producer's first record: {alone:?} alone, {beside:?} beside the announced frames");
+    assert!(
+        beside < Duration::from_secs(5),
+        "a produce beside frames announced and never sent took {beside:?}"
+    );
+    drop(silent);
+    broker.terminate();
+}
