@@ -242,3 +242,73 @@ fn idle_producer_state_expires_and_the_producer_carries_on() {
         .unwrap();
     assert_eq!(high, 10, "every record once");
 }
+
+/// Issue 29, item 6: any client can send batches under producer ids of its choosing with
+/// sequence 0, and each id's state was kept for a day. A partition keeps at most
+/// `PRODUCERS_PER_PARTITION_MAX`: a flood of made-up ids forgets the producers that
+/// appended least recently, and a real idempotent producer among them (librdkafka) whose
+/// state went gets UNKNOWN_PRODUCER_ID, starts its sequence again, and delivers every record
+/// once.
+#[test]
+fn made_up_producer_ids_do_not_grow_the_state_without_bound() {
+    use common::raw::*;
+    use laminar_data::producers::PRODUCERS_PER_PARTITION_MAX;
+    use std::io::{Read, Write};
+    let broker = TestBroker::start();
+    let p = producer(
+        &broker.addr,
+        &[("enable.idempotence", "true"), ("linger.ms", "0")],
+    );
+    for i in 0..5 {
+        send(&p, "flooded", Some(0), &make_record(i));
+    }
+    flush(&p);
+    assert_eq!(producers_on(&broker.addr, "flooded"), 1);
+
+    let made_up = PRODUCERS_PER_PARTITION_MAX + 1_000;
+    let mut s = TcpStream::connect(&broker.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    for chunk in (0..made_up).collect::<Vec<_>>().chunks(100) {
+        let mut frames = Vec::new();
+        for i in chunk {
+            frames.extend(produce_v3("flooded", &idempotent_batch(1_000_000 + *i as i64, 0)));
+        }
+        s.write_all(&frames).unwrap();
+        for _ in chunk {
+            let mut size = [0u8; 4];
+            s.read_exact(&mut size).unwrap();
+            let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+            s.read_exact(&mut body).unwrap();
+            assert_eq!(produce_error(&body, "flooded"), 0);
+        }
+    }
+    let kept = producers_on(&broker.addr, "flooded");
+    assert!(
+        kept <= PRODUCERS_PER_PARTITION_MAX,
+        "{kept} producers' states kept for {} producers",
+        made_up + 1
+    );
+
+    for i in 5..10 {
+        send(&p, "flooded", Some(0), &make_record(i));
+    }
+    flush(&p);
+    let got = consume(
+        &broker.addr,
+        "flooded",
+        0,
+        10 + 3 * made_up,
+        Duration::from_secs(60),
+    );
+    let mine: Vec<&[u8]> = got
+        .iter()
+        .filter_map(|r| r.value.as_deref())
+        .filter(|v| v.starts_with(b"value-"))
+        .collect();
+    let distinct: std::collections::HashSet<&[u8]> = mine.iter().copied().collect();
+    assert_eq!(
+        (mine.len(), distinct.len()),
+        (10, 10),
+        "every record of the real producer once"
+    );
+}

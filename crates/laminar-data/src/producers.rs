@@ -4,13 +4,23 @@
 //! the same job as the append, so check and append are atomic per partition.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use laminar_protocol::ErrorCode;
 
 /// Batches remembered per producer and partition (Kafka's max in-flight for idempotence).
 pub const BATCHES_REMEMBERED_MAX: usize = 5;
+
+/// Producers remembered per partition. Any client can send a batch under a producer id of
+/// its choosing with sequence 0, and each one was kept for `producer.id.expiration.ms` (a
+/// day): a flood of ids grew the broker without bound. Past this, the producers that
+/// appended here least recently are forgotten (as Redpanda's `max_concurrent_producer_ids`
+/// evicts): such a producer's next batch gets UNKNOWN_PRODUCER_ID, as after expiration, and
+/// it starts its sequence again. About 2 MB per partition when full.
+pub const PRODUCERS_PER_PARTITION_MAX: usize = 10_000;
+/// Forgotten at once when the state is full: one scan per this many new producers.
+const PRODUCERS_EVICTED_AT_ONCE: usize = PRODUCERS_PER_PARTITION_MAX / 16;
 
 #[derive(Debug, Clone, Copy)]
 struct BatchSeq {
@@ -21,6 +31,8 @@ struct BatchSeq {
 
 #[derive(Debug)]
 struct PartitionProducer {
+    /// When it last appended here, in `StateInner::touches`: the least recent go first.
+    touched: u64,
     epoch: i16,
     batches: VecDeque<BatchSeq>,
     /// The largest record timestamp of the last batch appended (DescribeProducers).
@@ -33,6 +45,7 @@ struct PartitionProducer {
 impl Default for PartitionProducer {
     fn default() -> Self {
         PartitionProducer {
+            touched: 0,
             epoch: 0,
             batches: VecDeque::new(),
             last_timestamp_ms: 0,
@@ -99,6 +112,31 @@ struct StateInner {
     /// refused (KIP-890's verification guard).
     guards: HashMap<i64, Guard>,
     next_guard: u64,
+    /// Counts the batches and markers taken, to order producers by their last.
+    touches: u64,
+}
+
+/// Producers and verification guards forgotten because a partition's state was full
+/// (`laminar_producer_states_evicted_total`).
+pub static PRODUCERS_EVICTED: AtomicU64 = AtomicU64::new(0);
+
+/// Before `pid` is added to a full `map`: forgets the entries least recently used (the
+/// lowest `used`), a sixteenth at a time, so that a flood of new ids costs one scan each
+/// `PRODUCERS_EVICTED_AT_ONCE` of them. Counted and logged.
+fn make_room<V>(map: &mut HashMap<i64, V>, pid: i64, used: impl Fn(&V) -> u64, what: &str) {
+    if map.len() < PRODUCERS_PER_PARTITION_MAX || map.contains_key(&pid) {
+        return;
+    }
+    let mut ages: Vec<u64> = map.values().map(&used).collect();
+    let (_, nth, _) = ages.select_nth_unstable(PRODUCERS_EVICTED_AT_ONCE);
+    let below = *nth;
+    let before = map.len();
+    map.retain(|_, v| used(v) >= below);
+    let n = before - map.len();
+    PRODUCERS_EVICTED.fetch_add(n as u64, Ordering::Relaxed);
+    laminar_metrics::warn!(
+        "a partition's producer state was full ({PRODUCERS_PER_PARTITION_MAX}): forgot the {n} {what} least recently used"
+    );
 }
 
 /// A verification guard (see `StateInner::guards`).
@@ -187,6 +225,8 @@ impl ProducerState {
     /// coordinator is asked about it. Returns its token.
     pub fn guard(&self, producer_id: i64, epoch: i16) -> u64 {
         let mut state = self.inner.lock().unwrap();
+        // The oldest guards go first: their batches are refused and retried, never let in.
+        make_room(&mut state.guards, producer_id, |g| g.token, "verification guards");
         state.next_guard += 1;
         let token = state.next_guard;
         let set_ms = laminar_storage::now_ms();
@@ -271,6 +311,17 @@ impl ProducerState {
 }
 
 impl StateInner {
+    /// The state of producer `pid`, made if it has none; the producers that appended least
+    /// recently are forgotten first if the state is full.
+    fn producer(&mut self, pid: i64) -> &mut PartitionProducer {
+        make_room(&mut self.producers, pid, |p| p.touched, "producers");
+        self.touches += 1;
+        let touched = self.touches;
+        let p = self.producers.entry(pid).or_default();
+        p.touched = touched;
+        p
+    }
+
     fn record(&mut self, batch: ProducerBatch, base_offset: i64) {
         let ProducerBatch {
             producer_id: pid,
@@ -279,7 +330,7 @@ impl StateInner {
             last_seq,
             max_timestamp_ms,
         } = batch;
-        let p = self.producers.entry(pid).or_default();
+        let p = self.producer(pid);
         if epoch > p.epoch {
             p.batches.clear();
             p.epoch = epoch;
@@ -297,7 +348,7 @@ impl StateInner {
 
     fn on_marker(&mut self, producer_id: i64, epoch: i16, coordinator_epoch: i32, timestamp_ms: i64) {
         self.guards.remove(&producer_id);
-        let p = self.producers.entry(producer_id).or_default();
+        let p = self.producer(producer_id);
         if epoch > p.epoch || p.batches.is_empty() {
             p.batches.clear();
             p.epoch = epoch;

@@ -254,6 +254,14 @@ impl BrokerMetrics {
             [(&[][..], LARGE_BATCHES_REFUSED.load(Ordering::Relaxed))],
         );
         e.counters(
+            "laminar_producer_states_evicted_total",
+            "Idempotent producers' states (and transactional verification guards) forgotten because a partition already held 10,000: each such producer's next batch gets UNKNOWN_PRODUCER_ID and it starts its sequence again.",
+            [(
+                &[][..],
+                laminar_data::producers::PRODUCERS_EVICTED.load(Ordering::Relaxed),
+            )],
+        );
+        e.counters(
             "laminar_storage_job_panics_total",
             "Storage jobs (appends) that panicked: each failed its request, and its thread carried on.",
             [(
