@@ -49,6 +49,7 @@ pub struct RunningBroker {
     server: ServerHandle,
     retention: tokio::task::JoinHandle<()>,
     producer_expiry: tokio::task::JoinHandle<()>,
+    offline_logs: tokio::task::JoinHandle<()>,
     group_timer: tokio::task::JoinHandle<()>,
     group_writer: tokio::task::JoinHandle<()>,
     txn_timer: tokio::task::JoinHandle<()>,
@@ -61,6 +62,8 @@ pub struct RunningBroker {
 
 /// How often session and rebalance timeouts are checked.
 const GROUP_TICK_MS: u64 = 50;
+/// How often logs gone offline are looked for, to tell the controller.
+const OFFLINE_LOG_CHECK_MS: u64 = 100;
 
 impl RunningBroker {
     /// Opens the store (recovering it if needed), binds the listener and starts serving.
@@ -307,6 +310,17 @@ impl RunningBroker {
             }
         });
         let b = broker.clone();
+        // A log a failed fsync took offline must not keep its leadership (nor its place in
+        // the ISR): the controller moves them.
+        let offline_logs = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(OFFLINE_LOG_CHECK_MS)).await;
+                for id in b.store.take_offline() {
+                    tokio::spawn(b.cluster.clone().replica_offline(id.topic, id.partition as i32));
+                }
+            }
+        });
+        let b = broker.clone();
         let producer_expiry = tokio::spawn(async move {
             let interval = Duration::from_millis(b.config.producer_id_expiration_check_interval_ms);
             loop {
@@ -401,6 +415,7 @@ impl RunningBroker {
             server,
             retention,
             producer_expiry,
+            offline_logs,
             group_timer,
             group_writer,
             txn_timer,
@@ -435,6 +450,7 @@ impl RunningBroker {
         }
         self.retention.abort();
         self.producer_expiry.abort();
+        self.offline_logs.abort();
         self.group_timer.abort();
         self.group_writer.abort();
         self.txn_timer.abort();

@@ -89,9 +89,29 @@ pub struct PartitionInfo {
     pub adding: Vec<BrokerId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing: Vec<BrokerId>,
+    /// Replicas whose log went offline (a failed fsync) on the broker as it runs now: they
+    /// lead nothing and join no ISR until that broker registers again (its restart
+    /// recovers the log).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offline: Vec<BrokerId>,
 }
 
 impl PartitionInfo {
+    /// Whether `r` may lead: an ISR member, live, with its log online.
+    fn may_lead(&self, r: BrokerId, live: &[BrokerId]) -> bool {
+        self.isr.contains(&r) && live.contains(&r) && !self.offline.contains(&r)
+    }
+
+    /// The first replica, in preference order, that may lead (`NO_LEADER` if none), leaving
+    /// out `except`.
+    fn first_to_lead(&self, live: &[BrokerId], except: Option<BrokerId>) -> BrokerId {
+        self.replicas
+            .iter()
+            .copied()
+            .find(|r| Some(*r) != except && self.may_lead(*r, live))
+            .unwrap_or(NO_LEADER)
+    }
+
     /// Where the partition is headed: its replicas once a reassignment in progress is done.
     pub fn target(&self) -> Vec<BrokerId> {
         self.replicas
@@ -224,6 +244,15 @@ pub enum Command {
         topic: String,
         partition: i32,
     },
+    /// `broker`'s log of the partition went offline (a failed fsync) while it ran as
+    /// `incarnation`: it leaves the ISR (unless it is the last member, KIP-841) and its
+    /// leadership moves to a replica that may lead, until it registers again.
+    ReplicaOffline {
+        topic: String,
+        partition: i32,
+        broker: BrokerId,
+        incarnation: String,
+    },
 }
 
 /// Whose configs a change is for.
@@ -341,6 +370,9 @@ impl ClusterImage {
                 // ISR must move before the new one, which may have lost unflushed data,
                 // serves anything.
                 self.fence(*id);
+                for p in self.topics.values_mut().flat_map(|t| t.partitions.iter_mut()) {
+                    p.offline.retain(|r| r != id);
+                }
                 self.brokers.insert(
                     *id,
                     BrokerInfo {
@@ -476,6 +508,12 @@ impl ClusterImage {
                 }
                 CommandResult::ok()
             }
+            Command::ReplicaOffline {
+                topic,
+                partition,
+                broker,
+                incarnation,
+            } => self.replica_offline(topic, *partition, *broker, incarnation),
             Command::ElectPreferredLeader { topic, partition } => {
                 let live = self.live_brokers();
                 let Some(p) = usize::try_from(*partition)
@@ -494,7 +532,7 @@ impl ClusterImage {
                         format!("broker {preferred}, the preferred replica, leads"),
                     );
                 }
-                if !p.isr.contains(&preferred) || !live.contains(&preferred) {
+                if !p.may_lead(preferred, &live) {
                     return CommandResult::err(
                         ErrorCode::PreferredLeaderNotAvailable.code(),
                         format!("broker {preferred}, the preferred replica, is not live and in sync"),
@@ -561,16 +599,63 @@ impl ClusterImage {
                 format!("ISR {isr:?} of replicas {:?}", p.replicas),
             );
         }
-        // A fenced broker joins no ISR (KIP-841): it could not lead.
-        if let Some(r) = isr.iter().find(|r| !p.isr.contains(r) && !live.contains(r)) {
+        // A fenced broker joins no ISR (KIP-841): it could not lead. Nor does a replica whose
+        // log went offline.
+        if let Some(r) = isr
+            .iter()
+            .find(|r| !p.isr.contains(r) && (!live.contains(r) || p.offline.contains(r)))
+        {
             return CommandResult::err(
                 ErrorCode::IneligibleReplica.code(),
-                format!("broker {r} is fenced"),
+                format!("broker {r} is fenced, or its log of {topic}-{partition} is offline"),
             );
         }
         p.isr = isr.to_vec();
         p.partition_epoch += 1;
         Self::complete_reassignment(p, &live);
+        CommandResult::ok()
+    }
+
+    fn replica_offline(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        broker: BrokerId,
+        incarnation: &str,
+    ) -> CommandResult {
+        if self
+            .brokers
+            .get(&broker)
+            .is_none_or(|b| b.incarnation != incarnation)
+        {
+            return CommandResult::err(
+                ErrorCode::StaleBrokerEpoch.code(),
+                format!("broker {broker} has registered again since"),
+            );
+        }
+        let live = self.live_brokers();
+        let p = match self.partition_mut(topic, partition) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        if !p.replicas.contains(&broker) {
+            return CommandResult::err(
+                ErrorCode::NotLeaderOrFollower.code(),
+                format!("broker {broker} holds no replica of {topic}-{partition}"),
+            );
+        }
+        if p.offline.contains(&broker) {
+            return CommandResult::ok();
+        }
+        p.offline.push(broker);
+        if p.isr.contains(&broker) && p.isr.len() > 1 {
+            p.isr.retain(|r| *r != broker);
+        }
+        if p.leader == broker {
+            p.leader = p.first_to_lead(&live, Some(broker));
+            p.leader_epoch = p.leader_epoch.next();
+        }
+        p.partition_epoch += 1;
         CommandResult::ok()
     }
 
@@ -663,12 +748,7 @@ impl ClusterImage {
         if p.replicas.contains(&p.leader) {
             return;
         }
-        p.leader = p
-            .replicas
-            .iter()
-            .copied()
-            .find(|r| p.isr.contains(r) && live.contains(r))
-            .unwrap_or(NO_LEADER);
+        p.leader = p.first_to_lead(live, None);
         p.leader_epoch = p.leader_epoch.next();
     }
 
@@ -707,6 +787,7 @@ impl ClusterImage {
             partition_epoch: 0,
             adding: Vec::new(),
             removing: Vec::new(),
+            offline: Vec::new(),
         }
     }
 
@@ -726,12 +807,7 @@ impl ClusterImage {
                     changed = true;
                 }
                 if p.leader == id {
-                    p.leader = p
-                        .replicas
-                        .iter()
-                        .copied()
-                        .find(|r| *r != id && p.isr.contains(r) && live.contains(r))
-                        .unwrap_or(NO_LEADER);
+                    p.leader = p.first_to_lead(&live, Some(id));
                     p.leader_epoch = p.leader_epoch.next();
                     changed = true;
                 }
@@ -748,7 +824,11 @@ impl ClusterImage {
     fn unfence(&mut self, id: BrokerId) {
         for t in self.topics.values_mut() {
             for p in &mut t.partitions {
-                if p.leader == NO_LEADER && p.isr.contains(&id) && p.replicas.contains(&id) {
+                if p.leader == NO_LEADER
+                    && p.isr.contains(&id)
+                    && p.replicas.contains(&id)
+                    && !p.offline.contains(&id)
+                {
                     p.leader = id;
                     p.leader_epoch = p.leader_epoch.next();
                     p.partition_epoch += 1;
@@ -850,6 +930,12 @@ mod tests {
         image
     }
 
+    /// Applies `c` as the next version.
+    fn apply(image: &mut ClusterImage, c: Command) -> CommandResult {
+        let v = image.version + 1;
+        image.apply(v, &c)
+    }
+
     fn create(image: &mut ClusterImage, assignments: Vec<Vec<BrokerId>>) -> CommandResult {
         let v = image.version + 1;
         image.apply(
@@ -888,14 +974,75 @@ mod tests {
         assert_eq!(p.partition_epoch, 1);
     }
 
+    /// Issue 29, item 3: a replica whose log went offline leaves the ISR and its leadership,
+    /// cannot join again while its broker runs, and may again once the broker restarts; a
+    /// partition with no other replica goes offline.
+    #[test]
+    fn a_replica_whose_log_went_offline_leads_nothing_until_its_broker_restarts() {
+        let mut image = image_with(&ids(&[1, 2, 3]));
+        create(&mut image, vec![ids(&[1, 2, 3])]);
+        let offline = |broker: i32, incarnation: &str| Command::ReplicaOffline {
+            topic: "t".into(),
+            partition: 0,
+            broker: BrokerId(broker),
+            incarnation: incarnation.into(),
+        };
+        assert_eq!(
+            apply(&mut image, offline(1, "old")).error_code,
+            ErrorCode::StaleBrokerEpoch
+        );
+        assert_eq!(apply(&mut image, offline(1, "i1")), CommandResult::ok());
+        let p = image.partition("t", 0).unwrap().clone();
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.isr.clone(), p.offline.clone()),
+            (BrokerId(2), LeaderEpoch(1), ids(&[2, 3]), ids(&[1]))
+        );
+        // Broker 2, leading, asks for broker 1 back in the ISR.
+        let rejoin = |p: &PartitionInfo| Command::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: BrokerId(2),
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: ids(&[2, 3, 1]),
+        };
+        assert_eq!(
+            apply(&mut image, rejoin(&p)).error_code,
+            ErrorCode::IneligibleReplica
+        );
+        // Its restart recovered the log: it may join again.
+        apply(
+            &mut image,
+            Command::RegisterBroker {
+                id: BrokerId(1),
+                host: "127.0.0.1".into(),
+                port: 9001,
+                incarnation: "i1b".into(),
+            },
+        );
+        apply(
+            &mut image,
+            Command::UnfenceBroker {
+                id: BrokerId(1),
+                incarnation: "i1b".into(),
+            },
+        );
+        let p = image.partition("t", 0).unwrap().clone();
+        assert!(p.offline.is_empty());
+        assert_eq!(apply(&mut image, rejoin(&p)), CommandResult::ok());
+
+        // A single replica: the partition goes offline, its ISR kept (KIP-841).
+        let mut image = image_with(&ids(&[1]));
+        create(&mut image, vec![ids(&[1])]);
+        assert_eq!(apply(&mut image, offline(1, "i1")), CommandResult::ok());
+        let p = image.partition("t", 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, ids(&[1])));
+    }
+
     #[test]
     fn a_preferred_election_needs_the_first_replica_live_and_in_sync() {
         let mut image = image_with(&ids(&[1, 2, 3]));
         create(&mut image, vec![ids(&[1, 2, 3])]);
-        let apply = |image: &mut ClusterImage, c: Command| {
-            let v = image.version + 1;
-            image.apply(v, &c)
-        };
         let elect = || Command::ElectPreferredLeader {
             topic: "t".into(),
             partition: 0,
@@ -1029,10 +1176,6 @@ mod tests {
     fn a_reassignment_completes_when_its_target_is_in_sync_and_moves_a_removed_leader() {
         let mut image = image_with(&ids(&[1, 2, 3, 4]));
         create(&mut image, vec![ids(&[1, 2, 3])]);
-        let apply = |image: &mut ClusterImage, c: Command| {
-            let v = image.version + 1;
-            image.apply(v, &c)
-        };
         let reassign = |target: Option<Vec<BrokerId>>| Command::ReassignPartition {
             topic: "t".into(),
             partition: 0,
@@ -1106,10 +1249,6 @@ mod tests {
     fn a_reassignment_replacing_one_in_progress_undoes_it_first() {
         let mut image = image_with(&ids(&[1, 2, 3, 4, 5, 6]));
         create(&mut image, vec![ids(&[1, 2, 3])]);
-        let apply = |image: &mut ClusterImage, c: Command| {
-            let v = image.version + 1;
-            image.apply(v, &c)
-        };
         let reassign = |target: Vec<BrokerId>| Command::ReassignPartition {
             topic: "t".into(),
             partition: 0,

@@ -314,6 +314,41 @@ impl Cluster {
         }
     }
 
+    /// This broker's log of `topic`-`partition` went offline (a failed fsync): asks the
+    /// controller to take this replica out of the ISR and its leadership elsewhere, until the
+    /// controller has answered.
+    pub async fn replica_offline(self: Arc<Self>, topic: String, partition: i32) {
+        let command = image::Command::ReplicaOffline {
+            topic: topic.clone(),
+            partition,
+            broker: self.node_id,
+            incarnation: self.incarnation.clone(),
+        };
+        loop {
+            match self.write(command.clone()).await {
+                Ok(r) if r.error_code == ErrorCode::None.code() => {
+                    laminar_metrics::warn!(
+                        "{topic}-{partition}: its log here is offline; the controller moved its leadership and ISR membership off this broker"
+                    );
+                    return;
+                }
+                Ok(r) => {
+                    laminar_metrics::warn!(
+                        "{topic}-{partition}: its log here is offline; the controller answered: {}",
+                        r.message
+                    );
+                    return;
+                }
+                Err(e) => {
+                    laminar_metrics::warn!(
+                        "{topic}-{partition}: telling the controller its log here is offline: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+
     /// Asks the controller for an ISR change this broker, leading, decided; whatever the
     /// outcome, the partition may ask again (a committed change arrives with the image).
     pub async fn change_isr(self: Arc<Self>, change: replica::IsrChange) {

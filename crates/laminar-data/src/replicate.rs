@@ -161,6 +161,7 @@ mod tests {
             partition_epoch: leader_epoch,
             adding: vec![],
             removing: vec![],
+            offline: vec![],
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::backend::{read_exact_at, write_atomically, Storage};
+use crate::backend::{read_exact_at, read_whole, write_atomically, Storage};
 use crate::error::{IoContext, Result};
 use crate::txn::OpenTxns;
 use crate::types::{FilePos, Offset, RecoveryPoint};
@@ -96,6 +96,27 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Option<Checkpoint> {
     let mut buf = vec![0u8; len];
     read_exact_at(file.as_ref(), &mut buf, 0).ok()?;
     decode(&buf)
+}
+
+/// Written when the log goes offline (a failed fsync): the point its last successful fsync
+/// covered. Recovery trusts nothing after it (see `log/recover.rs`). Not synced, and need
+/// not be: it matters to a restart of the process while the kernel keeps its page cache
+/// (which still shows what never reached the disk); after a power cut recovery reads what
+/// the disk holds.
+pub const DURABLE_BEFORE_FAILURE_FILE: &str = "durable-before-failure";
+
+pub fn write_durable_before_failure(storage: &dyn Storage, dir: &Path, rp: &RecoveryPoint) -> Result<()> {
+    let path = dir.join(DURABLE_BEFORE_FAILURE_FILE);
+    let bytes = encode(rp, &OpenTxns::default());
+    let file = storage.open(&path, true).ctx("create", &path)?;
+    file.set_len(0).ctx("truncate", &path)?;
+    file.write_all_at(&bytes, 0).ctx("write", &path)
+}
+
+/// The point a failed fsync left this log durable to, if one failed since it last recovered.
+pub fn read_durable_before_failure(storage: &dyn Storage, dir: &Path) -> Option<RecoveryPoint> {
+    let bytes = read_whole(storage, &dir.join(DURABLE_BEFORE_FAILURE_FILE)).ok()??;
+    decode(&bytes).map(|c| c.point)
 }
 
 pub fn write(storage: &dyn Storage, dir: &Path, rp: &RecoveryPoint, open: &OpenTxns) -> Result<()> {

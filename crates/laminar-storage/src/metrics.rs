@@ -47,4 +47,7 @@ pub struct StorageMetrics {
     pub cleaner_failures: std::sync::atomic::AtomicU64,
     /// The time of one whole pass.
     pub cleaner_pass_us: LatencyHistogram,
+    /// The names of logs gone offline that the broker has not taken yet
+    /// (`Store::take_offline`).
+    pub went_offline: std::sync::Mutex<Vec<String>>,
 }

@@ -154,6 +154,15 @@ impl Store {
         self.opened_clean
     }
 
+    /// The logs that went offline since the last call (a failed fsync): their replicas here
+    /// should lead and count in no ISR any more.
+    pub fn take_offline(&self) -> Vec<LogId> {
+        std::mem::take(&mut *self.metrics.went_offline.lock().unwrap())
+            .iter()
+            .filter_map(|name| LogId::parse_dir_name(name))
+            .collect()
+    }
+
     pub fn metrics(&self) -> &Arc<StorageMetrics> {
         &self.metrics
     }

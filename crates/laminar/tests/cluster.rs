@@ -35,15 +35,20 @@ impl Cluster {
 
     /// As `start`, every node also given `settings` (`key=value`).
     fn start_with(n: i32, settings: &[&str]) -> Cluster {
+        Cluster::start_in(n, settings, &[])
+    }
+
+    /// As `start_with`, the nodes named in `dirs` keeping their data there.
+    fn start_in(n: i32, settings: &[&str], dirs: &[(i32, std::path::PathBuf)]) -> Cluster {
         for _ in 0..5 {
-            if let Some(c) = Cluster::try_start(n, settings) {
+            if let Some(c) = Cluster::try_start(n, settings, dirs) {
                 return c;
             }
         }
         panic!("no free ports for a cluster of {n} in five tries");
     }
 
-    fn try_start(n: i32, settings: &[&str]) -> Option<Cluster> {
+    fn try_start(n: i32, settings: &[&str], dirs: &[(i32, std::path::PathBuf)]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
         let voters: Vec<String> = (1..=n)
             .map(|id| format!("{id}@127.0.0.1:{}", free_port()))
@@ -54,7 +59,10 @@ impl Cluster {
                 .map(|id| Node {
                     id,
                     listen: format!("127.0.0.1:{}", free_port()),
-                    dir: dir.path().join(format!("node{id}")),
+                    dir: dirs.iter().find(|(d, _)| *d == id).map_or_else(
+                        || dir.path().join(format!("node{id}")),
+                        |(_, p)| p.join(format!("try{}", free_port())),
+                    ),
                     serve: None,
                 })
                 .collect(),
@@ -1653,4 +1661,77 @@ fn a_client_posing_as_a_follower_acknowledges_nothing() {
     // The real followers still count.
     wait_in_sync(&c, li, "posed", 0, &[1, 2, 3]);
     assert!(send("after", "10000").is_ok());
+}
+
+/// Issue 29, item 3: a leader whose fsync fails takes its log offline, and the controller is
+/// told: the leadership moves to an in-sync replica and the broker leaves the ISR, so that
+/// an idempotent `acks=all` producer's retries go on there, and every record acknowledged
+/// is read back once. (Before, the partition kept its leader, whose log refused every
+/// append with KAFKA_STORAGE_ERROR until the producer gave up.) Node 1's data directory is
+/// on laminar-faultfs, which fails its fsyncs of the partition's files with EIO.
+#[test]
+fn a_leader_whose_fsync_fails_hands_its_leadership_over() {
+    use laminar_faultfs::{Mount, Options};
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
+    let c = Cluster::start_in(3, &[], &[(1, mnt.clone())]);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let topic = NewTopic::new("failing", 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    for r in block(a.create_topics([&topic], &opts)).unwrap() {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    // The partition node 1 leads (three partitions of three replicas: one each).
+    let led = (0..3)
+        .find(|p| {
+            let _ = wait_in_sync(&c, 0, "failing", *p, &[1, 2, 3]);
+            placement(c.addr(0), "failing", *p).is_some_and(|(leader, _)| leader == 1)
+        })
+        .expect("node 1 leads a partition");
+    for p in 0..3 {
+        let _ = wait_placed_everywhere(&c, "failing", p);
+    }
+    let before = values("before", 300);
+    produce_values(&c.bootstrap(), "failing", 3, before.clone());
+
+    mount
+        .command(&format!("fail fsync **/failing-{led}/* EIO"))
+        .unwrap();
+    // Retried for 30 s at most: a leadership that stays fails them.
+    let after = values("after", 300);
+    {
+        use rdkafka::producer::{FutureProducer, FutureRecord};
+        let p: FutureProducer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", c.bootstrap())
+            .set("enable.idempotence", "true")
+            .set("message.timeout.ms", "30000")
+            .create()
+            .unwrap();
+        block(async {
+            let sends: Vec<_> = after
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    p.send_result(
+                        FutureRecord::<(), _>::to("failing")
+                            .payload(v)
+                            .partition(i as i32 % 3),
+                    )
+                    .unwrap()
+                })
+                .collect();
+            for s in sends {
+                s.await.unwrap().expect("delivered within 30 s");
+            }
+        });
+    }
+    let (leader, isr) = placement(c.addr(1), "failing", led).unwrap();
+    assert!(leader != 1 && !isr.contains(&1), "leader {leader}, ISR {isr:?}");
+    let mut want: Vec<String> = before.into_iter().chain(after).collect();
+    want.sort();
+    let got = sorted_values(read_to_end(c.addr(1), "failing", 3, "read_uncommitted"));
+    assert_eq!(got, want, "every record acknowledged, once");
+    drop(c);
+    mount.unmount().unwrap();
 }

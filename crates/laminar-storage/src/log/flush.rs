@@ -24,6 +24,11 @@ impl Log {
             if offset < st.flushed.next_offset {
                 return FlushWait::ready(Ok(st.flushed.next_offset));
             }
+            // Again under the lock `go_offline` takes the waiters under, after marking the
+            // log offline: a waiter queued once they were taken would never complete.
+            if let Err(e) = self.check_online() {
+                return FlushWait::ready(Err(e));
+            }
             let (wait, completion) = FlushWait::pending();
             st.waiters.push((offset, completion));
             drop(st);

@@ -439,9 +439,26 @@ impl Log {
 
     /// An fsync failed. The page cache may have dropped the dirty pages, so what we believe
     /// is on disk may not be: the log goes offline for good, and never retries the fsync.
+    /// Where its last successful fsync reached is written down, so that recovery cuts the log
+    /// there rather than trust what the page cache still shows after the error (and what an
+    /// fsync on a new descriptor then reports synced although it never reached the disk).
     fn go_offline(&self, err: &StorageError) -> StorageError {
         let reason = err.to_string();
-        *self.offline.lock().unwrap() = Some(reason.clone());
+        let first = self.offline.lock().unwrap().replace(reason.clone()).is_none();
+        if first {
+            if let Some(dir_name) = self.dir.file_name() {
+                let dir_name = dir_name.to_string_lossy().into_owned();
+                self.metrics.went_offline.lock().unwrap().push(dir_name);
+            }
+            let durable = self.flush_state.lock().unwrap().flushed;
+            if let Err(e) =
+                checkpoint::write_durable_before_failure(self.storage.as_ref(), &self.dir, &durable)
+            {
+                // The disk may be gone: recovery then validates from the checkpoint, which
+                // is at or below this point, and trusts what it reads.
+                laminar_metrics::warn!("log {}: recording where it is durable to: {e}", self.name);
+            }
+        }
         let offline = StorageError::Offline {
             log: self.name.clone(),
             reason,

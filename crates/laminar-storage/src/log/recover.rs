@@ -91,6 +91,13 @@ pub(super) fn recover(
         recovery_point,
         ..Default::default()
     };
+    // A failed fsync took this log offline: what it wrote after its last successful fsync
+    // may have reached only the page cache, which still shows it after the error (and an
+    // fsync on a new descriptor then succeeds without writing it: PostgreSQL's 2018
+    // "fsyncgate"). None of it is trusted: the log is cut there before anything is read.
+    if let Some(durable) = checkpoint::read_durable_before_failure(storage, dir) {
+        cut_at_durable(storage, dir, &mut bases, durable, &mut report)?;
+    }
     if bases.is_empty() {
         // A new log starts at 0; one emptied to start again elsewhere (a follower behind its
         // leader's log start) at the start it recorded.
@@ -198,6 +205,42 @@ pub(super) fn recover(
     let end = segments.last().map_or(Offset(0), |s| s.next_offset());
     open_txns.retain(|first| first < end);
     Ok((segments, report, open_txns))
+}
+
+/// Cuts the log in `dir` at `durable`, where its last successful fsync reached before one
+/// failed: later segments go, the segment it is in ends there. Then forgets the failure.
+fn cut_at_durable(
+    storage: &dyn Storage,
+    dir: &Path,
+    bases: &mut Vec<Offset>,
+    durable: RecoveryPoint,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let later: Vec<Offset> = bases
+        .iter()
+        .copied()
+        .filter(|b| *b > durable.segment_base)
+        .collect();
+    delete_segments(storage, dir, &later, report)?;
+    bases.retain(|b| *b <= durable.segment_base);
+    if bases.last() == Some(&durable.segment_base) {
+        let path = dir.join(segment::file_name(durable.segment_base, DATA_SUFFIX));
+        let file = storage.open(&path, false).ctx("open", &path)?;
+        if file.len().ctx("stat", &path)? > durable.position.0 {
+            file.set_len(durable.position.0).ctx("truncate", &path)?;
+            file.sync_data().ctx("fdatasync", &path)?;
+        }
+    }
+    report.truncated_at.get_or_insert((
+        durable.next_offset,
+        durable.position,
+        "an fsync failed: nothing written after the last successful one is trusted".into(),
+    ));
+    storage.sync_dir(dir).ctx("fsync directory", dir)?;
+    let marker = dir.join(checkpoint::DURABLE_BEFORE_FAILURE_FILE);
+    storage.remove_file(&marker).ctx("remove", &marker)?;
+    storage.sync_dir(dir).ctx("fsync directory", dir)?;
+    Ok(())
 }
 
 /// Whether every byte of `seg`'s file from its end to `file_len` is zero.
