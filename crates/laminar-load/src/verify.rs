@@ -78,7 +78,21 @@ pub struct VerifyReport {
     /// Producers re-created after a fatal error (an idempotence sequence the broker lost).
     pub producer_restarts: u64,
     pub seconds: f64,
+    /// The first few duplicated sequence numbers, each with where it was found (partition,
+    /// offset) and where it was acknowledged, to look for in the brokers' logs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<Duplicate>,
 }
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Duplicate {
+    pub seq: u64,
+    pub found: Vec<(i32, i64)>,
+    pub acked: Option<(i32, i64)>,
+}
+
+/// Duplicates shown in a report with where they were found.
+const DUPLICATES_SHOWN: usize = 10;
 
 fn payload(run: u64, seq: u64, partition: i32, bytes: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(bytes.max(HEADER_BYTES));
@@ -327,6 +341,13 @@ pub fn verify(cfg: &VerifyConfig) -> anyhow::Result<VerifyReport> {
     }
     for (seq, places) in &found {
         report.duplicated += places.len() as u64 - 1;
+        if places.len() > 1 && report.duplicates.len() < DUPLICATES_SHOWN {
+            report.duplicates.push(Duplicate {
+                seq: *seq,
+                found: places.clone(),
+                acked: acked_seqs.get(seq).copied(),
+            });
+        }
         match acked_seqs.get(seq) {
             Some(at) if !places.contains(at) => report.moved += 1,
             Some(_) => {}

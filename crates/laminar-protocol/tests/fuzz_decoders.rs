@@ -24,28 +24,43 @@ struct Tracking;
 thread_local! {
     static ARMED: Cell<bool> = const { Cell::new(false) };
     static LARGEST: Cell<usize> = const { Cell::new(0) };
+    /// Every byte allocated while armed (a reallocation counts its new size).
+    static TOTAL: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = ARMED.try_with(|a| {
+        if a.get() {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+            let _ = TOTAL.try_with(|t| t.set(t.get() + size));
+        }
+    });
 }
 
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ARMED.try_with(|a| {
-            if a.get() {
-                let _ = LARGEST.try_with(|l| l.set(l.get().max(layout.size())));
-            }
-        });
+        note(layout.size());
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = ARMED.try_with(|a| {
-            if a.get() {
-                let _ = LARGEST.try_with(|l| l.set(l.get().max(new_size)));
-            }
-        });
+        note(new_size);
         System.realloc(ptr, layout, new_size)
     }
+}
+
+/// Decodes `frame` with the allocator watching: (decoded?, largest allocation, total).
+fn watched_decode(frame: Bytes) -> (bool, usize, usize) {
+    LARGEST.with(|l| l.set(0));
+    TOTAL.with(|t| t.set(0));
+    ARMED.with(|a| a.set(true));
+    let result = decode(frame);
+    ARMED.with(|a| a.set(false));
+    let ok = result.is_ok();
+    drop(result);
+    (ok, LARGEST.with(|l| l.get()), TOTAL.with(|t| t.get()))
 }
 
 #[global_allocator]
@@ -548,12 +563,7 @@ fn mutated_requests_never_panic_nor_allocate_from_untrusted_lengths() {
                 let len = f.len();
                 let mut buf = BytesMut::with_capacity(len);
                 buf.put_slice(&f);
-                let frame = buf.freeze();
-                LARGEST.with(|l| l.set(0));
-                ARMED.with(|a| a.set(true));
-                let result = decode(frame);
-                ARMED.with(|a| a.set(false));
-                let largest = LARGEST.with(|l| l.get());
+                let (ok, largest, _) = watched_decode(buf.freeze());
                 // Each element a decoder reserves room for takes at least one byte of the
                 // frame, and no decoded element is larger than a few hundred bytes.
                 assert!(
@@ -561,9 +571,10 @@ fn mutated_requests_never_panic_nor_allocate_from_untrusted_lengths() {
                     "{:?} v{v}: a {len}-byte frame made a {largest}-byte allocation: {f:02x?}",
                     spec.key
                 );
-                match result {
-                    Ok(_) => decoded += 1,
-                    Err(_) => rejected += 1,
+                if ok {
+                    decoded += 1;
+                } else {
+                    rejected += 1;
                 }
             }
         }
@@ -571,6 +582,44 @@ fn mutated_requests_never_panic_nor_allocate_from_untrusted_lengths() {
     eprintln!("{decoded} mutated frames decoded, {rejected} rejected");
     assert!(rejected > 0 && decoded > 0, "the mutations reach both outcomes");
 }
+
+/// Issue 29, item 4's oracle: no frame decodes into more than
+/// `DECODED_BYTES_PER_FRAME_BYTE` times its size plus `DECODED_SLACK_BYTES`. Frames large
+/// enough to pass that bound if nothing were charged: every seed mutated as above, with 4 MiB
+/// of zeros spliced in after its header (empty strings, zero counts and null fields by the
+/// million, wherever they land). A 64 MiB Metadata request of 32M empty names decoded into 72
+/// times its size before the charge.
+#[test]
+fn hostile_frames_decode_into_a_bounded_multiple_of_their_size() {
+    use laminar_protocol::reader::{DECODED_BYTES_PER_FRAME_BYTE, DECODED_SLACK_BYTES};
+    const ZEROS: usize = 4 << 20;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut worst = 0f64;
+    for spec in API_TABLE {
+        for v in spec.min_version..=spec.max_version {
+            let seed = seed(spec.key as i16, v);
+            for _ in 0..HOSTILE_FRAMES_PER_SEED {
+                let mut f = mutate(&mut rng, &seed);
+                let at = 4 + rng.below(f.len().saturating_sub(4));
+                f.splice(at..at, std::iter::repeat_n(0u8, ZEROS));
+                let len = f.len();
+                let (_, _, total) = watched_decode(Bytes::from(f));
+                // The frame's own header fields (the client id) are allocated too.
+                let bound = DECODED_BYTES_PER_FRAME_BYTE * len + DECODED_SLACK_BYTES + 4096;
+                assert!(
+                    total <= bound,
+                    "{:?} v{v}: a {len}-byte frame decoded into {total} bytes (bound {bound})",
+                    spec.key
+                );
+                worst = worst.max(total as f64 / len as f64);
+            }
+        }
+    }
+    eprintln!("the most a hostile frame decoded into: {worst:.2} times its size");
+}
+
+/// Hostile large frames per seed: each costs a 4 MiB copy and decode.
+const HOSTILE_FRAMES_PER_SEED: usize = 3;
 
 /// The transactional requests decode to what the client encoded, at every version.
 #[test]
