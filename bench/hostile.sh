@@ -18,7 +18,10 @@
 # Env: RATE (1000), PHASE_S (30), LONG_PHASE_S (75), CYCLES (1), ROUNDS (1), FIRST (laminar: who goes
 #      first in odd rounds), ATTACKS (the order above), LAMINAR_ARGS (extra
 #      `laminar serve` arguments), LAMINAR_PORT (19492), KAFKA_PORT (19493; +1 controller),
-#      KAFKA_LIB. Both brokers run on their defaults. Stops what it started, by PID.
+#      KAFKA_LIB, LAMINAR (the `laminar` binary: another build to compare), HOSTILE_ARGS (more
+#      `laminar-load hostile` flags, e.g. `--unfinished-frames 3 --unfinished-frame-bytes
+#      89478485`: three frames that announce the whole 256 MiB request budget). Both brokers
+#      run on their defaults. Stops what it started, by PID.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -33,7 +36,7 @@ FIRST="${FIRST:-laminar}"
 ATTACKS="${ATTACKS:-idle,non-reading,flood,bombs,huge-counts,unfinished-frames}"
 LAMINAR_PORT="${LAMINAR_PORT:-19492}"
 KAFKA_PORT="${KAFKA_PORT:-19493}"
-LAMINAR="$repo/target/release/laminar"
+LAMINAR="${LAMINAR:-$repo/target/release/laminar}"
 LOAD="$repo/target/release/laminar-load"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -44,6 +47,8 @@ OUT="$(cd "$OUT" && pwd)"
 source "$here/machine.sh"
 (cd "$repo" && machine_info /tmp && echo "open files (soft/hard): $(ulimit -Sn)/$(ulimit -Hn)" &&
   { [[ "$WHICH" == laminar ]] || echo "kafka: $(cat "${KAFKA_LIB:-/tmp/kafka-lib}/.kafka-version")"; } &&
+  echo "laminar binary: $LAMINAR ($("$LAMINAR" --version 2>/dev/null))" &&
+  echo "hostile args: ${HOSTILE_ARGS:-(none)}" &&
   echo "well-behaved: $RATE records/s of 512 B, acks=1; phases $PHASE_S s, long phases $LONG_PHASE_S s, $CYCLES cycles") \
   >"$OUT/machine.txt"
 
@@ -97,9 +102,11 @@ run_one() {  # laminar|kafka ROUND
   local name="$1-r$2" port
   echo "== $name $(date -Is)" | tee -a "$OUT/run.log"
   start_broker "$1" "$OUT/$name.broker.log" || return 1
+  local extra=()
+  read -ra extra <<<"${HOSTILE_ARGS:-}"
   "$LOAD" hostile --bootstrap "127.0.0.1:$port" --broker-pid "$rss_pid" \
     --records-per-s "$RATE" --phase-s "$PHASE_S" --long-phase-s "$LONG_PHASE_S" \
-    --attacks "$ATTACKS" --cycles "$CYCLES" --json >"$OUT/$name.json" 2>>"$OUT/run.log"
+    --attacks "$ATTACKS" --cycles "$CYCLES" "${extra[@]}" --json >"$OUT/$name.json" 2>>"$OUT/run.log"
   echo "exit $?" >>"$OUT/run.log"
   stop_broker
   # Why the broker closed connections, by reason (addresses and numbers folded).
