@@ -387,6 +387,12 @@ impl Shared {
         f.unsynced.read(&f.backing, offset, size).map_err(Errno::from)
     }
 
+    fn fail_write_back(&self, ino: INodeNo) {
+        if let Ok(f) = self.file(ino) {
+            f.lock().unwrap().unsynced.fail_write_back();
+        }
+    }
+
     fn fsync(&self, ino: INodeNo, data_only: bool) -> Result<(), Errno> {
         let f = self.file(ino)?;
         let mut f = f.lock().unwrap();
@@ -799,7 +805,15 @@ impl Filesystem for FaultFs {
         let s = self.shared.clone();
         let (delay, error) = s.verdict_for(Op::Fsync, ino);
         self.after(delay, move || {
-            match error.map_or_else(|| s.fsync(ino, datasync), Err) {
+            let result = match error {
+                None => s.fsync(ino, datasync),
+                Some(e) => {
+                    // A failed fsync loses what it did not write back, as a kernel's does.
+                    s.fail_write_back(ino);
+                    Err(e)
+                }
+            };
+            match result {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             }

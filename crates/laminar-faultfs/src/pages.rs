@@ -3,7 +3,7 @@
 //! file in the source directory is the disk: it holds only what was fsynced, plus what
 //! metadata operations (truncate, fallocate) did, which go straight through.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -17,6 +17,9 @@ pub struct Unsynced {
     /// The end of the furthest unsynced write: the file's size is the larger of this and
     /// the backing file's size.
     dirty_end: u64,
+    /// Pages whose write-back failed (an fsync answered EIO): as Linux does since 4.13, they
+    /// stay readable, marked clean, and no later fsync writes them; a power cut drops them.
+    lost: BTreeSet<u64>,
 }
 
 /// Reads as much of `buf` as the file holds at `offset`; the rest stays as it was (zeros).
@@ -68,6 +71,8 @@ impl Unsynced {
             };
             let src = (at - offset) as usize;
             buf[from..to].copy_from_slice(&data[src..src + (to - from)]);
+            // Written again: dirty, and written back by the next fsync.
+            self.lost.remove(&page);
             at = page_start + to as u64;
         }
         self.dirty_end = self.dirty_end.max(end);
@@ -98,6 +103,7 @@ impl Unsynced {
         backing.set_len(size)?;
         let first_gone = size.div_ceil(PAGE_BYTES);
         self.pages.split_off(&first_gone);
+        self.lost.split_off(&first_gone);
         if !size.is_multiple_of(PAGE_BYTES) {
             if let Some(buf) = self.pages.get_mut(&(size / PAGE_BYTES)) {
                 buf[(size % PAGE_BYTES) as usize..].fill(0);
@@ -107,18 +113,27 @@ impl Unsynced {
         Ok(())
     }
 
-    /// Writes the first `keep` unsynced pages (in file order) to the disk and forgets the
-    /// rest. Not synced: the caller fsyncs the backing file when this is a real fsync.
+    /// Writes the first `keep` unsynced pages (in file order; none that was lost) to the
+    /// disk and forgets the others but the lost ones. Not synced: the caller fsyncs the
+    /// backing file when this is a real fsync.
     fn write_back(&mut self, backing: &File, keep: usize) -> io::Result<()> {
         let size = self.len(backing)?;
-        for (&page, buf) in self.pages.iter().take(keep) {
+        let lost = &self.lost;
+        for (&page, buf) in self.pages.iter().filter(|(p, _)| !lost.contains(p)).take(keep) {
             let page_start = page * PAGE_BYTES;
             let n = (size.saturating_sub(page_start)).min(PAGE_BYTES) as usize;
             backing.write_all_at(&buf[..n], page_start)?;
         }
-        self.pages.clear();
-        self.dirty_end = 0;
+        self.pages.retain(|p, _| lost.contains(p));
+        if self.lost.is_empty() {
+            self.dirty_end = 0;
+        }
         Ok(())
+    }
+
+    /// An fsync failed: every page not yet written back is lost (see `lost`).
+    pub fn fail_write_back(&mut self) {
+        self.lost.extend(self.pages.keys().copied());
     }
 
     /// fsync: every unsynced page goes to the disk, and the disk is synced.
@@ -134,7 +149,11 @@ impl Unsynced {
     /// Power cut: the disk keeps only the first `keep` unsynced pages (0: none; a torn
     /// write keeps a prefix), as if the rest never left the page cache.
     pub fn power_cut(&mut self, backing: &File, keep: usize) -> io::Result<()> {
-        self.write_back(backing, keep)
+        self.write_back(backing, keep)?;
+        self.lost.clear();
+        self.pages.clear();
+        self.dirty_end = 0;
+        Ok(())
     }
 
     pub fn page_count(&self) -> usize {
@@ -202,6 +221,31 @@ mod tests {
         u.write(&f, 0, &data).unwrap();
         u.power_cut(&f, 2).unwrap();
         assert_eq!(disk(&f), vec![1u8; 2 * PAGE_BYTES as usize]);
+    }
+
+    /// As Linux since 4.13: after a failed write-back the pages still read as written, a
+    /// later fsync succeeds without writing them, and a power cut shows the disk without them.
+    #[test]
+    fn pages_whose_write_back_failed_are_read_but_never_written() {
+        let (_d, f) = backing(b"0123456789");
+        let mut u = Unsynced::default();
+        u.write(&f, 5, b"abcde").unwrap();
+        u.fail_write_back();
+        u.write(&f, PAGE_BYTES, b"z").unwrap();
+        u.sync(&f, true).unwrap();
+        assert_eq!(&u.read(&f, 0, 10).unwrap(), b"01234abcde");
+        let disk_now = disk(&f);
+        assert_eq!(
+            &disk_now[..10],
+            b"0123456789",
+            "the lost page never reached the disk"
+        );
+        assert_eq!(
+            disk_now[PAGE_BYTES as usize], b'z',
+            "the page written after it did"
+        );
+        u.power_cut(&f, 0).unwrap();
+        assert_eq!(&u.read(&f, 0, 10).unwrap(), b"0123456789");
     }
 
     #[test]
