@@ -16,20 +16,30 @@ const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
 const READ_SEGMENTS_MAX: usize = 16;
 
 impl Log {
-    /// The start of a batch roughly `bytes_back` bytes before the end of the active segment
-    /// (or the segment's start), never below the log start: where a scan of the log's recent
-    /// history can begin. (DeleteRecords moves the log start into a segment, past its base;
+    /// The start of a batch roughly `bytes_back` bytes before the log's end, across
+    /// segments (or the first segment's start), never below the log start: where a scan of
+    /// the log's recent history can begin (a new leader's rebuild of its producers' state). (DeleteRecords moves the log start into a segment, past its base;
     /// a read from below the log start is out of range.)
     pub fn recent_offset(&self, bytes_back: u64) -> Offset {
-        let (active, log_start) = {
+        // Back across segments, not only in the active one: a producer's last batches may
+        // sit in the segment before a roll that happened just now.
+        let (segment, back, log_start) = {
             let view = self.view.read().unwrap();
-            (view.segments.last().unwrap().clone(), view.log_start)
+            let mut back = bytes_back;
+            let mut at = view.segments.len() - 1;
+            while at > 0 && back > view.segments[at].end_pos().0 {
+                back -= view.segments[at].end_pos().0;
+                at -= 1;
+            }
+            (view.segments[at].clone(), back, view.log_start)
         };
-        let target = active.end_pos().0.saturating_sub(bytes_back).min(u32::MAX as u64) as u32;
-        let idx = active.indexes.lock().unwrap();
+        let target = segment.end_pos().0.saturating_sub(back).min(u32::MAX as u64) as u32;
+        let idx = segment.indexes.lock().unwrap();
         idx.offsets
             .floor_by_position(target)
-            .map_or(active.base, |e| Offset(active.base.0 + e.relative_offset as i64))
+            .map_or(segment.base, |e| {
+                Offset(segment.base.0 + e.relative_offset as i64)
+            })
             .max(log_start)
     }
 
