@@ -112,4 +112,21 @@ fn the_recent_history_reaches_back_across_a_roll() {
         "{recent:?} is in an earlier segment than the active one at {active_base:?}"
     );
     assert_eq!(log.recent_offset(u64::MAX), Offset(0));
+
+    // A compacted log keeps to its active segment: the cleaner may have taken a producer's
+    // last batches out of the ones before.
+    let storage: std::sync::Arc<dyn Storage> = SimStorage::new();
+    let compacted = laminar_storage::LogConfig {
+        cleanup_compact: true,
+        ..small_config()
+    };
+    let log = open_log(storage, "/data/c-0", compacted, false);
+    let mut i = 0u64;
+    while log.segment_count() < 3 {
+        let mut b = batch(1, 100, i as i64, i);
+        log.append(&mut b).unwrap();
+        i += 1;
+    }
+    let active_base = *log.segment_bases().last().unwrap();
+    assert_eq!(log.recent_offset(48 << 10), active_base);
 }

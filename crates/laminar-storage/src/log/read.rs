@@ -17,17 +17,23 @@ const READ_SEGMENTS_MAX: usize = 16;
 
 impl Log {
     /// The start of a batch roughly `bytes_back` bytes before the log's end, across
-    /// segments (or the first segment's start), never below the log start: where a scan of
-    /// the log's recent history can begin (a new leader's rebuild of its producers' state). (DeleteRecords moves the log start into a segment, past its base;
+    /// segments unless the log is compacted (or the first segment's start), never below the
+    /// log start: where a scan of the log's recent history can begin (a new leader's rebuild
+    /// of its producers' state). (DeleteRecords moves the log start into a segment, past its base;
     /// a read from below the log start is out of range.)
     pub fn recent_offset(&self, bytes_back: u64) -> Offset {
         // Back across segments, not only in the active one: a producer's last batches may
-        // sit in the segment before a roll that happened just now.
+        // sit in the segment before a roll that happened just now. Not in a compacted log:
+        // the cleaner may have removed a producer's last batches from a sealed segment (it
+        // does not keep them, as Kafka's does), and an older batch there would set the
+        // producer's sequence back (OUT_OF_ORDER_SEQUENCE_NUMBER for its next batch, where
+        // no state gives UNKNOWN_PRODUCER_ID, which it recovers from).
+        let compacted = self.config().cleanup_compact;
         let (segment, back, log_start) = {
             let view = self.view.read().unwrap();
             let mut back = bytes_back;
             let mut at = view.segments.len() - 1;
-            while at > 0 && back > view.segments[at].end_pos().0 {
+            while !compacted && at > 0 && back > view.segments[at].end_pos().0 {
                 back -= view.segments[at].end_pos().0;
                 at -= 1;
             }
