@@ -930,6 +930,18 @@ mod tests {
         image
     }
 
+    /// `leader`, leading `t-0` as `p` has it, asks for the ISR `isr`.
+    fn set_isr(p: &PartitionInfo, leader: i32, isr: &[i32]) -> Command {
+        Command::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: BrokerId(leader),
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: ids(isr),
+        }
+    }
+
     /// Applies `c` as the next version.
     fn apply(image: &mut ClusterImage, c: Command) -> CommandResult {
         let v = image.version + 1;
@@ -998,14 +1010,7 @@ mod tests {
             (BrokerId(2), LeaderEpoch(1), ids(&[2, 3]), ids(&[1]))
         );
         // Broker 2, leading, asks for broker 1 back in the ISR.
-        let rejoin = |p: &PartitionInfo| Command::AlterPartition {
-            topic: "t".into(),
-            partition: 0,
-            leader: BrokerId(2),
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            isr: ids(&[2, 3, 1]),
-        };
+        let rejoin = |p: &PartitionInfo| set_isr(p, 2, &[2, 3, 1]);
         assert_eq!(
             apply(&mut image, rejoin(&p)).error_code,
             ErrorCode::IneligibleReplica
@@ -1077,17 +1082,7 @@ mod tests {
             image.imbalanced_partitions().is_empty(),
             "its first replica is not in sync"
         );
-        apply(
-            &mut image,
-            Command::AlterPartition {
-                topic: "t".into(),
-                partition: 0,
-                leader: BrokerId(2),
-                leader_epoch: p.leader_epoch,
-                partition_epoch: p.partition_epoch,
-                isr: ids(&[2, 3, 1]),
-            },
-        );
+        apply(&mut image, set_isr(&p, 2, &[2, 3, 1]));
         assert_eq!(image.imbalanced_partitions(), vec![TopicPartition::new("t", 0)]);
         assert_eq!(apply(&mut image, elect()), CommandResult::ok());
         assert!(image.imbalanced_partitions().is_empty());

@@ -97,13 +97,7 @@ fn the_recent_history_starts_at_the_log_start() {
 #[test]
 fn the_recent_history_reaches_back_across_a_roll() {
     let storage: std::sync::Arc<dyn Storage> = SimStorage::new();
-    let log = open_log(storage, "/data/t-0", small_config(), false);
-    let mut i = 0u64;
-    while log.segment_count() < 3 {
-        let mut b = batch(1, 100, i as i64, i);
-        log.append(&mut b).unwrap();
-        i += 1;
-    }
+    let log = three_segments(storage, "/data/t-0", small_config());
     let active_base = *log.segment_bases().last().unwrap();
     // A little more than the active segment holds: the scan starts in the segment before.
     let recent = log.recent_offset(48 << 10);
@@ -120,13 +114,23 @@ fn the_recent_history_reaches_back_across_a_roll() {
         cleanup_compact: true,
         ..small_config()
     };
-    let log = open_log(storage, "/data/c-0", compacted, false);
+    let log = three_segments(storage, "/data/c-0", compacted);
+    let active_base = *log.segment_bases().last().unwrap();
+    assert_eq!(log.recent_offset(48 << 10), active_base);
+}
+
+/// A log in `dir` with small batches appended until it has three segments.
+fn three_segments(
+    storage: std::sync::Arc<dyn Storage>,
+    dir: &str,
+    config: laminar_storage::LogConfig,
+) -> std::sync::Arc<laminar_storage::Log> {
+    let log = open_log(storage, dir, config, false);
     let mut i = 0u64;
     while log.segment_count() < 3 {
         let mut b = batch(1, 100, i as i64, i);
         log.append(&mut b).unwrap();
         i += 1;
     }
-    let active_base = *log.segment_bases().last().unwrap();
-    assert_eq!(log.recent_offset(48 << 10), active_base);
+    log
 }
