@@ -312,11 +312,41 @@ impl RunningBroker {
         let b = broker.clone();
         // A log a failed fsync took offline must not keep its leadership (nor its place in
         // the ISR): the controller moves them.
+        // Nor a leader whose log holds a damaged batch, while another in-sync replica has it
+        // whole: that one leads, and this one, following, cuts its log at the damage and
+        // fetches the rest again. (The last in-sync replica keeps leading: it serves all but
+        // the damaged batch, where the partition would otherwise serve nothing.)
         let offline_logs = tokio::spawn(async move {
+            let mut damaged_seen = 0;
+            let mut reported = std::collections::HashSet::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(OFFLINE_LOG_CHECK_MS)).await;
                 for id in b.store.take_offline() {
-                    tokio::spawn(b.cluster.clone().replica_offline(id.topic, id.partition as i32));
+                    let why = "its log here is offline";
+                    tokio::spawn(
+                        b.cluster
+                            .clone()
+                            .replica_offline(id.topic, id.partition as i32, why),
+                    );
+                }
+                let damaged = laminar_storage::metrics::DAMAGED_BATCHES_FOUND
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                if damaged == damaged_seen {
+                    continue;
+                }
+                damaged_seen = damaged;
+                for p in b.partitions.all() {
+                    let others_in_sync = p.replica.isr().is_some_and(|isr| isr.len() > 1);
+                    let damaged = p.log().and_then(|l| l.damaged_from()).is_some();
+                    let key = (p.topic.clone(), p.partition);
+                    if p.leader_epoch().is_some() && others_in_sync && damaged && reported.insert(key) {
+                        let why = "a damaged batch was found in its log here";
+                        tokio::spawn(
+                            b.cluster
+                                .clone()
+                                .replica_offline(p.topic.clone(), p.partition, why),
+                        );
+                    }
                 }
             }
         });

@@ -314,10 +314,11 @@ impl Cluster {
         }
     }
 
-    /// This broker's log of `topic`-`partition` went offline (a failed fsync): asks the
-    /// controller to take this replica out of the ISR and its leadership elsewhere, until the
-    /// controller has answered.
-    pub async fn replica_offline(self: Arc<Self>, topic: String, partition: i32) {
+    /// This broker's log of `topic`-`partition` went offline (a failed fsync) or holds a
+    /// damaged batch (`why` says which): asks the controller to take this replica out of the
+    /// ISR and its leadership elsewhere, until the controller has answered. It rejoins when
+    /// this broker registers again (a restart).
+    pub async fn replica_offline(self: Arc<Self>, topic: String, partition: i32, why: &'static str) {
         let command = image::Command::ReplicaOffline {
             topic: topic.clone(),
             partition,
@@ -328,21 +329,19 @@ impl Cluster {
             match self.write(command.clone()).await {
                 Ok(r) if r.error_code == ErrorCode::None.code() => {
                     laminar_metrics::warn!(
-                        "{topic}-{partition}: its log here is offline; the controller moved its leadership and ISR membership off this broker"
+                        "{topic}-{partition}: {why}; the controller moved its leadership and ISR membership off this broker"
                     );
                     return;
                 }
                 Ok(r) => {
                     laminar_metrics::warn!(
-                        "{topic}-{partition}: its log here is offline; the controller answered: {}",
+                        "{topic}-{partition}: {why}; the controller answered: {}",
                         r.message
                     );
                     return;
                 }
                 Err(e) => {
-                    laminar_metrics::warn!(
-                        "{topic}-{partition}: telling the controller its log here is offline: {e}"
-                    );
+                    laminar_metrics::warn!("{topic}-{partition}: {why}; telling the controller: {e}");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }

@@ -47,6 +47,10 @@ pub struct Leading {
     pending_add: BTreeSet<BrokerId>,
     /// An ISR change is in flight at the controller.
     pub changing: bool,
+    /// Replicas whose log went offline or damaged (`Command::ReplicaOffline`): the
+    /// controller refuses them in the ISR until their broker registers again, so they are
+    /// not proposed.
+    offline: Vec<BrokerId>,
     /// The log end when this leadership began: a follower joins the ISR only once it has
     /// everything before it (Kafka's rule), not merely the high watermark, which starts low
     /// after a restart.
@@ -214,6 +218,7 @@ impl Replica {
         let hw_now = self.high_watermark();
         let change = if !l.isr.contains(&follower)
             && !l.pending_add.contains(&follower)
+            && !l.offline.contains(&follower)
             && !l.changing
             && offset >= hw_now
             && offset >= l.epoch_start
@@ -416,6 +421,7 @@ impl Replicas {
                         l.partition_epoch = info.partition_epoch;
                         l.isr = info.isr.clone();
                         l.replicas = info.replicas.clone();
+                        l.offline = info.offline.clone();
                         l.pending_add.clear();
                         l.changing = false;
                         // A shrink may let the high watermark move at once.
@@ -449,6 +455,7 @@ impl Replicas {
                         isr: info.isr.clone(),
                         pending_add: BTreeSet::new(),
                         changing: false,
+                        offline: info.offline.clone(),
                         epoch_start: log_end,
                         followers,
                     });

@@ -413,7 +413,29 @@ impl ProducerState {
         let mut batches = 0;
         let mut buf = Vec::new();
         loop {
-            let read = log.read(offset, 1 << 20, true).map_err(|e| e.to_string())?;
+            let read = match log.read(offset, 1 << 20, true) {
+                Ok(read) => read,
+                // A damaged batch (never served) is passed over: what it held of a
+                // producer's state is lost, as after that producer's expiration.
+                Err(laminar_storage::StorageError::Corrupt { .. }) => match log.past_damage(offset) {
+                    Ok(Some(next)) => {
+                        offset = next;
+                        continue;
+                    }
+                    // Where the batches after it start is not known: no state rather than
+                    // a state without its newest batches (which would answer their
+                    // producers' next batches OUT_OF_ORDER_SEQUENCE_NUMBER; without state
+                    // they get UNKNOWN_PRODUCER_ID, which a producer recovers from).
+                    _ => {
+                        laminar_metrics::warn!(
+                            "a damaged batch at offset {offset} hides the batches after it: idempotent producers' state starts empty"
+                        );
+                        self.forget();
+                        return Ok(0);
+                    }
+                },
+                Err(e) => return Err(e.to_string()),
+            };
             let Some(range) = read.range else { break };
             buf.resize(range.len as usize, 0);
             read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;

@@ -51,3 +51,8 @@ pub struct StorageMetrics {
     /// (`Store::take_offline`).
     pub went_offline: std::sync::Mutex<Vec<String>>,
 }
+
+/// Batches found damaged on disk (a CRC, length or offsets that do not fit) by reads that
+/// check before they send, and by recovery; none of them was served
+/// (`laminar_damaged_batches_found_total`).
+pub static DAMAGED_BATCHES_FOUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -1,5 +1,6 @@
 //! One segment: a data file of record batches, its offset index and its time index.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -111,7 +112,40 @@ pub struct Segment {
     pending_name: Mutex<Option<PathBuf>>,
     /// Sealed with preallocated bytes past its end, which the flusher trims.
     untrimmed: AtomicBool,
+    /// Which of its bytes this process has checked against their batches' CRCs.
+    checked: Mutex<Checked>,
 }
+
+/// What a segment's reader may send without checking it again. A CRC covers a batch from
+/// its attributes on; `Segment::check` also checks what it leaves out (offsets, length,
+/// magic) against the batches around it.
+#[derive(Debug, Default)]
+struct Checked {
+    /// Bytes below this were on disk when this process opened the segment, and recovery
+    /// trusted them to the checkpoint without reading them; bytes from here on were
+    /// appended by this process or validated by recovery.
+    unchecked_end: u64,
+    /// Spans below `unchecked_end` checked since, start to end, each from one batch's start
+    /// to another's.
+    spans: BTreeMap<u64, u64>,
+    /// The first batch found damaged here.
+    damage: Option<Damage>,
+}
+
+/// A batch whose bytes on disk are not what was written: a CRC that does not match, or a
+/// length or offsets that do not fit the batches around it.
+#[derive(Debug, Clone)]
+pub struct Damage {
+    /// Where the batch starts in the data file.
+    pub position: u64,
+    /// The offset it should start at (after the last sound batch before it, or the
+    /// segment's base).
+    pub offset: Offset,
+    pub reason: String,
+}
+
+/// Bytes read at once by `Segment::check`.
+const CHECK_READ_BYTES: usize = 1 << 20;
 
 impl Segment {
     pub fn new(
@@ -153,7 +187,157 @@ impl Segment {
             indexes_durable: AtomicBool::new(false),
             pending_name: Mutex::new(None),
             untrimmed: AtomicBool::new(false),
+            checked: Mutex::new(Checked::default()),
         }
+    }
+
+    /// Says that bytes below `end` were trusted without being read (recovery, from the
+    /// checkpoint): [`Segment::check`] reads them before they are sent.
+    pub(crate) fn set_unchecked_below(&self, end: u64) {
+        self.checked.lock().unwrap().unchecked_end = end;
+    }
+
+    /// The first batch found damaged in this segment, if one was.
+    pub fn damage(&self) -> Option<Damage> {
+        self.checked.lock().unwrap().damage.clone()
+    }
+
+    /// Checks `[from, to)` (from a batch's start to another's, inside the segment's end)
+    /// before it is sent: every batch this process has not checked yet is read and its CRC,
+    /// length and offsets checked. Returns `None` when all of it is sound, else the first
+    /// damaged batch, which is remembered. Reads the disk: on an I/O or storage thread.
+    /// (What was checked is not checked again: a byte that changes on the disk after its
+    /// check is found only if the page cache has dropped it and it is read again through a
+    /// later process.)
+    pub fn check(&self, from: u64, to: u64, compacted: bool) -> Result<Option<Damage>> {
+        debug_assert!(from <= to && to <= self.end_pos().0);
+        let (gaps, known) = {
+            let c = self.checked.lock().unwrap();
+            let known = c.damage.clone().filter(|d| (from..to).contains(&d.position));
+            let upto = known.as_ref().map_or(to, |d| d.position).min(c.unchecked_end);
+            (c.gaps(from, upto), known)
+        };
+        for (start, end) in gaps {
+            // From the index entry at or before the gap (an entry has a checksum of its own),
+            // so that the first batch's offset is checked too.
+            let (walk_from, first) = {
+                let idx = self.indexes.lock().unwrap();
+                match idx.offsets.floor_by_position(start.min(u32::MAX as u64) as u32) {
+                    Some(e) => (e.position as u64, Offset(self.base.0 + e.relative_offset as i64)),
+                    None => (0, self.base),
+                }
+            };
+            let mut walked = self.check_span(walk_from, end, first, true, compacted)?;
+            self.checked.lock().unwrap().add_span(walk_from, walked.sound_to);
+            if let Some(d) = walked.damage.take_if(|d| d.position < start) {
+                // Damage before the gap, in a batch this read does not send: the gap is
+                // checked from its own start, whose batch starts past the damaged one.
+                self.found(&d);
+                let lowest = Offset(d.offset.0 + 1);
+                walked = self.check_span(start, end, lowest, false, compacted)?;
+                self.checked.lock().unwrap().add_span(start, walked.sound_to);
+            }
+            if let Some(d) = walked.damage {
+                self.found(&d);
+                return Ok(Some(d));
+            }
+        }
+        Ok(known)
+    }
+
+    /// Counts, logs and remembers a damaged batch.
+    pub(crate) fn found(&self, d: &Damage) {
+        crate::metrics::DAMAGED_BATCHES_FOUND.fetch_add(1, Ordering::Relaxed);
+        laminar_metrics::warn!(
+            "{}: damaged batch at position {} (offset {}): {}; it is not served",
+            self.data_path.display(),
+            d.position,
+            d.offset,
+            d.reason
+        );
+        let mut c = self.checked.lock().unwrap();
+        if c.damage.as_ref().is_none_or(|old| d.position < old.position) {
+            c.damage = Some(d.clone());
+        }
+    }
+
+    /// Reads `[start, end)` batch by batch and checks each; the batch at `start` holds
+    /// offset `first` if `exact` (and the log is not compacted), else starts at or after it.
+    fn check_span(
+        &self,
+        start: u64,
+        end: u64,
+        first: Offset,
+        exact: bool,
+        compacted: bool,
+    ) -> Result<Walked> {
+        let mut buf: Vec<u8> = Vec::new();
+        let mut buf_pos = start;
+        let mut pos = start;
+        // The offset the next batch starts at (or, compacted, its lowest).
+        let mut next = first;
+        let damaged = |pos: u64, next: Offset, reason: String| Walked {
+            sound_to: pos,
+            damage: Some(Damage {
+                position: pos,
+                offset: next,
+                reason,
+            }),
+        };
+        while pos < end {
+            let have = buf_pos + buf.len() as u64;
+            if pos + BATCH_HEADER_BYTES as u64 > have {
+                let want = (CHECK_READ_BYTES as u64).min(end - pos) as usize;
+                if want < BATCH_HEADER_BYTES {
+                    return Ok(damaged(
+                        pos,
+                        next,
+                        format!("{want} bytes left, too few for a batch"),
+                    ));
+                }
+                buf.resize(want, 0);
+                read_exact_at(self.file.as_ref(), &mut buf, pos).ctx("read", &self.data_path)?;
+                buf_pos = pos;
+            }
+            let at = (pos - buf_pos) as usize;
+            let total = laminar_records::peek_total_bytes(&buf[at..]).unwrap_or(0);
+            if total < BATCH_HEADER_BYTES as i64 || pos + total as u64 > end {
+                return Ok(damaged(
+                    pos,
+                    next,
+                    format!("a batch length of {total} bytes does not fit"),
+                ));
+            }
+            let total = total as usize;
+            if at + total > buf.len() {
+                let want = ((CHECK_READ_BYTES as u64).min(end - pos) as usize).max(total);
+                buf.resize(want, 0);
+                read_exact_at(self.file.as_ref(), &mut buf, pos).ctx("read", &self.data_path)?;
+                buf_pos = pos;
+            }
+            let at = (pos - buf_pos) as usize;
+            let h = match laminar_records::validate_stored_batch(&buf[at..at + total]) {
+                Ok(h) => h,
+                Err(e) => return Ok(damaged(pos, next, e.to_string())),
+            };
+            let base = Offset(h.base_offset);
+            let lower_bound = compacted || (!exact && pos == start);
+            let fits =
+                (base == next || lower_bound && base > next) && h.next_offset() <= self.next_offset().0;
+            if !fits {
+                return Ok(damaged(
+                    pos,
+                    next,
+                    format!("base offset {base} does not follow the batches before it"),
+                ));
+            }
+            pos += total as u64;
+            next = Offset(h.next_offset());
+        }
+        Ok(Walked {
+            sound_to: pos,
+            damage: None,
+        })
     }
 
     /// A segment over a file prepared ahead under the temporary name `temp_path`, which
@@ -325,6 +509,58 @@ impl Segment {
             });
         }
         Ok(Some(header))
+    }
+}
+
+/// What `Segment::check_span` found.
+struct Walked {
+    /// Where the sound batches it read end.
+    sound_to: u64,
+    damage: Option<Damage>,
+}
+
+impl Checked {
+    /// The parts of `[from, to)` not checked yet.
+    fn gaps(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
+        let mut gaps = Vec::new();
+        if from >= to {
+            return gaps;
+        }
+        let mut at = from;
+        // A span that starts before `from` may cover it.
+        if let Some((_, e)) = self.spans.range(..=from).next_back() {
+            at = at.max(*e);
+        }
+        for (s, e) in self.spans.range(from..to) {
+            if *s > at {
+                gaps.push((at, *s));
+            }
+            at = at.max(*e);
+        }
+        if at < to {
+            gaps.push((at, to));
+        }
+        gaps
+    }
+
+    /// Adds `[start, end)`, merged with the spans it touches.
+    fn add_span(&mut self, mut start: u64, mut end: u64) {
+        if start >= end {
+            return;
+        }
+        if let Some((s, e)) = self.spans.range(..=start).next_back().map(|(s, e)| (*s, *e)) {
+            if e >= start {
+                start = s;
+                end = end.max(e);
+                self.spans.remove(&s);
+            }
+        }
+        let touching: Vec<(u64, u64)> = self.spans.range(start..=end).map(|(s, e)| (*s, *e)).collect();
+        for (s, e) in touching {
+            end = end.max(e);
+            self.spans.remove(&s);
+        }
+        self.spans.insert(start, end);
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{block, free_port, laminar, produce_values, read_to_end, try_serve_with, Serve};
+use common::{block, free_port, high_watermark, laminar, produce_values, read_to_end, try_serve_with, Serve};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -1735,4 +1735,120 @@ fn a_leader_whose_fsync_fails_hands_its_leadership_over() {
     assert_eq!(got, want, "every record acknowledged, once");
     drop(c);
     mount.unmount().unwrap();
+}
+
+/// The batches of every segment file in `dir` (a partition's directory), in file order:
+/// `Err` at the first one whose CRC, length or magic is wrong. Stops at preallocated zeros.
+fn sound_batches(dir: &std::path::Path) -> Result<Vec<(i64, i64)>, String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    files.sort();
+    let mut batches = Vec::new();
+    for f in files {
+        let data = std::fs::read(&f).unwrap();
+        let mut pos = 0;
+        while pos + 12 <= data.len() {
+            let len = i32::from_be_bytes(data[pos + 8..pos + 12].try_into().unwrap());
+            if len == 0 {
+                break;
+            }
+            let end = pos + 12 + len.max(0) as usize;
+            let Some(batch) = data.get(pos..end) else {
+                return Err(format!("{f:?}: a batch at {pos} runs past the file"));
+            };
+            let h =
+                laminar_records::validate_stored_batch(batch).map_err(|e| format!("{f:?} at {pos}: {e}"))?;
+            batches.push((h.base_offset, h.next_offset()));
+            pos = end;
+        }
+    }
+    Ok(batches)
+}
+
+/// A byte that changes on a leader's disk while it is down is found by the first read of it
+/// and never served: the leader hands its leadership to an in-sync replica that has the
+/// batch whole (the consumer reads every record as written), and, following, cuts its own
+/// log at the damaged batch and fetches it again.
+#[test]
+fn a_leaders_damaged_batch_is_never_served_and_is_fetched_again() {
+    let mut c = Cluster::start_with(3, &["leader.imbalance.check.interval.seconds=1"]);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("flipped", 1, TopicReplication::Fixed(3));
+    let r = block(a.create_topics([&t], &opts)).unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+    wait_in_sync(&c, 0, "flipped", 0, &[1, 2, 3]);
+    // In many batches (one produce each), so that the damaged one has others after it.
+    let written = values("flipped", 3000);
+    for some in written.chunks(100) {
+        produce_values(&c.bootstrap(), "flipped", 1, some.to_vec());
+    }
+    let preferred = replicas_of(c.addr(0), "flipped", 0)[0];
+    let i = (preferred - 1) as usize;
+    let other = (i + 1) % 3;
+    let end = high_watermark(c.addr(other), "flipped");
+    assert_eq!(end, 3000);
+
+    // Stopped cleanly (its checkpoint then vouches for every byte, which recovery does not
+    // read again), a byte of a batch in the middle of its log changes on the disk.
+    c.nodes[i].serve.take().unwrap().terminate();
+    let live: Vec<i32> = (1..=3).filter(|b| *b != preferred).collect();
+    c.wait_for_brokers(other, &live);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while placement(c.addr(other), "flipped", 0).is_none_or(|(leader, _)| leader == preferred) {
+        assert!(Instant::now() < deadline, "flipped-0 led by another broker");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let dir = find_dir(&c.nodes[i].dir, "flipped-0").expect("its partition directory");
+    let batches = sound_batches(&dir).unwrap();
+    let (victim, _) = batches[batches.len() / 2];
+    let segment = dir.join("00000000000000000000.log");
+    let mut data = std::fs::read(&segment).unwrap();
+    let mut pos = 0;
+    loop {
+        let base = i64::from_be_bytes(data[pos..pos + 8].try_into().unwrap());
+        let len = i32::from_be_bytes(data[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        if base == victim {
+            data[pos + 12 + len / 2] ^= 0x10;
+            break;
+        }
+        pos += 12 + len;
+    }
+    std::fs::write(&segment, &data).unwrap();
+    assert!(sound_batches(&dir).is_err());
+
+    // Back, in sync, and leading again as the preferred replica: its first read of the log
+    // (the producer-state rebuild that precedes serving, or a consumer's fetch) finds the
+    // damage; it hands the leadership over and, following, fetches the batch again.
+    c.launch(i);
+    c.wait_for_brokers(other, &[1, 2, 3]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match sound_batches(&dir) {
+            Ok(b) if b.last().is_some_and(|(_, next)| *next == 3000) => break,
+            now => assert!(
+                Instant::now() < deadline,
+                "broker {preferred}'s copy whole again: {:?}",
+                now.map(|b| b.last().copied())
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (leader, isr) = placement(c.addr(other), "flipped", 0).unwrap();
+    assert!(
+        leader != preferred && !isr.contains(&preferred),
+        "leader {leader}, ISR {isr:?}"
+    );
+    let mut want = written;
+    want.sort();
+    assert_eq!(
+        sorted_values(read_to_end(&c.bootstrap(), "flipped", 1, "read_uncommitted")),
+        want,
+        "every record read once, as written"
+    );
 }

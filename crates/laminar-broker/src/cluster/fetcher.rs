@@ -148,6 +148,25 @@ async fn truncate_to_leader(
     me: Following,
 ) -> io::Result<()> {
     let (topic, partition) = (hosted.topic.as_str(), hosted.partition);
+    // A batch found damaged here (while this broker led) is fetched again from the leader,
+    // with all that follows it.
+    let log = replica_log(hosted)?;
+    if let Some(at) = log.damaged_from().filter(|at| *at >= log.log_start()) {
+        crate::warn!("replica of {topic}-{partition}: a damaged batch at offset {at}; truncating there to fetch it again");
+        let (store, id, h2) = (
+            b.store.clone(),
+            LogId::new(topic, partition as u32),
+            hosted.clone(),
+        );
+        change_log(b, hosted, me, move || {
+            let log = store.truncate_log(&id, at)?;
+            if let Err(e) = h2.rebuild_producers(&log) {
+                crate::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
+            }
+            Ok(())
+        })
+        .await?;
+    }
     // Each round but the last cuts the log shorter: it ends.
     loop {
         let log = replica_log(hosted)?;

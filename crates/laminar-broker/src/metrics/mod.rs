@@ -196,6 +196,14 @@ impl BrokerMetrics {
             "Recovery-point checkpoints (or index writes) that failed after their data fsync succeeded; the log stayed online.",
             [(&[][..], store.metrics().checkpoint_failures.load(Ordering::Relaxed))],
         );
+        e.counters(
+            "laminar_damaged_batches_found_total",
+            "Batches found damaged on disk (CRC, length or offsets) by a read that checks what this process has not checked before sending it; none was served.",
+            [(
+                &[][..],
+                laminar_storage::metrics::DAMAGED_BATCHES_FOUND.load(Ordering::Relaxed),
+            )],
+        );
         let m = store.metrics();
         e.counters(
             "laminar_segment_appends_past_allocation_total",

@@ -266,6 +266,15 @@ impl<'a> SegmentBatches<'a> {
             });
         }
         let at = self.fill(total as usize, io)?;
+        // A batch damaged on the disk is not copied into a cleaned segment (whose batches
+        // this process vouches for, and whose emptied or filtered batches get new CRCs).
+        if let Err(e) = laminar_records::validate_stored_batch(&self.buf[at..at + total as usize]) {
+            return Err(StorageError::Corrupt {
+                what: "batch",
+                path: self.seg.data_path.clone(),
+                reason: format!("at position {}: {e}", self.pos),
+            });
+        }
         let pos = self.pos;
         self.pos += total;
         // The caller works through the batch before asking for the next one.

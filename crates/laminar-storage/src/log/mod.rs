@@ -408,6 +408,13 @@ impl Log {
             .collect()
     }
 
+    /// Where the first batch found damaged in this log starts (see `Segment::check`), if a
+    /// read or recovery found one: a replica cuts its log there and fetches the rest again.
+    pub fn damaged_from(&self) -> Option<Offset> {
+        let segments = self.view.read().unwrap().segments.clone();
+        segments.iter().find_map(|s| s.damage()).map(|d| d.offset)
+    }
+
     pub fn segment_count(&self) -> usize {
         self.view.read().unwrap().segments.len()
     }
@@ -633,7 +640,13 @@ impl Log {
             let end_pos = seg.end_pos().0;
             let mut pos = 0u64;
             end = seg.base;
-            while let Some(h) = seg.read_header(pos, end_pos)? {
+            // A damaged batch's header is not believed: a cut at or below its offset is
+            // made where it starts.
+            let damage = seg.damage().filter(|d| d.offset >= to);
+            while let Some(h) = match damage.as_ref() {
+                Some(d) if pos >= d.position => None,
+                _ => seg.read_header(pos, end_pos)?,
+            } {
                 if h.last_offset() >= to.0 {
                     break;
                 }

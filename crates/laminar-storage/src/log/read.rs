@@ -2,7 +2,7 @@
 
 use crate::backend::read_exact_at;
 use crate::error::{IoContext, Result, StorageError};
-use crate::segment::Segment;
+use crate::segment::{Damage, Segment};
 use crate::types::{FilePos, Offset};
 use laminar_records::{validate_stored_batch, BatchHeader, Compression, RecordIter, BATCH_HEADER_BYTES};
 use std::sync::Arc;
@@ -14,6 +14,18 @@ use super::{FileRange, Log, LogRead};
 const TIMESTAMP_LOOKUP_DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
 /// Segments one read looks through for a batch that holds records (see `Log::read`).
 const READ_SEGMENTS_MAX: usize = 16;
+
+/// The error a read gets for a damaged batch (a client gets KAFKA_STORAGE_ERROR).
+fn damaged(seg: &Segment, d: &Damage) -> StorageError {
+    StorageError::Corrupt {
+        what: "batch",
+        path: seg.data_path.clone(),
+        reason: format!(
+            "damaged at position {} (offset {}): {}",
+            d.position, d.offset, d.reason
+        ),
+    }
+}
 
 impl Log {
     /// The start of a batch roughly `bytes_back` bytes before the log's end, across
@@ -133,10 +145,23 @@ impl Log {
                 .offsets
                 .floor(seg.relative(start.max(seg.base)))
                 .map_or(0, |e| e.position as u64);
+            // A damaged batch's offsets are not believed: a read from past where it starts
+            // steps over it by its length, and fails if the next batch starts past `start`
+            // (which the damaged batch then holds).
+            let damage = seg.damage().filter(|d| start > d.offset);
+            let mut stepped_over = None;
             let first = loop {
                 let Some(h) = seg.read_header(pos, end_pos)? else {
                     break None;
                 };
+                if let Some(d) = damage.as_ref().filter(|d| d.position == pos) {
+                    stepped_over = Some(d.clone());
+                    pos += h.total_bytes() as u64;
+                    continue;
+                }
+                if let Some(d) = stepped_over.take().filter(|_| Offset(h.base_offset) > start) {
+                    return Err(damaged(seg, &d));
+                }
                 if Offset(h.last_offset()) >= start {
                     // A batch the cleaner emptied (kept so that its segment still ends where
                     // the next begins) holds no record. A response of nothing else would look
@@ -150,6 +175,11 @@ impl Log {
                 pos += h.total_bytes() as u64;
             };
             if let Some(first) = first {
+                // Its offsets decide what is read: checked before they are believed.
+                let compacted = self.config().cleanup_compact;
+                if let Some(damage) = seg.check(pos, pos + first.total_bytes() as u64, compacted)? {
+                    return Err(damaged(seg, &damage));
+                }
                 let range = if first.base_offset < upper.0 {
                     self.range_from(seg, pos, first, max_bytes, min_one_batch, upper)?
                 } else {
@@ -205,7 +235,9 @@ impl Log {
             }
         }
         while end < end_pos {
-            let Some(h) = seg.read_header(end, end_pos)? else {
+            // A header that does not fit (damaged) ends the range before it: a read that
+            // starts there gets the error.
+            let Ok(Some(h)) = seg.read_header(end, end_pos) else {
                 break;
             };
             if end + h.total_bytes() as u64 > limit || h.base_offset >= upper.0 {
@@ -213,6 +245,16 @@ impl Log {
             }
             end += h.total_bytes() as u64;
             next = Offset(h.next_offset());
+        }
+        // Nothing is sent that this process has not checked: what recovery trusted to the
+        // checkpoint is read and checked here the first time (on this I/O thread, which
+        // may wait for the disk). A damaged batch ends the range before it, or fails the
+        // read when the range starts with it.
+        if let Some(damage) = seg.check(pos, end, self.config().cleanup_compact)? {
+            if damage.position == pos {
+                return Err(damaged(seg, &damage));
+            }
+            return self.range_from(seg, pos, first, damage.position - pos, false, upper);
         }
         Ok(Some(FileRange {
             file: seg.file.clone(),
@@ -222,6 +264,38 @@ impl Log {
             first_offset: Offset(first.base_offset),
             next_offset: next,
         }))
+    }
+
+    /// Where reading can go on after the damaged batch that a read from `at` met (it failed
+    /// with `Corrupt`): the first sound batch after it, if the damaged batch's length still
+    /// leads there (or to its segment's end, where the next segment begins). For a reader of
+    /// the log's history (a new leader's producer-state rebuild) that passes over it.
+    pub fn past_damage(&self, at: Offset) -> Result<Option<Offset>> {
+        let segments = self.view.read().unwrap().segments.clone();
+        let i = segments.partition_point(|s| s.base <= at).saturating_sub(1);
+        for (j, seg) in segments.iter().enumerate().skip(i) {
+            let Some(d) = seg.damage() else { continue };
+            let end_pos = seg.end_pos().0;
+            let Ok(Some(h)) = seg.read_header(d.position, end_pos) else {
+                return Ok(None);
+            };
+            let after = d.position + h.total_bytes() as u64;
+            if after == end_pos {
+                return Ok(segments.get(j + 1).map(|s| s.base));
+            }
+            let Ok(Some(next)) = seg.read_header(after, end_pos) else {
+                return Ok(None);
+            };
+            let sound = seg
+                .check(
+                    after,
+                    after + next.total_bytes() as u64,
+                    self.config().cleanup_compact,
+                )?
+                .is_none();
+            return Ok((sound && Offset(next.base_offset) > at).then_some(Offset(next.base_offset)));
+        }
+        Ok(None)
     }
 
     /// The largest record timestamp in the log, if it has any records.

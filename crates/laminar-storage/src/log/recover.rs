@@ -147,8 +147,11 @@ pub(super) fn recover(
             storage,
             &seg,
             config,
-            trusted,
-            file_len,
+            Extent {
+                trusted,
+                file_len,
+                next_base: bases.get(i + 1).copied(),
+            },
             &mut report,
             &mut open_txns,
         )?
@@ -390,19 +393,25 @@ fn delete_segments(
     Ok(())
 }
 
-/// Loads one segment's indexes and finds its end. Bytes below `trusted` were fsynced and
-/// are only walked header by header where the index does not already cover them; bytes from
-/// `trusted` on are validated batch by batch. Returns why the walk stopped early, if it did:
-/// the segment's end is then the first invalid byte.
+/// Loads one segment's indexes and finds its end. Bytes below `trusted` were fsynced: they
+/// are read only where the index does not already cover them, checked, and a damaged batch
+/// there is stepped over and remembered (the rest is checked by the first read that sends
+/// it, `Segment::check`); bytes from `trusted` on are validated batch by batch, and the
+/// first invalid one ends the segment (a torn write). Returns why the walk stopped early, if
+/// it did: the segment's end is then the first invalid byte.
 fn load_segment(
     storage: &dyn Storage,
     seg: &Segment,
     config: &LogConfig,
-    trusted: u64,
-    file_len: u64,
+    extent: Extent,
     report: &mut RecoveryReport,
     open_txns: &mut OpenTxns,
 ) -> Result<Loaded> {
+    let Extent {
+        trusted,
+        file_len,
+        next_base,
+    } = extent;
     use crate::index::{Index, OffsetEntry, TimeEntry};
     let load = |path: &Path| -> Option<Arc<dyn StorageFile>> { storage.open(path, false).ok() };
     let offsets = load(&seg.index_path).and_then(|f| Index::<OffsetEntry>::load(&f).ok());
@@ -446,6 +455,7 @@ fn load_segment(
         next: Offset(seg.base.0 + start_rel as i64),
         trusted,
         file_len,
+        next_base,
         interval: config.index_interval_bytes,
         buf: Vec::new(),
         buf_pos: 0,
@@ -457,6 +467,9 @@ fn load_segment(
     let stopped = walk.run()?;
     report.validated_bytes += walk.validated_bytes;
     seg.set_end(FilePos(walk.pos), walk.next);
+    // Below `trusted` only headers were read (where the index did not cover them): the
+    // first read of those bytes checks them before they are sent.
+    seg.set_unchecked_below(trusted.min(walk.pos));
     let (end_pos, end_rel) = (walk.pos, seg.relative(walk.next));
     {
         let mut idx = seg.indexes.lock().unwrap();
@@ -488,6 +501,15 @@ fn load_segment(
     Ok(Loaded { stopped })
 }
 
+/// What recovery knows of a segment's file before it reads it.
+struct Extent {
+    /// Bytes synced before the checkpoint vouched for them.
+    trusted: u64,
+    file_len: u64,
+    /// The base offset of the segment after it, if there is one.
+    next_base: Option<Offset>,
+}
+
 /// What loading a segment found.
 struct Loaded {
     /// Why the walk stopped before the file's end, if it did.
@@ -500,6 +522,8 @@ struct Walk<'a> {
     next: Offset,
     trusted: u64,
     file_len: u64,
+    /// The base offset of the segment after this one, if there is one.
+    next_base: Option<Offset>,
     interval: u64,
     buf: Vec<u8>,
     buf_pos: u64,
@@ -526,6 +550,47 @@ impl Walk<'_> {
         read_exact_at(self.seg.file.as_ref(), &mut self.buf, self.pos).ctx("read", &self.seg.data_path)?;
         self.buf_pos = self.pos;
         Ok(0)
+    }
+
+    /// Steps over the damaged trusted batch of `total` bytes at `pos` if where it ends is
+    /// known: at a sound batch, or at the end of a sealed segment's file (the next segment's
+    /// base). It is remembered as damaged (reads refuse it); returns whether it stepped.
+    fn step_over(&mut self, total: usize, reason: String) -> Result<bool> {
+        let after = self.pos + total as u64;
+        let ends_at = if after == self.file_len {
+            self.next_base
+        } else if after + BATCH_HEADER_BYTES as u64 <= self.trusted {
+            self.pos = after;
+            let sound = self.peek_sound_batch()?;
+            self.pos -= total as u64;
+            sound
+        } else {
+            None
+        };
+        let Some(ends_at) = ends_at.filter(|e| *e > self.next) else {
+            return Ok(false);
+        };
+        self.seg.found(&crate::segment::Damage {
+            position: self.pos,
+            offset: self.next,
+            reason,
+        });
+        self.pos = after;
+        self.next = ends_at;
+        Ok(true)
+    }
+
+    /// The base offset of the batch at `pos`, if it is sound.
+    fn peek_sound_batch(&mut self) -> Result<Option<Offset>> {
+        let at = self.fill(BATCH_HEADER_BYTES)?;
+        let total = laminar_records::peek_total_bytes(&self.buf[at..]).unwrap_or(0);
+        if total < BATCH_HEADER_BYTES as i64 || total as u64 > self.file_len - self.pos {
+            return Ok(None);
+        }
+        let at = self.fill(total as usize)?;
+        Ok(validate_stored_batch(&self.buf[at..at + total as usize])
+            .ok()
+            .map(|h| Offset(h.base_offset)))
     }
 
     fn run(&mut self) -> Result<Option<String>> {
@@ -559,11 +624,17 @@ impl Walk<'_> {
                     Err(e) => return Ok(Some(format!("invalid batch at {}: {e}", self.pos))),
                 }
             } else {
-                let h = BatchHeader::parse(&self.buf[at..at + BATCH_HEADER_BYTES]).unwrap();
-                if h.magic != laminar_records::MAGIC_V2 {
-                    return Ok(Some(format!("bad magic {} at {}", h.magic, self.pos)));
+                // Below the recovery point: synced before the checkpoint vouched for it, so
+                // not a torn write. Checked all the same (a byte can change on the disk after
+                // its fsync): a damaged batch is stepped over, not cut with all that follows.
+                let at = self.fill(total)?;
+                match validate_stored_batch(&self.buf[at..at + total]) {
+                    Ok(h) => h,
+                    Err(e) => match self.step_over(total, e.to_string())? {
+                        true => continue,
+                        false => return Ok(Some(format!("damaged batch at {}: {e}", self.pos))),
+                    },
                 }
-                h
             };
             // Compaction leaves gaps between batches (never within one segment's range
             // end: a cleaned segment keeps its last batch), so offsets only have to grow.
