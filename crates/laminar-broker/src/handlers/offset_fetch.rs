@@ -21,11 +21,13 @@ use laminar_coordinators::groups::Coordinator;
 type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
 fn fetch(groups: &Coordinator, store: &GroupStore, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
+    // Which offsets are pending first, then the offsets (see `txn_offsets_pending`).
+    let pending = require_stable.then(|| store.txn_offsets_pending(&g.group_id));
     let mut out = fetch_committed(groups, g);
-    if require_stable {
+    if let Some(pending) = pending {
         for (topic, ps) in out.iter_mut() {
             for (p, offset, epoch, _, error) in ps.iter_mut() {
-                if store.txn_offset_pending(&g.group_id, topic, *p) {
+                if pending.contains(&(topic.clone(), *p)) {
                     (*offset, *epoch, *error) = (-1, -1, ErrorCode::UnstableOffsetCommit.code());
                 }
             }

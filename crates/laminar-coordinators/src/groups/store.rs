@@ -355,14 +355,35 @@ impl GroupStore {
 
     /// Is an offset of `group` on `topic`-`partition` waiting in a transaction? A consumer
     /// that asks for stable offsets (KIP-447) is told to retry until it ends.
+    #[cfg(test)]
     pub fn txn_offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
-        let is = |r: &GroupRecord| {
-            matches!(r, GroupRecord::Offset { group: g, topic: t, partition: p, .. }
-                if g == group && t == topic && *p == partition)
-        };
+        self.txn_offsets_pending(group)
+            .contains(&(topic.to_string(), partition))
+    }
+
+    /// The partitions whose offset of `group` waits in a transaction. Take it before reading
+    /// the coordinator's memory: an offset not pending now is in memory already (a commit's
+    /// offsets stay here until `apply_durable` has applied them), so a read after this sees
+    /// it; read before, an offset applied in between would be answered stale and stable (a
+    /// consumer would read its records again: an exactly-once loop wrote them twice).
+    pub fn txn_offsets_pending(&self, group: &str) -> std::collections::BTreeSet<(String, i32)> {
         // Taken in the order `end_txn_offsets` moves them, so that none is missed between.
         let txn_offsets = self.txn_offsets.lock().unwrap();
-        txn_offsets.values().flatten().any(is) || self.committing.lock().unwrap().values().flatten().any(is)
+        let committing = self.committing.lock().unwrap();
+        txn_offsets
+            .values()
+            .chain(committing.values())
+            .flatten()
+            .filter_map(|r| match r {
+                GroupRecord::Offset {
+                    group: g,
+                    topic,
+                    partition,
+                    ..
+                } if g == group => Some((topic.clone(), *partition)),
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn flushed(&self, last: Offset) -> laminar_storage::FlushWait {
@@ -375,15 +396,16 @@ impl GroupStore {
     pub fn apply_durable(&self, coordinator: &Coordinator, through: Offset) {
         let mut pending = self.pending.lock().unwrap();
         let mut committing = self.committing.lock().unwrap();
-        let later = committing.split_off(&Offset(through.0 + 1));
-        *committing = later;
-        drop(committing);
         let later = pending.split_off(&Offset(through.0 + 1));
         for (_, records) in std::mem::replace(&mut *pending, later) {
             for r in records {
                 apply(coordinator, r);
             }
         }
+        // Only once applied are a transaction's offsets no longer pending (see
+        // `txn_offsets_pending`).
+        let later = committing.split_off(&Offset(through.0 + 1));
+        *committing = later;
     }
 }
 
@@ -673,5 +695,49 @@ mod tests {
         groups.apply_durable(&c, Offset(10));
         assert_eq!(committed("h"), [(0, 42)]);
         assert!(!groups.txn_offset_pending("h", "in", 0));
+    }
+
+    /// A transaction's offset is pending until it is in memory, never neither: a reader that
+    /// finds it not pending and then reads memory (OffsetFetch with `require_stable`) gets it.
+    /// Before, `apply_durable` stopped calling it pending a moment before applying it: a
+    /// consumer that joined then read an older offset as stable, and its exactly-once loop
+    /// wrote a transaction's records again (franz-go's ETL, once in about 15 runs).
+    #[test]
+    fn a_committed_offset_is_pending_until_it_is_applied() {
+        use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), RealStorage::new(), StoreConfig::default()).unwrap();
+        store
+            .create_log(&LogId::new(OFFSETS_TOPIC, 0), LogConfig::default())
+            .unwrap();
+        let c = Coordinator::new(std::time::Duration::ZERO);
+        let groups = GroupStore::open(&store).unwrap();
+        // The offset the last transaction moved to committing; none is applied before.
+        let ended = AtomicI64::new(0);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for v in 1..=20_000i64 {
+                    groups.add_txn_offsets(7, vec![offset("g", 0, v)]);
+                    groups.end_txn_offsets(7, true, Offset(v));
+                    ended.store(v, Ordering::SeqCst);
+                    groups.apply_durable(&c, Offset(v));
+                }
+                stop.store(true, Ordering::SeqCst);
+            });
+            let mut checked = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let at_least = ended.load(Ordering::SeqCst);
+                if groups.txn_offsets_pending("g").is_empty() {
+                    let read = c.committed("g").into_iter().next().map_or(0, |(_, o)| o.offset);
+                    assert!(
+                        read >= at_least,
+                        "not pending, yet {read} read where {at_least} was committed"
+                    );
+                    checked += 1;
+                }
+            }
+            assert!(checked > 0);
+        });
     }
 }

@@ -631,6 +631,16 @@ pub fn decide_end(
             Err(ErrorCode::ConcurrentTransactions)
         };
     }
+    // While a prepared end's markers are being written, the producer's next end waits for
+    // them (its client retries CONCURRENT_TRANSACTIONS), whatever it asks: as Kafka's
+    // `pendingTransitionInProgress`. An abort at the epoch a commit just returned (franz-go's
+    // session aborts right after a commit when it leaves) was refused INVALID_TXN_STATE.
+    let producer = (producer_id, producer_epoch);
+    if m.status.is_prepared()
+        && (producer == m.producer_after() || producer == (m.producer_id, m.producer_epoch))
+    {
+        return Err(ErrorCode::ConcurrentTransactions);
+    }
     check_producer(m, producer_id, producer_epoch)?;
     let status = if commit {
         TxnStatus::PrepareCommit
@@ -795,6 +805,50 @@ mod tests {
                 .err(),
             Some(ErrorCode::InvalidProducerIdMapping)
         );
+    }
+
+    /// Transaction version 2 (EndTxn v5): the producer's abort right after a commit, at the
+    /// epoch the commit returned, waits while the commit's markers are written (franz-go's
+    /// session does this when it leaves), then aborts nothing with the next epoch.
+    #[test]
+    fn an_abort_right_after_a_commit_waits_for_its_markers() {
+        let c = TxnCoordinator::new([]);
+        let mut pid = 0;
+        let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
+        let parts = vec![TopicPartition::new("a", 0)];
+        write(&c, "t", c.begin("t", |m| decide_add(m, p, e, &parts, 1))).unwrap();
+        let Decision::Write(prepared) = c
+            .begin("t", |m| decide_end(m, p, e, true, true, 2, &mut || 0))
+            .unwrap()
+        else {
+            panic!("a commit writes its prepare record")
+        };
+        c.finish("t", Some(prepared.clone()));
+        let next = prepared.producer_after();
+        assert_eq!(next, (p, e + 1));
+        for commit in [false, true] {
+            assert_eq!(
+                c.begin("t", |m| decide_end(m, next.0, next.1, commit, true, 3, &mut || 0))
+                    .err(),
+                Some(ErrorCode::ConcurrentTransactions),
+                "the next end (commit {commit}) waits for the markers"
+            );
+        }
+        write(
+            &c,
+            "t",
+            c.begin("t", |m| Ok(Decision::<()>::Write(m.unwrap().completed(4)))),
+        )
+        .unwrap();
+        let Decision::Write(aborted) = c
+            .begin("t", |m| decide_end(m, next.0, next.1, false, true, 5, &mut || 0))
+            .unwrap()
+        else {
+            panic!("an abort of nothing writes its prepare record")
+        };
+        assert_eq!(aborted.status, TxnStatus::PrepareAbort);
+        assert!(aborted.partitions.is_empty());
+        assert_eq!(aborted.producer_after(), (p, e + 2));
     }
 
     #[test]
