@@ -114,6 +114,11 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "Background fsync interval; acks=all always waits for its own fsync.",
     },
     SettingDoc {
+        name: "log.read.after.fsync",
+        default: "true",
+        doc: "Consumers (and ListOffsets' latest) see a record only once it is on the disk of the leader and of every in-sync replica, so that no power cut takes back a record a consumer has read and no offset read is used again for another record. `false`: as Kafka, once every in-sync follower has it, whether or not the leader has synced it (a consumer sees acks=1 records sooner).",
+    },
+    SettingDoc {
         name: "log.flush.interval.messages",
         default: "none",
         doc: "Fsync once this many records are unflushed.",
@@ -328,6 +333,7 @@ pub struct BrokerConfig {
     pub log_segment_bytes: u64,
     pub log_roll_ms: Option<u64>,
     pub log_flush_interval_ms: Option<u64>,
+    pub log_read_after_fsync: bool,
     pub log_flush_interval_messages: Option<u64>,
     pub log_flush_offset_checkpoint_interval_ms: u64,
     pub log_preallocate_bytes: u64,
@@ -396,6 +402,7 @@ impl Default for BrokerConfig {
             log_segment_bytes: 1 << 30,
             log_roll_ms: Some(7 * 24 * 3600 * 1000),
             log_flush_interval_ms: None,
+            log_read_after_fsync: true,
             log_flush_interval_messages: None,
             log_flush_offset_checkpoint_interval_ms: 1000,
             log_preallocate_bytes: 32 << 20,
@@ -572,6 +579,7 @@ impl BrokerConfig {
             "log.segment.bytes" => self.log_segment_bytes = positive(int()?)?,
             "log.roll.ms" => self.log_roll_ms = Some(positive(int()?)?),
             "log.flush.interval.ms" => self.log_flush_interval_ms = Some(positive(int()?)?),
+            "log.read.after.fsync" => self.log_read_after_fsync = boolean()?,
             "log.flush.interval.messages" => self.log_flush_interval_messages = Some(positive(int()?)?),
             "log.flush.offset.checkpoint.interval.ms" => {
                 self.log_flush_offset_checkpoint_interval_ms = positive(int()?)?
@@ -729,6 +737,7 @@ impl BrokerConfig {
             ),
             format!("log.segment.bytes = {}", self.log_segment_bytes),
             format!("log.flush.interval.ms = {}", u(self.log_flush_interval_ms)),
+            format!("log.read.after.fsync = {}", self.log_read_after_fsync),
             format!(
                 "log.flush.interval.messages = {}",
                 u(self.log_flush_interval_messages)
@@ -883,7 +892,10 @@ mod tests {
                 "listeners" | "metrics.listeners" => "127.0.0.1:1",
                 "advertised.listeners" => "h:1",
                 "log.dirs" => "/tmp/x",
-                "auto.create.topics.enable" | "log.cleaner.enable" | "auto.leader.rebalance.enable" => "true",
+                "auto.create.topics.enable"
+                | "log.cleaner.enable"
+                | "auto.leader.rebalance.enable"
+                | "log.read.after.fsync" => "true",
                 "log.cleanup.policy" => "compact,delete",
                 "log.cleaner.min.cleanable.ratio" => "0.25",
                 "log.message.timestamp.type" => "LogAppendTime",

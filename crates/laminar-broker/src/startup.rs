@@ -214,9 +214,22 @@ impl RunningBroker {
         crate::info!("settings in effect:\n{}", config.describe());
         // The producers' states are each partition's, rebuilt from its log when this broker
         // begins to lead it (`cluster/publish.rs`).
-        let partitions = Arc::new(Partitions::new(store.clone(), cluster.clone()));
+        let partitions = Arc::new(Partitions::new(
+            store.clone(),
+            cluster.clone(),
+            config.log_read_after_fsync,
+        ));
         let storage = Arc::new(StoragePool::new(config.num_storage_threads));
         let data_arrived = Arc::new(Notify::new());
+        if config.log_read_after_fsync {
+            // Records become visible to consumers when their fsync completes: the fetches
+            // waiting for them are woken then, as on an append.
+            let woken = data_arrived.clone();
+            let _ = store
+                .metrics()
+                .flush_listener
+                .set(Box::new(move || woken.notify_waiters()));
+        }
         let coordinators = Arc::new(CoordinatorRuntime {
             partitions: partitions.clone(),
             storage: storage.clone(),

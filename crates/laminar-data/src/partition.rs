@@ -36,6 +36,8 @@ pub struct Partition {
     /// Its idempotent and transactional producers: checked and recorded on its storage
     /// thread with each append, rebuilt from the log when a leadership begins.
     pub producers: ProducerState,
+    /// Consumers see only what the leader has synced, too (`log.read.after.fsync`).
+    pub read_after_fsync: bool,
 }
 
 impl Partition {
@@ -73,10 +75,17 @@ pub struct LedPartition {
 }
 
 impl LedPartition {
-    /// What consumers may read: below the high watermark (what every in-sync replica has),
-    /// never past the log end.
+    /// What consumers may read: below the high watermark (what every in-sync follower has
+    /// on its disk), never past the log end; with `log.read.after.fsync`, never past what
+    /// this leader has synced either, so that no power cut takes back a record a consumer
+    /// has read (and no offset it read is used again for another record).
     pub fn high_watermark(&self) -> Offset {
-        self.partition.replica.high_watermark().min(self.log.log_end())
+        let hw = self.partition.replica.high_watermark().min(self.log.log_end());
+        if self.partition.read_after_fsync {
+            hw.min(self.log.flushed_end())
+        } else {
+            hw
+        }
     }
 
     /// A write at this leadership's epoch, through the one replicate path.
@@ -203,14 +212,17 @@ pub struct Partitions {
     store: Arc<Store>,
     cluster: Arc<Cluster>,
     hosted: RwLock<HashMap<String, HashMap<i32, Arc<Partition>>>>,
+    read_after_fsync: bool,
 }
 
 impl Partitions {
-    pub fn new(store: Arc<Store>, cluster: Arc<Cluster>) -> Partitions {
+    /// `read_after_fsync`: see `Partition::read_after_fsync`.
+    pub fn new(store: Arc<Store>, cluster: Arc<Cluster>, read_after_fsync: bool) -> Partitions {
         Partitions {
             store,
             cluster,
             hosted: RwLock::new(HashMap::new()),
+            read_after_fsync,
         }
     }
 
@@ -257,6 +269,7 @@ impl Partitions {
                             cluster: self.cluster.clone(),
                             replica,
                             producers: ProducerState::default(),
+                            read_after_fsync: self.read_after_fsync,
                         }),
                     );
                 }

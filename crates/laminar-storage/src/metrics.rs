@@ -50,6 +50,10 @@ pub struct StorageMetrics {
     /// The names of logs gone offline that the broker has not taken yet
     /// (`Store::take_offline`).
     pub went_offline: std::sync::Mutex<Vec<String>>,
+    /// Called on the flusher thread after a flush made more of a log durable: the broker
+    /// wakes the fetches that wait for records to become visible (consumers read only what
+    /// is on the disk). It must not block.
+    pub flush_listener: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// Batches found damaged on disk (a CRC, length or offsets that do not fit) by reads that

@@ -636,6 +636,10 @@ async fn produce_partition(
             if version >= 5 {
                 out.log_start_offset = a.log_start;
             }
+            if acks != -1 && led.partition.read_after_fsync {
+                // Its consumers see it once it is synced: soon, then, though nothing waits.
+                led.log.request_flush();
+            }
             let durable = (acks == -1)
                 .then(|| led.partition.log())
                 .flatten()

@@ -197,6 +197,11 @@ impl Log {
         for c in done {
             c.complete(Ok(target.next_offset));
         }
+        if target.next_offset > flushed.next_offset {
+            if let Some(listener) = self.metrics.flush_listener.get() {
+                listener();
+            }
+        }
         self.records_unflushed
             .fetch_sub(unflushed_before, Ordering::Relaxed);
         self.last_flush_ms.store(now_ms(), Ordering::Relaxed);

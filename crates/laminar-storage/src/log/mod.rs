@@ -362,6 +362,12 @@ impl Log {
         *self.flusher.lock().unwrap() = Some(flusher);
     }
 
+    /// Asks the flusher to sync what is appended soon, without waiting for it (an `acks=1`
+    /// append whose records consumers see only once they are on the disk).
+    pub fn request_flush(&self) {
+        self.notify_flusher();
+    }
+
     fn notify_flusher(&self) {
         // Only the first request since the last flush started wakes a thread. A thread that
         // is flushing this log reads the flag again when its fsync returns, so waking one per
