@@ -151,21 +151,10 @@ async fn truncate_to_leader(
     // A batch found damaged here (while this broker led) is fetched again from the leader,
     // with all that follows it.
     let log = replica_log(hosted)?;
+    // (Below the log start it is never read: nothing to fetch again.)
     if let Some(at) = log.damaged_from().filter(|at| *at >= log.log_start()) {
         crate::warn!("replica of {topic}-{partition}: a damaged batch at offset {at}; truncating there to fetch it again");
-        let (store, id, h2) = (
-            b.store.clone(),
-            LogId::new(topic, partition as u32),
-            hosted.clone(),
-        );
-        change_log(b, hosted, me, move || {
-            let log = store.truncate_log(&id, at)?;
-            if let Err(e) = h2.rebuild_producers(&log) {
-                crate::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
-            }
-            Ok(())
-        })
-        .await?;
+        cut_log(b, hosted, me, at).await?;
     }
     // Each round but the last cuts the log shorter: it ends.
     loop {
@@ -240,31 +229,40 @@ async fn cut_to_leader(
     crate::warn!(
         "replica of {topic}-{partition}: the leader's epoch {leader_epoch} ends at {leader_end}; truncating from {log_end} to {to}"
     );
-    let store = b.store.clone();
-    let id = LogId::new(topic, partition as u32);
-    let h2 = hosted.clone();
-    // Below this log's start (its whole log diverged): it starts again there, empty, as
-    // Kafka's `truncateTo` does below the log start.
-    let below_start = to < log.log_start().0;
-    let cut = change_log(b, hosted, me, move || {
-        let log = if below_start {
-            store.reset_log(&id, Offset(to))?
-        } else {
-            store.truncate_log(&id, Offset(to))?
-        };
-        if let Err(e) = h2.rebuild_producers(&log) {
-            crate::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
-        }
-        Ok(log.log_end())
-    })
-    .await?;
-    match cut {
+    match cut_log(b, hosted, me, Offset(to)).await? {
         Some(cut) => {
             crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
             Ok(my_epoch != leader_epoch)
         }
         None => Ok(false), // no longer following: the loop ends
     }
+}
+
+/// Cuts this replica's log at `to` (below its start: empties it to start there, as Kafka's
+/// `truncateTo` does) and rebuilds its producers' state from what is left. Returns where the
+/// log ends now, or `None` if this broker no longer follows as `me`.
+async fn cut_log(
+    b: &Arc<Broker>,
+    hosted: &Arc<Partition>,
+    me: Following,
+    to: Offset,
+) -> io::Result<Option<Offset>> {
+    let store = b.store.clone();
+    let id = LogId::new(&hosted.topic, hosted.partition as u32);
+    let h2 = hosted.clone();
+    let below_start = to < replica_log(hosted)?.log_start();
+    change_log(b, hosted, me, move || {
+        let log = if below_start {
+            store.reset_log(&id, to)?
+        } else {
+            store.truncate_log(&id, to)?
+        };
+        if let Err(e) = h2.rebuild_producers(&log) {
+            crate::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
+        }
+        Ok(log.log_end())
+    })
+    .await
 }
 
 /// If the leader's log now starts past this log's end (retention or DeleteRecords removed
