@@ -1,8 +1,9 @@
 //! Programs that drive real Kafka clients (librdkafka) against any Kafka-compatible broker:
-//! the scenarios' load, the delivery verifier and hostile clients. Each prints histogram
+//! the scenarios' load, the delivery verifier, the history checker and hostile clients. Each prints histogram
 //! percentiles or counts, with its configuration; none of them is a test.
 
 pub mod client_perf;
+pub mod history;
 pub mod hostile;
 pub mod partitions;
 pub mod verify;

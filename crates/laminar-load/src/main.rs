@@ -56,6 +56,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run producers (idempotent, acks=all), transactional producers and consumers in a group
+    /// (read_committed) against any Kafka-compatible broker while something else breaks it,
+    /// record the whole history (every acknowledgement, transaction outcome, assignment and
+    /// poll), read every partition back, and report every anomaly: lost, duplicated or
+    /// reordered records, non-monotonic or skipping polls, an offset holding two records,
+    /// aborted reads, torn transactions, corrupted records.
+    History {
+        #[command(flatten)]
+        config: laminar_load::history::workload::WorkloadConfig,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a history that `history --out` wrote again.
+    Check {
+        file: std::path::PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Hostile clients, one kind per phase, against any Kafka-compatible broker, while a
     /// well-behaved producer (librdkafka) sends at a fixed rate: idle connections, consumers
     /// that never read their responses, a connection flood, frames announcing 100 MB that
@@ -153,6 +171,29 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::History { config, json } => {
+            let r = laminar_load::history::workload::run(&config)?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{}: {:.1} s, producer restarts {}",
+                    config.topic, r.seconds, r.producer_restarts
+                );
+                print_history(&r.check);
+            }
+            Ok(())
+        }
+        Command::Check { file, json } => {
+            let text = std::fs::read_to_string(&file)?;
+            let r = laminar_load::history::check(&laminar_load::history::read(&text)?);
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                print_history(&r);
+            }
+            Ok(())
+        }
         Command::Hostile { config, json } => {
             let r = laminar_load::hostile::run(&config)?;
             if json {
@@ -162,5 +203,37 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+fn print_history(r: &laminar_load::history::Report) {
+    println!(
+        "acked {}, unacked {}, transactions committed {} aborted {} unknown {}, polled {}, \
+         assignments {}, final read {}",
+        r.acked,
+        r.unacked,
+        r.txns_committed,
+        r.txns_aborted,
+        r.txns_unknown,
+        r.polled,
+        r.assignments,
+        r.final_records
+    );
+    println!(
+        "anomalies {}: lost {}, duplicated {}, inconsistent offsets {}, reordered {}, \
+         non-monotonic polls {}, skipped polls {}, aborted reads {}, torn transactions {}, corrupted {}",
+        r.anomalies(),
+        r.lost,
+        r.duplicated,
+        r.inconsistent_offsets,
+        r.reordered,
+        r.nonmonotonic_polls,
+        r.skipped_polls,
+        r.aborted_reads,
+        r.torn_txns,
+        r.corrupted
+    );
+    for e in &r.examples {
+        println!("  {e}");
     }
 }

@@ -35,7 +35,7 @@ use serde::Serialize;
 const HEADER_BYTES: usize = 4 + 8 + 8 + 4;
 const MAGIC: &[u8; 4] = b"LMV1";
 /// How long the read-back and the start wait for a broker that is down.
-const BROKER_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const BROKER_WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct VerifyConfig {
@@ -168,6 +168,16 @@ fn producer(cfg: &VerifyConfig, acks: &Acks) -> anyhow::Result<ThreadedProducer<
 /// Creates `topic` with `partitions` partitions unless it exists, waiting for a broker that
 /// is down.
 pub(crate) fn ensure_topic(bootstrap: &str, topic_name: &str, partitions: i32) -> anyhow::Result<()> {
+    ensure_topic_replicated(bootstrap, topic_name, partitions, 1)
+}
+
+/// [`ensure_topic`] with `replicas` replicas of each partition.
+pub(crate) fn ensure_topic_replicated(
+    bootstrap: &str,
+    topic_name: &str,
+    partitions: i32,
+    replicas: i32,
+) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -178,7 +188,7 @@ pub(crate) fn ensure_topic(bootstrap: &str, topic_name: &str, partitions: i32) -
         .context("runtime for the admin client")?;
     let deadline = Instant::now() + BROKER_WAIT;
     loop {
-        let topic = NewTopic::new(topic_name, partitions, TopicReplication::Fixed(1));
+        let topic = NewTopic::new(topic_name, partitions, TopicReplication::Fixed(replicas));
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
         match rt.block_on(admin.create_topics([&topic], &opts)) {
             Ok(results) => match results.into_iter().next() {
