@@ -20,7 +20,9 @@ use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use laminar_storage::backend::{read_exact_at, read_whole, write_atomically, Storage, StorageFile};
+use laminar_storage::backend::{
+    create_dir_all_durably, read_exact_at, read_whole, write_atomically, Storage, StorageFile,
+};
 use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::{
     BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, LogState, RaftLogReader,
@@ -106,7 +108,7 @@ pub struct LogStore {
 
 impl LogStore {
     pub fn open(storage: Arc<dyn Storage>, dir: &Path) -> std::io::Result<LogStore> {
-        storage.create_dir_all(dir)?;
+        create_dir_all_durably(storage.as_ref(), dir)?;
         let last_purged: Option<LogId<NodeId>> = read_json_file(storage.as_ref(), dir, PURGED_FILE)?;
         let vote: Option<Vote<NodeId>> = read_json_file(storage.as_ref(), dir, VOTE_FILE)?;
         let path = dir.join(LOG_FILE);
@@ -363,7 +365,7 @@ impl StateMachine {
         dir: &Path,
         published: watch::Sender<Arc<ClusterImage>>,
     ) -> std::io::Result<StateMachine> {
-        storage.create_dir_all(dir)?;
+        create_dir_all_durably(storage.as_ref(), dir)?;
         let file: Option<SnapshotFile> = read_json_file(storage.as_ref(), dir, SNAPSHOT_FILE)?;
         let state = match file {
             Some(f) => {

@@ -67,6 +67,7 @@ pub fn execute(shared: &Shared, line: &str) -> Result<String, String> {
                 "files": cut.files,
                 "bytes_dropped": cut.bytes_dropped,
                 "bytes_kept": cut.bytes_kept,
+                "names_undone": cut.names_undone,
             })
             .to_string())
         }

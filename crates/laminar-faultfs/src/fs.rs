@@ -1,6 +1,7 @@
 //! The FUSE file system: every operation is passed through to a source directory, after the
-//! fault rules have had their say (a delay, an error), and, in lazy mode, writes stay in
-//! memory until the file is fsynced (see `pages`).
+//! fault rules have had their say (a delay, an error), and, in lazy mode, writes and size
+//! changes stay in memory until the file is fsynced (see `pages`), and creations, removals
+//! and renames can be taken back until their directory (or the file) is (see `namespace`).
 //!
 //! Delayed operations are finished and answered on a thread of their own, so that a stalled
 //! file never holds up the FUSE threads that serve the other files: the stall is what the
@@ -25,6 +26,7 @@ use fuser::{
 };
 use rand::Rng;
 
+use crate::namespace::{Namespace, Undone};
 use crate::pages::Unsynced;
 use crate::rules::{Op, Rules};
 
@@ -80,6 +82,19 @@ impl Nodes {
         ino
     }
 
+    /// A name a power cut took back, and every name under it.
+    fn forget_tree(&mut self, rel: &Path) {
+        let gone: Vec<PathBuf> = self
+            .by_path
+            .keys()
+            .filter(|p| p.starts_with(rel))
+            .cloned()
+            .collect();
+        for p in gone {
+            self.forget_path(&p);
+        }
+    }
+
     fn forget_path(&mut self, rel: &Path) -> Option<u64> {
         let ino = self.by_path.remove(rel)?;
         self.by_ino.remove(&ino);
@@ -123,6 +138,8 @@ pub struct Shared {
     options: Options,
     nodes: Mutex<Nodes>,
     files: Mutex<HashMap<u64, Arc<Mutex<FileState>>>>,
+    /// Lazy mode: the changes to names not yet durable.
+    namespace: Option<Mutex<Namespace>>,
     pub rules: RwLock<Rules>,
     pub stats: Stats,
 }
@@ -133,24 +150,36 @@ pub struct PowerCut {
     pub files: u64,
     pub bytes_dropped: u64,
     pub bytes_kept: u64,
+    /// Creations, removals and renames taken back.
+    pub names_undone: u64,
 }
 
 impl Shared {
-    pub fn new(source: PathBuf, options: Options) -> Arc<Shared> {
+    pub fn new(source: PathBuf, options: Options) -> io::Result<Arc<Shared>> {
         let mut nodes = Nodes {
             by_ino: HashMap::new(),
             by_path: HashMap::new(),
             next: INodeNo::ROOT.0,
         };
         nodes.ino(Path::new(""));
-        Arc::new(Shared {
+        let namespace = match options.lazy {
+            true => Some(Mutex::new(Namespace::new(&source)?)),
+            false => None,
+        };
+        Ok(Arc::new(Shared {
             source,
             options,
             nodes: Mutex::new(nodes),
             files: Mutex::new(HashMap::new()),
+            namespace,
             rules: RwLock::new(Rules::default()),
             stats: Stats::default(),
-        })
+        }))
+    }
+
+    /// Runs `f` on the journal of names, in lazy mode.
+    fn names<T>(&self, f: impl FnOnce(&mut Namespace) -> T) -> Option<T> {
+        self.namespace.as_ref().map(|ns| f(&mut ns.lock().unwrap()))
     }
 
     pub fn lazy(&self) -> bool {
@@ -304,8 +333,9 @@ impl Shared {
             .collect()
     }
 
-    /// Power cut: every file's unsynced writes are dropped; with `torn`, each file keeps a
-    /// random page-aligned prefix of them instead.
+    /// Power cut: every file's unsynced writes and size changes are dropped (with `torn`,
+    /// each file keeps a random prefix of its unsynced pages instead, ending at any byte), then
+    /// every creation, removal and rename that no fsync covered is undone.
     pub fn power_cut(&self, torn: bool) -> io::Result<PowerCut> {
         let mut out = PowerCut::default();
         let mut rng = rand::thread_rng();
@@ -315,11 +345,30 @@ impl Shared {
             }
             let pages = unsynced.page_count();
             let keep = if torn { rng.gen_range(0..=pages) } else { 0 };
+            let torn_bytes = if torn && keep < pages {
+                rng.gen_range(0..crate::pages::PAGE_BYTES as usize)
+            } else {
+                0
+            };
             out.files += 1;
-            out.bytes_kept += keep as u64 * crate::pages::PAGE_BYTES;
-            out.bytes_dropped += (pages - keep) as u64 * crate::pages::PAGE_BYTES;
-            unsynced.power_cut(backing, keep)
+            out.bytes_kept += keep as u64 * crate::pages::PAGE_BYTES + torn_bytes as u64;
+            out.bytes_dropped += (pages - keep) as u64 * crate::pages::PAGE_BYTES - torn_bytes as u64;
+            unsynced.power_cut(backing, keep, torn_bytes)
         })?;
+        let undone = self.names(|ns| ns.power_cut()).unwrap_or_default();
+        out.names_undone = undone.len() as u64;
+        let mut nodes = self.nodes.lock().unwrap();
+        for u in undone {
+            match u {
+                Undone::Forgotten(p) => nodes.forget_tree(&p),
+                Undone::Restored(_) => {}
+                Undone::Moved { from, to } => {
+                    nodes.forget_tree(&to);
+                    nodes.rename(&from, &to);
+                }
+            }
+        }
+        drop(nodes);
         self.stats.power_cuts.fetch_add(1, Ordering::Relaxed);
         Ok(out)
     }
@@ -399,7 +448,12 @@ impl Shared {
         let FileState {
             backing, unsynced, ..
         } = &mut *f;
-        unsynced.sync(backing, data_only).map_err(Errno::from)
+        unsynced.sync(backing, data_only).map_err(Errno::from)?;
+        // ext4 commits a file's own name with it (not the names of other files).
+        if let Ok(rel) = self.rel(ino) {
+            self.names(|ns| ns.synced_file(&rel));
+        }
+        Ok(())
     }
 }
 
@@ -519,6 +573,17 @@ impl Filesystem for FaultFs {
                             } = &mut *f;
                             unsynced.truncate(backing, size).map_err(Errno::from)?;
                         }
+                        Err(_) if s.lazy() => {
+                            // Held like a write: the file gets state of its own for it.
+                            s.open_file(ino.0, || OpenOptions::new().read(true).write(true).open(&full))?;
+                            let f = s.file(ino)?;
+                            let mut f = f.lock().unwrap();
+                            f.opens -= 1;
+                            let FileState {
+                                backing, unsynced, ..
+                            } = &mut *f;
+                            unsynced.truncate(backing, size).map_err(Errno::from)?;
+                        }
                         Err(_) => OpenOptions::new()
                             .write(true)
                             .open(&full)
@@ -565,6 +630,7 @@ impl Filesystem for FaultFs {
                         .mode(mode & !umask)
                         .create(s.full(&rel))
                         .map_err(Errno::from)?;
+                    s.names(|ns| ns.created(&rel));
                     s.entry(rel)
                 },
                 Err,
@@ -586,7 +652,10 @@ impl Filesystem for FaultFs {
         self.after(delay, move || {
             let r = error.map_or_else(
                 || -> Result<(), Errno> {
-                    std::fs::remove_file(s.full(&rel)).map_err(Errno::from)?;
+                    match s.names(|ns| ns.remove(&rel, false)) {
+                        Some(r) => r.map_err(Errno::from)?,
+                        None => std::fs::remove_file(s.full(&rel)).map_err(Errno::from)?,
+                    }
                     if let Some(ino) = s.nodes.lock().unwrap().forget_path(&rel) {
                         s.unlinked(ino);
                     }
@@ -605,7 +674,10 @@ impl Filesystem for FaultFs {
         let s = &self.shared;
         let r = (|| -> Result<(), Errno> {
             let rel = s.rel(parent)?.join(name);
-            std::fs::remove_dir(s.full(&rel)).map_err(Errno::from)?;
+            match s.names(|ns| ns.remove(&rel, true)) {
+                Some(r) => r.map_err(Errno::from)?,
+                None => std::fs::remove_dir(s.full(&rel)).map_err(Errno::from)?,
+            }
             s.nodes.lock().unwrap().forget_path(&rel);
             Ok(())
         })();
@@ -643,7 +715,10 @@ impl Filesystem for FaultFs {
                 if !flags.is_empty() {
                     return Err(Errno::EINVAL);
                 }
-                std::fs::rename(s.full(&from), s.full(&to)).map_err(Errno::from)?;
+                match s.names(|ns| ns.rename(&from, &to)) {
+                    Some(r) => r.map_err(Errno::from)?,
+                    None => std::fs::rename(s.full(&from), s.full(&to)).map_err(Errno::from)?,
+                }
                 let replaced = {
                     let mut nodes = s.nodes.lock().unwrap();
                     let replaced = nodes.forget_path(&to);
@@ -701,6 +776,7 @@ impl Filesystem for FaultFs {
         self.after(delay, move || {
             let r = error.map_or_else(
                 || {
+                    let existed = std::fs::symlink_metadata(s.full(&rel)).is_ok();
                     let file = OpenOptions::new()
                         .read(true)
                         .write(true)
@@ -709,6 +785,9 @@ impl Filesystem for FaultFs {
                         .mode(mode & !umask)
                         .open(s.full(&rel))
                         .map_err(Errno::from)?;
+                    if !existed {
+                        s.names(|ns| ns.created(&rel));
+                    }
                     let ino = s.nodes.lock().unwrap().ino(&rel);
                     s.open_file(ino, || Ok(file))?;
                     s.attr(ino, &rel)
@@ -872,7 +951,9 @@ impl Filesystem for FaultFs {
                 || {
                     File::open(s.full(&rel))
                         .and_then(|d| d.sync_all())
-                        .map_err(Errno::from)
+                        .map_err(Errno::from)?;
+                    s.names(|ns| ns.synced_dir(&rel));
+                    Ok(())
                 },
                 Err,
             );
@@ -925,7 +1006,15 @@ impl Filesystem for FaultFs {
                 if let Some(e) = error {
                     return Err(e);
                 }
-                let f = f.lock().unwrap();
+                let mut f = f.lock().unwrap();
+                if s.lazy() && mode == 0 {
+                    // An extending allocation changes the size, which waits for an fsync like a
+                    // write; the blocks themselves are the disk's business.
+                    let FileState {
+                        backing, unsynced, ..
+                    } = &mut *f;
+                    return unsynced.extend(backing, offset + length).map_err(Errno::from);
+                }
                 // SAFETY: a valid descriptor; the kernel checks the range and mode.
                 let rc = unsafe {
                     libc::fallocate(

@@ -7,6 +7,7 @@
 pub mod control;
 pub mod fs;
 pub mod mount;
+pub mod namespace;
 pub mod pages;
 pub mod rules;
 

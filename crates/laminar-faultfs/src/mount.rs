@@ -21,7 +21,7 @@ impl Mount {
     /// threads until dropped.
     pub fn new(source: &Path, mountpoint: &Path, options: Options, threads: usize) -> io::Result<Mount> {
         let source = std::fs::canonicalize(source)?;
-        let shared = Shared::new(source.clone(), options);
+        let shared = Shared::new(source.clone(), options)?;
         let mut config = Config::default();
         config.mount_options = vec![
             MountOption::FSName(format!("faultfs:{}", source.display())),

@@ -1,7 +1,8 @@
 //! The writes a file has had since its last fsync, held in memory page by page as a kernel's
 //! page cache holds them, so that a "power cut" can drop them (LazyFS's idea). The backing
-//! file in the source directory is the disk: it holds only what was fsynced, plus what
-//! metadata operations (truncate, fallocate) did, which go straight through.
+//! file in the source directory is the disk: it holds only what was fsynced. A size change
+//! (a truncate, an extending fallocate) is held too, and reaches the disk with the next
+//! fsync of the file, or never.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -20,6 +21,20 @@ pub struct Unsynced {
     /// Pages whose write-back failed (an fsync answered EIO): as Linux does since 4.13, they
     /// stay readable, marked clean, and no later fsync writes them; a power cut drops them.
     lost: BTreeSet<u64>,
+    /// The size a truncate or an extension set since the last fsync, if any.
+    size: Option<u64>,
+    /// The smallest size truncated to since the last fsync: the disk's bytes from here on are
+    /// no longer the file's (they read as zeros until written again).
+    shrunk_to: Option<u64>,
+}
+
+/// Reads what the disk holds at `offset` that is still the file's: nothing at or past
+/// `shrunk_to`, a truncation not yet synced.
+fn read_disk(backing: &File, shrunk_to: Option<u64>, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let valid = shrunk_to.map_or(buf.len(), |end| {
+        end.saturating_sub(offset).min(buf.len() as u64) as usize
+    });
+    read_some_at(backing, &mut buf[..valid], offset)
 }
 
 /// Reads as much of `buf` as the file holds at `offset`; the rest stays as it was (zeros).
@@ -37,8 +52,9 @@ fn read_some_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
 }
 
 impl Unsynced {
+    /// Nothing held: no page, no size change.
     pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
+        self.pages.is_empty() && self.size.is_none()
     }
 
     pub fn bytes(&self) -> u64 {
@@ -47,7 +63,11 @@ impl Unsynced {
 
     /// The file's size as its users see it.
     pub fn len(&self, backing: &File) -> io::Result<u64> {
-        Ok(backing.metadata()?.len().max(self.dirty_end))
+        let base = match self.size {
+            Some(size) => size,
+            None => backing.metadata()?.len(),
+        };
+        Ok(base.max(self.dirty_end))
     }
 
     pub fn write(&mut self, backing: &File, offset: u64, data: &[u8]) -> io::Result<()> {
@@ -64,7 +84,7 @@ impl Unsynced {
                     let mut buf = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
                     // A partly written page keeps what the disk already holds around the write.
                     if from > 0 || to < PAGE_BYTES as usize {
-                        read_some_at(backing, &mut buf, page_start)?;
+                        read_disk(backing, self.shrunk_to, &mut buf, page_start)?;
                     }
                     e.insert(buf)
                 }
@@ -87,7 +107,7 @@ impl Unsynced {
         }
         let end = (offset + len as u64).min(size);
         let mut out = vec![0u8; (end - offset) as usize];
-        read_some_at(backing, &mut out, offset)?;
+        read_disk(backing, self.shrunk_to, &mut out, offset)?;
         for (&page, buf) in self.pages.range(offset / PAGE_BYTES..=(end - 1) / PAGE_BYTES) {
             let page_start = page * PAGE_BYTES;
             let from = offset.max(page_start);
@@ -98,9 +118,13 @@ impl Unsynced {
         Ok(out)
     }
 
-    /// Truncation goes straight to the disk; unsynced pages past the new end go away.
+    /// A truncation (or an extension by `ftruncate`): held until the next fsync; unsynced
+    /// pages past the new end go away.
     pub fn truncate(&mut self, backing: &File, size: u64) -> io::Result<()> {
-        backing.set_len(size)?;
+        if size < self.len(backing)? {
+            self.shrunk_to = Some(self.shrunk_to.map_or(size, |s| s.min(size)));
+        }
+        self.size = Some(size);
         let first_gone = size.div_ceil(PAGE_BYTES);
         self.pages.split_off(&first_gone);
         self.lost.split_off(&first_gone);
@@ -113,15 +137,28 @@ impl Unsynced {
         Ok(())
     }
 
+    /// An extending fallocate: the size grows (held until the next fsync, like a truncate).
+    pub fn extend(&mut self, backing: &File, end: u64) -> io::Result<()> {
+        if end > self.len(backing)? {
+            self.size = Some(end);
+        }
+        Ok(())
+    }
+
     /// Writes the first `keep` unsynced pages (in file order; none that was lost) to the
-    /// disk and forgets the others but the lost ones. Not synced: the caller fsyncs the
-    /// backing file when this is a real fsync.
-    fn write_back(&mut self, backing: &File, keep: usize) -> io::Result<()> {
+    /// disk, and the first `torn_bytes` bytes of the page after them, and forgets the others
+    /// but the lost ones. Not synced: the caller fsyncs the backing file when this is a real
+    /// fsync.
+    fn write_back(&mut self, backing: &File, keep: usize, torn_bytes: usize) -> io::Result<()> {
         let size = self.len(backing)?;
         let lost = &self.lost;
-        for (&page, buf) in self.pages.iter().filter(|(p, _)| !lost.contains(p)).take(keep) {
+        let pages = self.pages.iter().filter(|(p, _)| !lost.contains(p));
+        for (i, (&page, buf)) in pages.take(keep.saturating_add(1)).enumerate() {
             let page_start = page * PAGE_BYTES;
-            let n = (size.saturating_sub(page_start)).min(PAGE_BYTES) as usize;
+            let mut n = (size.saturating_sub(page_start)).min(PAGE_BYTES) as usize;
+            if i == keep {
+                n = n.min(torn_bytes);
+            }
             backing.write_all_at(&buf[..n], page_start)?;
         }
         self.pages.retain(|p, _| lost.contains(p));
@@ -136,9 +173,21 @@ impl Unsynced {
         self.lost.extend(self.pages.keys().copied());
     }
 
-    /// fsync: every unsynced page goes to the disk, and the disk is synced.
+    /// fsync: the size and every unsynced page go to the disk, and the disk is synced.
     pub fn sync(&mut self, backing: &File, data_only: bool) -> io::Result<()> {
-        self.write_back(backing, usize::MAX)?;
+        // A size set since the last fsync goes to the disk; otherwise the pages written back
+        // decide it, as they always did.
+        let size = match self.size {
+            Some(_) => Some(self.len(backing)?),
+            None => None,
+        };
+        if let Some(shrunk) = self.shrunk_to.take() {
+            backing.set_len(shrunk)?;
+        }
+        self.write_back(backing, usize::MAX, 0)?;
+        if let Some(size) = self.size.take().and(size) {
+            backing.set_len(size)?;
+        }
         if data_only {
             backing.sync_data()
         } else {
@@ -146,13 +195,16 @@ impl Unsynced {
         }
     }
 
-    /// Power cut: the disk keeps only the first `keep` unsynced pages (0: none; a torn
-    /// write keeps a prefix), as if the rest never left the page cache.
-    pub fn power_cut(&mut self, backing: &File, keep: usize) -> io::Result<()> {
-        self.write_back(backing, keep)?;
+    /// Power cut: the disk keeps only the first `keep` unsynced pages and `torn_bytes` of
+    /// the next (0 and 0: none; a torn write keeps a prefix that ends at any byte), as if the
+    /// rest never left the page cache; a size change not synced is lost.
+    pub fn power_cut(&mut self, backing: &File, keep: usize, torn_bytes: usize) -> io::Result<()> {
+        self.write_back(backing, keep, torn_bytes)?;
         self.lost.clear();
         self.pages.clear();
         self.dirty_end = 0;
+        self.size = None;
+        self.shrunk_to = None;
         Ok(())
     }
 
@@ -208,19 +260,72 @@ mod tests {
         assert_eq!(read.len(), 50 + data.len());
         assert_eq!(&read[..50], &[7u8; 50]);
         assert_eq!(&read[50..], &data[..]);
-        u.power_cut(&f, 0).unwrap();
+        u.power_cut(&f, 0, 0).unwrap();
         assert_eq!(disk(&f), vec![7u8; 100], "nothing unsynced survives");
         assert_eq!(u.read(&f, 0, 1000).unwrap(), vec![7u8; 100]);
     }
 
     #[test]
-    fn a_torn_power_cut_keeps_a_page_aligned_prefix() {
+    fn a_torn_power_cut_keeps_a_prefix_ending_at_any_byte() {
         let (_d, f) = backing(b"");
         let mut u = Unsynced::default();
         let data = vec![1u8; 3 * PAGE_BYTES as usize + 10];
         u.write(&f, 0, &data).unwrap();
-        u.power_cut(&f, 2).unwrap();
+        u.power_cut(&f, 2, 0).unwrap();
         assert_eq!(disk(&f), vec![1u8; 2 * PAGE_BYTES as usize]);
+        let (_d, f) = backing(&[7u8; 2 * PAGE_BYTES as usize]);
+        let mut u = Unsynced::default();
+        u.write(&f, 0, &data).unwrap();
+        u.power_cut(&f, 1, 100).unwrap();
+        let mut expect = vec![1u8; PAGE_BYTES as usize + 100];
+        expect.resize(2 * PAGE_BYTES as usize, 7);
+        assert_eq!(
+            disk(&f),
+            expect,
+            "page 1 torn after 100 bytes, the rest as the disk held it"
+        );
+    }
+
+    /// A truncation or an extension is held like a write: the file's users see it at once,
+    /// an fsync writes it, a power cut before that drops it.
+    #[test]
+    fn size_changes_wait_for_an_fsync() {
+        let (_d, f) = backing(&[5u8; 3 * PAGE_BYTES as usize]);
+        let mut u = Unsynced::default();
+        u.truncate(&f, 10).unwrap();
+        u.truncate(&f, 2 * PAGE_BYTES).unwrap();
+        assert_eq!(u.len(&f).unwrap(), 2 * PAGE_BYTES);
+        let r = u.read(&f, 0, u32::MAX).unwrap();
+        assert_eq!(
+            (&r[..10], r[10..].iter().all(|&b| b == 0)),
+            (&[5u8; 10][..], true),
+            "past the cut, zeros"
+        );
+        assert_eq!(disk(&f).len(), 3 * PAGE_BYTES as usize, "not on the disk yet");
+        u.power_cut(&f, 0, 0).unwrap();
+        assert_eq!(
+            disk(&f),
+            vec![5u8; 3 * PAGE_BYTES as usize],
+            "the cut took the truncation"
+        );
+        assert_eq!(u.len(&f).unwrap(), 3 * PAGE_BYTES);
+
+        u.truncate(&f, 10).unwrap();
+        u.write(&f, 12, b"ab").unwrap();
+        u.sync(&f, false).unwrap();
+        let mut expect = vec![5u8; 10];
+        expect.extend([0, 0, b'a', b'b']);
+        assert_eq!(
+            disk(&f),
+            expect,
+            "an fsync writes the truncation and the write after it"
+        );
+
+        u.extend(&f, PAGE_BYTES).unwrap();
+        assert_eq!(u.len(&f).unwrap(), PAGE_BYTES);
+        assert!(!u.is_empty());
+        u.power_cut(&f, 0, 0).unwrap();
+        assert_eq!(disk(&f).len(), 14, "the extension was never synced");
     }
 
     /// As Linux since 4.13: after a failed write-back the pages still read as written, a
@@ -244,7 +349,7 @@ mod tests {
             disk_now[PAGE_BYTES as usize], b'z',
             "the page written after it did"
         );
-        u.power_cut(&f, 0).unwrap();
+        u.power_cut(&f, 0, 0).unwrap();
         assert_eq!(&u.read(&f, 0, 10).unwrap(), b"0123456789");
     }
 

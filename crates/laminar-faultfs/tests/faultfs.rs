@@ -143,20 +143,21 @@ fn a_power_cut_drops_exactly_the_unsynced_writes() {
 
     let cut = f.mount.command("powercut").unwrap();
     assert!(cut.contains("\"files\":2"), "{cut}");
+    assert!(cut.contains("\"names_undone\":1"), "{cut}");
     assert_eq!(std::fs::read(mnt.join("a")).unwrap(), synced);
-    assert_eq!(
-        std::fs::read(mnt.join("b")).unwrap(),
-        b"",
-        "created, but no data reached the disk"
+    assert!(
+        !mnt.join("b").exists(),
+        "created, but neither its name nor its data reached the disk (nothing fsynced them)"
     );
     assert_eq!(std::fs::read(mnt.join("c")).unwrap(), b"all synced");
     assert_eq!(f.mount.shared().unsynced_bytes(), 0);
 }
 
 #[test]
-fn a_torn_power_cut_keeps_a_page_aligned_prefix() {
+fn a_torn_power_cut_keeps_a_prefix() {
     let f = mounted(true);
     let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i / 4096) as u8 + 1).collect();
+    let mut ends = std::collections::HashSet::new();
     for _ in 0..5 {
         let p = f.mnt.join("t");
         std::fs::write(&p, b"").unwrap();
@@ -166,9 +167,80 @@ fn a_torn_power_cut_keeps_a_page_aligned_prefix() {
         drop(t);
         f.mount.command("powercut torn").unwrap();
         let left = std::fs::read(&p).unwrap();
-        assert_eq!(left.len() % 4096, 0, "whole pages");
         assert_eq!(left, data[..left.len()], "a prefix of what was written");
+        ends.insert(left.len());
     }
+    assert!(ends.len() > 1, "the prefix is random: {ends:?}");
+}
+
+/// What LazyFS adds to a power cut: names and sizes are durable only once an fsync covered
+/// them. A file's own fsync covers its name; its directory's fsync covers every change to
+/// the directory's entries.
+#[test]
+fn a_power_cut_takes_back_names_and_sizes_no_fsync_covered() {
+    let f = mounted(true);
+    let (src, mnt) = (&f.src, &f.mnt);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    File::open(mnt).unwrap().sync_all().unwrap();
+    let write_synced = |name: &str, body: &[u8]| {
+        let mut w = File::create(mnt.join(name)).unwrap();
+        w.write_all(body).unwrap();
+        w.sync_all().unwrap();
+    };
+    write_synced("d/checkpoint", b"v1");
+    write_synced("d/old", b"old");
+    write_synced("d/segment", &[7u8; 10_000]);
+    File::open(mnt.join("d")).unwrap().sync_all().unwrap();
+
+    // A checkpoint written and synced, renamed over the old one; a file removed; a segment
+    // truncated; a new directory: none of it covered by a directory fsync.
+    write_synced("d/checkpoint.tmp", b"v2");
+    std::fs::rename(mnt.join("d/checkpoint.tmp"), mnt.join("d/checkpoint")).unwrap();
+    std::fs::remove_file(mnt.join("d/old")).unwrap();
+    let seg = open_rw(&mnt.join("d/segment"));
+    seg.set_len(100).unwrap();
+    drop(seg);
+    std::fs::create_dir(mnt.join("e")).unwrap();
+    assert_eq!(std::fs::metadata(mnt.join("d/segment")).unwrap().len(), 100);
+    assert_eq!(std::fs::read(mnt.join("d/checkpoint")).unwrap(), b"v2");
+
+    let cut = f.mount.command("powercut").unwrap();
+    assert!(cut.contains("\"names_undone\":3"), "{cut}");
+    assert_eq!(
+        std::fs::read(mnt.join("d/checkpoint")).unwrap(),
+        b"v1",
+        "the rename was lost"
+    );
+    assert_eq!(
+        std::fs::read(mnt.join("d/checkpoint.tmp")).unwrap(),
+        b"v2",
+        "the new file's own fsync made its name durable"
+    );
+    assert_eq!(
+        std::fs::read(mnt.join("d/old")).unwrap(),
+        b"old",
+        "the removal was lost"
+    );
+    assert_eq!(
+        std::fs::metadata(mnt.join("d/segment")).unwrap().len(),
+        10_000,
+        "so was the truncation"
+    );
+    assert!(!mnt.join("e").exists());
+
+    // The same, covered: the directory's fsync and the file's.
+    std::fs::rename(mnt.join("d/checkpoint.tmp"), mnt.join("d/checkpoint")).unwrap();
+    std::fs::remove_file(mnt.join("d/old")).unwrap();
+    File::open(mnt.join("d")).unwrap().sync_all().unwrap();
+    let seg = open_rw(&mnt.join("d/segment"));
+    seg.set_len(100).unwrap();
+    seg.sync_all().unwrap();
+    drop(seg);
+    let cut = f.mount.command("powercut").unwrap();
+    assert!(cut.contains("\"names_undone\":0"), "{cut}");
+    assert_eq!(std::fs::read(mnt.join("d/checkpoint")).unwrap(), b"v2");
+    assert!(!mnt.join("d/old").exists());
+    assert_eq!(std::fs::metadata(src.join("d/segment")).unwrap().len(), 100);
 }
 
 #[test]

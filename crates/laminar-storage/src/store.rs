@@ -103,7 +103,7 @@ impl Store {
     /// Opens every log under `dir`, recovering each from its checkpoint unless the last
     /// shutdown was clean.
     pub fn open(dir: &Path, storage: Arc<dyn Storage>, config: StoreConfig) -> Result<Store> {
-        storage.create_dir_all(dir).ctx("create directory", dir)?;
+        crate::backend::create_dir_all_durably(storage.as_ref(), dir).ctx("create directory", dir)?;
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = storage.exists(&marker);
         let metrics = Arc::new(StorageMetrics::default());

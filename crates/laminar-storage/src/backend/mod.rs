@@ -81,6 +81,27 @@ pub fn write_atomically(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[
     storage.sync_dir(dir)
 }
 
+/// Creates `dir` and its missing parents durably: each directory created is made durable by
+/// an fsync of its parent (a directory's name is an entry of its parent, which only an fsync
+/// of the parent makes durable; Kafka's LogManager does the same).
+pub fn create_dir_all_durably(storage: &dyn Storage, dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !storage.exists(d)) {
+        missing.push(d);
+        at = d.parent();
+    }
+    storage.create_dir_all(dir)?;
+    for d in missing.into_iter().rev() {
+        let parent = d
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        storage.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 /// Removes `name` from `dir`, durably (the directory is fsynced); nothing if it is not there.
 pub fn remove_durably(storage: &dyn Storage, dir: &Path, name: &str) -> io::Result<()> {
     match storage.remove_file(&dir.join(name)) {

@@ -225,7 +225,7 @@ impl Log {
             path: dir.to_path_buf(),
             reason,
         })?;
-        storage.create_dir_all(dir).ctx("create directory", dir)?;
+        crate::backend::create_dir_all_durably(storage.as_ref(), dir).ctx("create directory", dir)?;
         let (segments, report, open_txns) = recover(storage.as_ref(), dir, &config, clean)?;
         let active = segments
             .last()

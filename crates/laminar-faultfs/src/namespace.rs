@@ -1,0 +1,342 @@
+//! Changes to the directory tree that no fsync has covered yet (lazy mode), so that a power
+//! cut can take them back as LazyFS does: a file or directory created, removed or renamed is
+//! durable only once its directory is fsynced, or (for its own name) the file itself (ext4
+//! commits a file's name with it). Until then a cut undoes it: a new name disappears, a
+//! removed one comes back with what it held, a rename goes back and the file it replaced
+//! returns.
+//!
+//! Changes are applied to the source directory at once (the tree the file system shows is
+//! the source's); what is removed or replaced is kept in a stash directory beside the source
+//! (the same file system, so moving it there is a rename) until a sync makes its removal
+//! durable.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+enum Change {
+    Created {
+        path: PathBuf,
+    },
+    Removed {
+        path: PathBuf,
+        stashed: PathBuf,
+    },
+    Renamed {
+        from: PathBuf,
+        to: PathBuf,
+        replaced: Option<PathBuf>,
+    },
+}
+
+/// What a power cut did to a name, for the file system's inode table.
+#[derive(Debug, PartialEq)]
+pub enum Undone {
+    /// The name (and everything under it) is gone.
+    Forgotten(PathBuf),
+    /// What was at `from` is at `to` again.
+    Moved { from: PathBuf, to: PathBuf },
+    /// A removed name is back.
+    Restored(PathBuf),
+}
+
+pub struct Namespace {
+    source: PathBuf,
+    stash: PathBuf,
+    next: u64,
+    changes: Vec<Change>,
+}
+
+fn parent(p: &Path) -> &Path {
+    p.parent().unwrap_or(Path::new(""))
+}
+
+fn remove_any(p: &Path) -> io::Result<()> {
+    if std::fs::symlink_metadata(p)?.is_dir() {
+        std::fs::remove_dir_all(p)
+    } else {
+        std::fs::remove_file(p)
+    }
+}
+
+impl Namespace {
+    /// A journal for `source`, with its stash directory beside it (emptied).
+    pub fn new(source: &Path) -> io::Result<Namespace> {
+        let mut name = source.file_name().unwrap_or_default().to_os_string();
+        name.push(".faultfs-stash");
+        let stash = source.with_file_name(name);
+        if stash.exists() {
+            std::fs::remove_dir_all(&stash)?;
+        }
+        std::fs::create_dir_all(&stash)?;
+        Ok(Namespace {
+            source: source.to_path_buf(),
+            stash,
+            next: 0,
+            changes: Vec::new(),
+        })
+    }
+
+    fn full(&self, rel: &Path) -> PathBuf {
+        self.source.join(rel)
+    }
+
+    fn stash_path(&mut self) -> PathBuf {
+        self.next += 1;
+        self.stash.join(self.next.to_string())
+    }
+
+    /// `rel` was just created (a file or a directory).
+    pub fn created(&mut self, rel: &Path) {
+        self.changes.push(Change::Created {
+            path: rel.to_path_buf(),
+        });
+    }
+
+    /// Removes `rel` (unlink, rmdir), keeping what it held in the stash.
+    pub fn remove(&mut self, rel: &Path, dir: bool) -> io::Result<()> {
+        let full = self.full(rel);
+        let md = std::fs::symlink_metadata(&full)?;
+        if dir != md.is_dir() {
+            return Err(io::Error::from_raw_os_error(if dir {
+                libc::ENOTDIR
+            } else {
+                libc::EISDIR
+            }));
+        }
+        if dir && std::fs::read_dir(&full)?.next().is_some() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+        }
+        let stashed = self.stash_path();
+        std::fs::rename(&full, &stashed)?;
+        self.changes.push(Change::Removed {
+            path: rel.to_path_buf(),
+            stashed,
+        });
+        Ok(())
+    }
+
+    /// Renames `from` to `to`, keeping a file it replaces in the stash (by a hard link made
+    /// first, so that the rename itself stays atomic).
+    pub fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        let (full_from, full_to) = (self.full(from), self.full(to));
+        let replaced = match std::fs::symlink_metadata(&full_to) {
+            Ok(md) if md.is_dir() => {
+                // Only an empty directory can be renamed over: it is moved aside first.
+                let stashed = self.stash_path();
+                std::fs::rename(&full_to, &stashed)?;
+                Some(stashed)
+            }
+            Ok(_) => {
+                let stashed = self.stash_path();
+                std::fs::hard_link(&full_to, &stashed)?;
+                Some(stashed)
+            }
+            Err(_) => None,
+        };
+        if let Err(e) = std::fs::rename(&full_from, &full_to) {
+            if let Some(stashed) = &replaced {
+                let _ = if full_to.exists() {
+                    std::fs::remove_file(stashed)
+                } else {
+                    std::fs::rename(stashed, &full_to)
+                };
+            }
+            return Err(e);
+        }
+        self.changes.push(Change::Renamed {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            replaced,
+        });
+        Ok(())
+    }
+
+    /// Forgets the changes that `keep` says are durable now, and what they stashed.
+    fn cover(&mut self, mut covered: impl FnMut(usize, &Change) -> bool) {
+        let mut kept = Vec::new();
+        for (i, c) in std::mem::take(&mut self.changes).into_iter().enumerate() {
+            if !covered(i, &c) {
+                kept.push(c);
+                continue;
+            }
+            let stashed = match &c {
+                Change::Removed { stashed, .. } => Some(stashed),
+                Change::Renamed { replaced, .. } => replaced.as_ref(),
+                Change::Created { .. } => None,
+            };
+            if let Some(s) = stashed {
+                if let Err(e) = remove_any(s) {
+                    eprintln!("faultfs: dropping {}: {e}", s.display());
+                }
+            }
+        }
+        self.changes = kept;
+    }
+
+    /// `dir` was fsynced: every change to its entries is durable.
+    pub fn synced_dir(&mut self, dir: &Path) {
+        self.cover(|_, c| match c {
+            Change::Created { path } | Change::Removed { path, .. } => parent(path) == dir,
+            Change::Renamed { from, to, .. } => parent(from) == dir || parent(to) == dir,
+        });
+    }
+
+    /// The file at `rel` was fsynced: the names that led to it (its creation and the renames
+    /// that brought it here) are durable.
+    pub fn synced_file(&mut self, rel: &Path) {
+        let mut name = rel.to_path_buf();
+        let mut covered = Vec::new();
+        for (i, c) in self.changes.iter().enumerate().rev() {
+            match c {
+                Change::Renamed { from, to, .. } if *to == name => {
+                    covered.push(i);
+                    name = from.clone();
+                }
+                Change::Created { path } if *path == name => {
+                    covered.push(i);
+                    break;
+                }
+                Change::Removed { path, .. } if *path == name => break,
+                _ => {}
+            }
+        }
+        self.cover(|i, _| covered.contains(&i));
+    }
+
+    /// Changes not yet durable.
+    pub fn pending(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// Power cut: every change not covered is undone, the latest first.
+    pub fn power_cut(&mut self) -> Vec<Undone> {
+        let mut undone = Vec::new();
+        for c in std::mem::take(&mut self.changes).into_iter().rev() {
+            let r = match c {
+                Change::Created { path } => {
+                    undone.push(Undone::Forgotten(path.clone()));
+                    remove_any(&self.full(&path))
+                }
+                Change::Removed { path, stashed } => {
+                    undone.push(Undone::Restored(path.clone()));
+                    std::fs::rename(&stashed, self.full(&path))
+                }
+                Change::Renamed { from, to, replaced } => {
+                    undone.push(Undone::Moved {
+                        from: to.clone(),
+                        to: from.clone(),
+                    });
+                    std::fs::rename(self.full(&to), self.full(&from))
+                        .and_then(|()| replaced.map_or(Ok(()), |s| std::fs::rename(s, self.full(&to))))
+                }
+            };
+            if let Err(e) = r {
+                eprintln!("faultfs: power cut: undoing a change: {e}");
+            }
+        }
+        undone
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.stash);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(root: &Path) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for e in walk(root) {
+            let rel = e.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let content = if e.is_dir() {
+                "/".into()
+            } else {
+                std::fs::read_to_string(&e).unwrap()
+            };
+            out.push((rel, content));
+        }
+        out.sort();
+        out
+    }
+
+    fn walk(p: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(p).unwrap() {
+            let e = e.unwrap().path();
+            if e.is_dir() {
+                out.extend(walk(&e));
+            }
+            out.push(e);
+        }
+        out
+    }
+
+    fn setup() -> (tempfile::TempDir, PathBuf, Namespace) {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::create_dir(src.join("d")).unwrap();
+        std::fs::write(src.join("d/old"), "old").unwrap();
+        std::fs::write(src.join("d/ckpt"), "v1").unwrap();
+        let ns = Namespace::new(&src).unwrap();
+        (tmp, src, ns)
+    }
+
+    #[test]
+    fn a_cut_undoes_what_no_fsync_covered() {
+        let (_t, src, mut ns) = setup();
+        let before = tree(&src);
+        std::fs::write(src.join("d/new"), "new").unwrap();
+        ns.created(Path::new("d/new"));
+        ns.remove(Path::new("d/old"), false).unwrap();
+        std::fs::write(src.join("d/ckpt.tmp"), "v2").unwrap();
+        ns.created(Path::new("d/ckpt.tmp"));
+        ns.rename(Path::new("d/ckpt.tmp"), Path::new("d/ckpt")).unwrap();
+        assert_eq!(std::fs::read_to_string(src.join("d/ckpt")).unwrap(), "v2");
+        assert!(!src.join("d/old").exists());
+        assert_eq!(ns.pending(), 4);
+        let undone = ns.power_cut();
+        assert_eq!(tree(&src), before, "as it was");
+        assert!(undone.contains(&Undone::Forgotten("d/new".into())));
+    }
+
+    #[test]
+    fn a_directory_fsync_makes_its_entries_durable() {
+        let (_t, src, mut ns) = setup();
+        std::fs::write(src.join("d/new"), "new").unwrap();
+        ns.created(Path::new("d/new"));
+        ns.remove(Path::new("d/old"), false).unwrap();
+        ns.rename(Path::new("d/new"), Path::new("d/ckpt")).unwrap();
+        ns.synced_dir(Path::new("d"));
+        assert_eq!(ns.pending(), 0);
+        let after = tree(&src);
+        ns.power_cut();
+        assert_eq!(tree(&src), after, "nothing to undo");
+        assert_eq!(
+            std::fs::read_dir(&ns.stash).unwrap().count(),
+            0,
+            "the stash emptied"
+        );
+    }
+
+    #[test]
+    fn a_file_fsync_makes_its_own_names_durable_only() {
+        let (_t, src, mut ns) = setup();
+        std::fs::create_dir(src.join("e")).unwrap();
+        ns.created(Path::new("e"));
+        std::fs::write(src.join("d/a"), "a").unwrap();
+        ns.created(Path::new("d/a"));
+        ns.rename(Path::new("d/a"), Path::new("d/b")).unwrap();
+        std::fs::write(src.join("d/other"), "o").unwrap();
+        ns.created(Path::new("d/other"));
+        ns.synced_file(Path::new("d/b"));
+        assert_eq!(ns.pending(), 2, "the directory e and the file other");
+        ns.power_cut();
+        assert_eq!(std::fs::read_to_string(src.join("d/b")).unwrap(), "a");
+        assert!(!src.join("e").exists() && !src.join("d/other").exists());
+    }
+}
