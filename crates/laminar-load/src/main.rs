@@ -74,6 +74,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check a history that `history --out` wrote against its topic as it stands now (after
+    /// later faults): read the topic again to the run's fence records; what the earlier read
+    /// found must still be there, at the same offsets.
+    Reread {
+        file: std::path::PathBuf,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Hostile clients, one kind per phase, against any Kafka-compatible broker, while a
     /// well-behaved producer (librdkafka) sends at a fixed rate: idle connections, consumers
     /// that never read their responses, a connection flood, frames announcing 100 MB that
@@ -187,6 +197,21 @@ fn main() -> anyhow::Result<()> {
         Command::Check { file, json } => {
             let text = std::fs::read_to_string(&file)?;
             let r = laminar_load::history::check(&laminar_load::history::read(&text)?);
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                print_history(&r);
+            }
+            Ok(())
+        }
+        Command::Reread {
+            file,
+            bootstrap,
+            json,
+        } => {
+            let text = std::fs::read_to_string(&file)?;
+            let events = laminar_load::history::read(&text)?;
+            let r = laminar_load::history::workload::reread(&bootstrap, events)?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {

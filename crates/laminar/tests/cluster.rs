@@ -1852,3 +1852,83 @@ fn a_leaders_damaged_batch_is_never_served_and_is_fetched_again() {
         "every record read once, as written"
     );
 }
+
+/// A power cut of the whole cluster: every broker keeps its data on its own lazy faultfs
+/// mount. Records are acknowledged at `acks=all` while the followers' fsyncs are slow (held
+/// back 1 s); then all three brokers are frozen, every mount loses power, and they are
+/// killed. The two followers start first: having registered again after an unclean stop,
+/// they have left the ISR, and the partition waits for its last member, the old leader.
+/// Every acknowledged record is read back once. Two guards stand between a cut and a loss
+/// here: a follower counts towards `acks=all` only for what it has fsynced, and a broker that
+/// registers again leaves every ISR until it has caught up; either one alone passes this
+/// test, without both it fails (see ARCHITECTURE.md, "What survives which fault").
+#[test]
+fn acknowledged_records_survive_a_power_cut_of_the_whole_cluster() {
+    use laminar_faultfs::{Mount, Options};
+    let tmp = tempfile::tempdir().unwrap();
+    let lazy = Options {
+        lazy: true,
+        ..Options::default()
+    };
+    let mounts: Vec<(Mount, std::path::PathBuf)> = (1..=3)
+        .map(|i| Mount::in_dir(&tmp.path().join(format!("m{i}")), lazy.clone()).unwrap())
+        .collect();
+    let dirs: Vec<(i32, std::path::PathBuf)> =
+        (1..=3).map(|i| (i, mounts[i as usize - 1].1.clone())).collect();
+    let mut c = Cluster::start_in(3, &["auto.leader.rebalance.enable=false"], &dirs);
+    c.wait_for_brokers(0, &[1, 2, 3]);
+    let a = admin(&c.bootstrap());
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("cut", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    for r in block(a.create_topics([&t], &opts)).unwrap() {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let leader = wait_in_sync(&c, 0, "cut", 0, &[1, 2, 3]);
+    let followers: Vec<i32> = (1..=3).filter(|n| *n != leader).collect();
+    let mut sent = values("before", 300);
+    produce_values(&c.bootstrap(), "cut", 1, sent.clone());
+    for f in &followers {
+        mounts[*f as usize - 1]
+            .0
+            .command("delay fsync **/cut-0/* 1000")
+            .unwrap();
+    }
+    let slow = values("slow", 200);
+    produce_values(&c.bootstrap(), "cut", 1, slow.clone());
+    sent.extend(slow);
+
+    for n in &c.nodes {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(n.serve.as_ref().unwrap().child.id() as i32, libc::SIGSTOP) };
+    }
+    for (m, _) in &mounts {
+        m.command("powercut").unwrap();
+    }
+    for i in 0..3 {
+        c.kill9(i);
+    }
+    for (m, _) in &mounts {
+        m.command("clear").unwrap();
+    }
+    for f in &followers {
+        c.launch(*f as usize - 1);
+    }
+    let via = followers[0] as usize - 1;
+    c.wait_for_brokers(via, &followers);
+    c.launch(leader as usize - 1);
+    let _ = wait_in_sync(&c, via, "cut", 0, &[1, 2, 3]);
+    let mut read: Vec<String> = read_to_end(&c.bootstrap(), "cut", 1, "read_committed")
+        .into_iter()
+        .map(|(_, _, v)| String::from_utf8(v).unwrap())
+        .collect();
+    read.sort();
+    sent.sort();
+    assert_eq!(read.len(), sent.len(), "every acknowledged record, once");
+    assert_eq!(read, sent);
+    for n in c.nodes.iter_mut() {
+        n.serve.take().unwrap().terminate();
+    }
+    for (m, _) in mounts {
+        m.unmount().unwrap();
+    }
+}

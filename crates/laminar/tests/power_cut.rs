@@ -343,6 +343,13 @@ fn the_history_of_producers_transactions_and_consumers_across_a_kill_and_a_power
     // Checked again from the file it wrote, the same answer.
     let events = laminar_load::history::read(&std::fs::read_to_string(&history).unwrap()).unwrap();
     assert_eq!(laminar_load::history::check(&events), report.check);
+    // And against the log after one more cut: what the final read found is still there.
+    let cut = mount.command("powercut").unwrap();
+    broker.kill9();
+    let broker = common::serve_at(&data, &addr);
+    let again = laminar_load::history::workload::reread(&addr, events).unwrap();
+    assert_eq!(again.anomalies(), 0, "after {cut}: {:#?}", again.examples);
+    assert_eq!(again.final_records, report.check.final_records);
     broker.terminate();
     mount.unmount().unwrap();
 }

@@ -167,7 +167,7 @@ pub fn check(events: &[Event]) -> Report {
                 }
             }
             Event::Assigned { .. } => r.assignments += 1,
-            Event::Revoked { .. } => {}
+            Event::Revoked { .. } | Event::Began { .. } => {}
         }
     }
 

@@ -54,6 +54,12 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "e", rename_all = "snake_case")]
 pub enum Event {
+    /// The run began: its topic, the id in every payload, the partitions.
+    Began {
+        topic: String,
+        run: u64,
+        partitions: i32,
+    },
     /// A plain producer's record, acknowledged at `offset`.
     Acked {
         writer: Writer,
@@ -101,6 +107,10 @@ const MAGIC: &[u8; 4] = b"LMH1";
 /// A record's payload: a header naming the run, the value and the partition it was sent to,
 /// then bytes that follow from the value, so a reader can tell an intact record from a damaged
 /// one without keeping what was sent.
+/// The consumer that stands for an earlier final read when a history is checked against the
+/// log read again (`workload::reread`).
+pub const REREAD_CONSUMER: u32 = u32::MAX;
+
 pub fn payload(run: u64, value: Value, partition: i32, bytes: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(bytes.max(HEADER_BYTES));
     v.extend_from_slice(MAGIC);

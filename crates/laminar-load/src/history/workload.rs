@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::{
     check, parse, payload, value_of, Event, Outcome, Report, Value, Writer, FENCE_WRITER, HEADER_BYTES,
+    REREAD_CONSUMER,
 };
 use crate::verify::{ensure_topic_replicated, BROKER_WAIT};
 
@@ -400,41 +401,97 @@ impl Run {
         }
         Ok(fences.into_iter().map(Option::unwrap).collect())
     }
+}
 
-    /// Every partition read from its start to its fence, read_committed.
-    fn read_final(&self, fences: &[i64]) -> anyhow::Result<Vec<Event>> {
-        let c: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.cfg.bootstrap)
-            .set("group.id", format!("{}-final", self.cfg.topic))
-            .set("isolation.level", "read_committed")
-            .set("enable.auto.commit", "false")
-            .create()
-            .context("create the final reader")?;
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..self.cfg.partitions {
-            tpl.add_partition_offset(&self.cfg.topic, p, Offset::Beginning)?;
-        }
-        c.assign(&tpl)?;
-        let deadline = Instant::now() + BROKER_WAIT;
-        let mut next = vec![0i64; fences.len()];
-        let mut events = Vec::new();
-        while next.iter().zip(fences).any(|(n, f)| n <= f) {
-            if Instant::now() > deadline {
-                bail!("the final read did not reach the fences {fences:?} (at {next:?})");
-            }
-            if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
-                let partition = m.partition();
-                next[partition as usize] = m.offset() + 1;
-                let value = parse(self.run, partition, m.payload().unwrap_or_default());
-                events.push(Event::Final {
-                    partition,
-                    offset: m.offset(),
-                    value,
-                });
-            }
-        }
-        Ok(events)
+/// Every partition of `topic` read from its start to its fence, read_committed.
+fn read_final(bootstrap: &str, topic: &str, run: u64, fences: &[i64]) -> anyhow::Result<Vec<Event>> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("{topic}-final"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .context("create the final reader")?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..fences.len() as i32 {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
     }
+    c.assign(&tpl)?;
+    let deadline = Instant::now() + BROKER_WAIT;
+    let mut next = vec![0i64; fences.len()];
+    let mut events = Vec::new();
+    while next.iter().zip(fences).any(|(n, f)| n <= f) {
+        if Instant::now() > deadline {
+            bail!("the final read did not reach the fences {fences:?} (at {next:?})");
+        }
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            let partition = m.partition();
+            next[partition as usize] = m.offset() + 1;
+            let value = parse(run, partition, m.payload().unwrap_or_default());
+            events.push(Event::Final {
+                partition,
+                offset: m.offset(),
+                value,
+            });
+        }
+    }
+    Ok(events)
+}
+
+/// Checks a history against its topic's log as it stands now (after later faults): the
+/// topic is read again to the fences the run wrote, the earlier final read counts as a
+/// consumer's polls ([`REREAD_CONSUMER`]), and the new read is the final one. A record the
+/// earlier read found and the log no longer holds is lost; an offset that now holds another
+/// record is inconsistent.
+pub fn reread(bootstrap: &str, events: Vec<Event>) -> anyhow::Result<Report> {
+    let Some((topic, run, partitions)) = events.iter().find_map(|e| match e {
+        Event::Began {
+            topic,
+            run,
+            partitions,
+        } => Some((topic.clone(), *run, *partitions)),
+        _ => None,
+    }) else {
+        bail!("the history does not say which run it is (no `began` event)");
+    };
+    let mut fences = vec![-1i64; partitions as usize];
+    for e in &events {
+        if let Event::Final {
+            partition,
+            offset,
+            value: Some(v),
+        } = e
+        {
+            if super::writer_of(*v) == FENCE_WRITER {
+                let f = &mut fences[*partition as usize];
+                *f = (*f).max(*offset);
+            }
+        }
+    }
+    if fences.contains(&-1) {
+        bail!("the history's final read has no fence in some partition: {fences:?}");
+    }
+    let mut again = vec![Event::Assigned {
+        consumer: REREAD_CONSUMER,
+        partitions: (0..partitions).collect(),
+    }];
+    for e in events {
+        again.push(match e {
+            Event::Final {
+                partition,
+                offset,
+                value,
+            } => Event::Polled {
+                consumer: REREAD_CONSUMER,
+                partition,
+                offset,
+                value,
+            },
+            e => e,
+        });
+    }
+    again.extend(read_final(bootstrap, &topic, run, &fences)?);
+    Ok(check(&again))
 }
 
 fn is_fatal(e: &KafkaError) -> bool {
@@ -481,6 +538,11 @@ pub fn run(cfg: &WorkloadConfig) -> anyhow::Result<WorkloadReport> {
     });
     let started = Instant::now();
     let sink: Sink = Arc::default();
+    let began = Event::Began {
+        topic: cfg.topic.clone(),
+        run: run.run,
+        partitions: cfg.partitions,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = (0..cfg.consumers)
         .map(|c| {
@@ -507,7 +569,8 @@ pub fn run(cfg: &WorkloadConfig) -> anyhow::Result<WorkloadReport> {
     // The consumers read on a while, to catch up.
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
-    let mut events = std::mem::take(&mut *sink.lock().unwrap());
+    let mut events = vec![began];
+    events.append(&mut sink.lock().unwrap());
     for c in consumers {
         match c.join().expect("a consumer thread panicked") {
             Ok(e) => events.extend(e),
@@ -524,7 +587,7 @@ pub fn run(cfg: &WorkloadConfig) -> anyhow::Result<WorkloadReport> {
         drop(run.txn_producer(&format!("{}-txn-{}", cfg.topic, cfg.producers + t))?);
     }
     let fences = run.fence()?;
-    events.extend(run.read_final(&fences)?);
+    events.extend(read_final(&cfg.bootstrap, &cfg.topic, run.run, &fences)?);
     let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &cfg.out {
         std::fs::write(path, super::write(&events)).with_context(|| format!("write {}", path.display()))?;
