@@ -50,6 +50,8 @@ REREAD="${REREAD:-2}"
 FAULTS="${FAULTS:-cut-one cut-all kill-leader pause part-leader part-follower part-controller one-way eio-follower eio-leader clock-kill part-kill}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
+# Errors recorded as their message, not a backtrace.
+export RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0
 
 faketime_lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 if [[ ! -e $faketime_lib ]]; then
@@ -88,7 +90,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ip netns add "$hub"
+# What an earlier run that died may have left.
+for ns in "${nets[@]}" "$hub"; do ip netns del "$ns" 2>/dev/null; done
+ip netns add "$hub" || { echo "cannot make network namespaces" >&2; exit 1; }
 ip -n "$hub" link set lo up
 ip -n "$hub" link add lcfbr type bridge
 ip -n "$hub" addr add 10.78.0.100/24 dev lcfbr

@@ -49,6 +49,8 @@ LAMINAR_PORT="${LAMINAR_PORT:-19192}"
 KAFKA_PORT="${KAFKA_PORT:-19193}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
+# Errors recorded as their message, not a backtrace.
+export RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0
 
 (cd "$repo" && cargo build --release -p laminar -p laminar-load -p laminar-faultfs) || exit 1
 [[ "$WHICH" == laminar ]] || "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
@@ -86,12 +88,16 @@ data_pid() {
 
 stop_broker() {  # SIG: TERM (clean) or KILL (crash)
   [[ -n "$broker_pid" ]] || return 0
+  # A broker frozen for a power cut must be able to act on a TERM.
+  local frozen; frozen="$(data_pid)"
+  [[ -n "$frozen" ]] && kill -CONT "$frozen" 2>/dev/null
   if [[ "$1" == KILL ]]; then
     local p; p="$(data_pid)"
     [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null
   fi
   kill -"$1" "$broker_pid" 2>/dev/null
   for _ in $(seq 1 90); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 1; done
+  kill -0 "$broker_pid" 2>/dev/null && { kill -KILL "$(data_pid)" "$broker_pid" 2>/dev/null; sleep 1; }
   wait "$broker_pid" 2>/dev/null
   broker_pid=""
 }
@@ -205,7 +211,8 @@ run_broker() {
             # Every fsync held back for a moment first (a slow disk): writes, rolls,
             # checkpoint renames, retention and cleaning pile up unsynced; the broker is frozen
             # (SIGSTOP) so that it issues nothing more, the power goes, then it is killed
-            # (the fsyncs it was waiting in return after the cut, and sync nothing).
+            # (the fsyncs it was waiting in return after the cut and, issued before it, do
+            # nothing: laminar-faultfs drops a delayed call that a cut overtook).
             held=true
             "$FAULTFS" ctl "$work/$broker.sock" delay fsync '*' 2000 >/dev/null
             sleep "$(awk 'BEGIN { srand(); printf "%.2f", 0.3 + rand() }')"

@@ -6,7 +6,7 @@
 //! fail OP GLOB ERRNO          fail OP on matching paths with ENOSPC, EIO or EDQUOT
 //! clear                       remove every delay and failure
 //! powercut [torn]             drop unsynced writes (lazy mode); torn keeps a random prefix
-//! sync                        write every unsynced page to the disk and sync it
+//! sync                        sync(2): every unsynced page to the disk, every name durable
 //! stats                       a JSON object of counters
 //! ```
 

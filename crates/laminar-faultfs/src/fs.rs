@@ -337,6 +337,8 @@ impl Shared {
     /// each file keeps a random prefix of its unsynced pages instead, ending at any byte), then
     /// every creation, removal and rename that no fsync covered is undone.
     pub fn power_cut(&self, torn: bool) -> io::Result<PowerCut> {
+        // Counted first: a delayed call finishing from here on finds the power gone.
+        self.stats.power_cuts.fetch_add(1, Ordering::SeqCst);
         let mut out = PowerCut::default();
         let mut rng = rand::thread_rng();
         self.each_file(|unsynced, backing| {
@@ -369,17 +371,18 @@ impl Shared {
             }
         }
         drop(nodes);
-        self.stats.power_cuts.fetch_add(1, Ordering::Relaxed);
         Ok(out)
     }
 
-    /// Writes every file's unsynced data to the disk and syncs it.
+    /// `sync(2)`: writes every file's unsynced data to the disk and syncs it, and makes every
+    /// name durable.
     pub fn sync_all(&self) -> io::Result<u64> {
         let mut bytes = 0;
         self.each_file(|unsynced, backing| {
             bytes += unsynced.bytes();
             unsynced.sync(backing, false)
         })?;
+        self.names(|ns| ns.synced_all());
         Ok(bytes)
     }
 
@@ -443,17 +446,31 @@ impl Shared {
     }
 
     fn fsync(&self, ino: INodeNo, data_only: bool) -> Result<(), Errno> {
+        // The name first: `nodes` is never locked under a file's lock.
+        let rel = self.rel(ino);
         let f = self.file(ino)?;
         let mut f = f.lock().unwrap();
         let FileState {
             backing, unsynced, ..
         } = &mut *f;
         unsynced.sync(backing, data_only).map_err(Errno::from)?;
+        drop(f);
         // ext4 commits a file's own name with it (not the names of other files).
-        if let Ok(rel) = self.rel(ino) {
+        if let Ok(rel) = rel {
             self.names(|ns| ns.synced_file(&rel));
         }
         Ok(())
+    }
+
+    /// Power cuts so far: a delayed call issued before a cut and finished after it belongs to
+    /// a process whose power went out, and does nothing.
+    fn cuts(&self) -> u64 {
+        self.stats.power_cuts.load(Ordering::SeqCst)
+    }
+
+    /// At unmount: what the stash kept for a power cut is no longer needed.
+    pub fn end(&self) {
+        self.names(|ns| ns.remove_stash());
     }
 }
 
@@ -656,7 +673,8 @@ impl Filesystem for FaultFs {
                         Some(r) => r.map_err(Errno::from)?,
                         None => std::fs::remove_file(s.full(&rel)).map_err(Errno::from)?,
                     }
-                    if let Some(ino) = s.nodes.lock().unwrap().forget_path(&rel) {
+                    let forgotten = s.nodes.lock().unwrap().forget_path(&rel);
+                    if let Some(ino) = forgotten {
                         s.unlinked(ino);
                     }
                     Ok(())
@@ -843,8 +861,10 @@ impl Filesystem for FaultFs {
     ) {
         let s = self.shared.clone();
         let (delay, error) = s.verdict_for(Op::Write, ino);
+        let cuts = s.cuts();
         let finish = move |data: &[u8], reply: ReplyWrite| match error {
             Some(e) => reply.error(e),
+            None if s.cuts() != cuts => reply.written(data.len() as u32),
             None => match s.write(ino, offset, data) {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
@@ -883,8 +903,10 @@ impl Filesystem for FaultFs {
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let s = self.shared.clone();
         let (delay, error) = s.verdict_for(Op::Fsync, ino);
+        let cuts = s.cuts();
         self.after(delay, move || {
             let result = match error {
+                None if s.cuts() != cuts => Ok(()),
                 None => s.fsync(ino, datasync),
                 Some(e) => {
                     // A failed fsync loses what it did not write back, as a kernel's does.
@@ -946,9 +968,13 @@ impl Filesystem for FaultFs {
             }
             Err(e) => (None, Some(e), PathBuf::new()),
         };
+        let cuts = s.cuts();
         self.after(delay, move || {
             let r = error.map_or_else(
                 || {
+                    if s.cuts() != cuts {
+                        return Ok(());
+                    }
                     File::open(s.full(&rel))
                         .and_then(|d| d.sync_all())
                         .map_err(Errno::from)?;

@@ -74,6 +74,7 @@ impl Mount {
         };
         // Faults must not hold up the unmount.
         self.shared.rules.write().unwrap().clear();
+        self.shared.end();
         if let Err(e) = session.umount_and_join() {
             eprintln!(
                 "faultfs: unmount {}: {e}; detaching lazily",

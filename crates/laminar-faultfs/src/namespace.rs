@@ -50,6 +50,17 @@ fn parent(p: &Path) -> &Path {
     p.parent().unwrap_or(Path::new(""))
 }
 
+/// Renames `from` to `to` unless `to` exists.
+fn no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    if std::fs::symlink_metadata(to).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} is there again; {} not put back", to.display(), from.display()),
+        ));
+    }
+    std::fs::rename(from, to)
+}
+
 fn remove_any(p: &Path) -> io::Result<()> {
     if std::fs::symlink_metadata(p)?.is_dir() {
         std::fs::remove_dir_all(p)
@@ -119,13 +130,22 @@ impl Namespace {
     /// first, so that the rename itself stays atomic).
     pub fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
         let (full_from, full_to) = (self.full(from), self.full(to));
+        let from_dir = std::fs::symlink_metadata(&full_from)?.is_dir();
         let replaced = match std::fs::symlink_metadata(&full_to) {
             Ok(md) if md.is_dir() => {
-                // Only an empty directory can be renamed over: it is moved aside first.
+                // Only a directory can replace a directory, and only an empty one, as
+                // rename(2) says; it is moved aside first.
+                if !from_dir {
+                    return Err(io::Error::from_raw_os_error(libc::EISDIR));
+                }
+                if std::fs::read_dir(&full_to)?.next().is_some() {
+                    return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+                }
                 let stashed = self.stash_path();
                 std::fs::rename(&full_to, &stashed)?;
                 Some(stashed)
             }
+            Ok(_) if from_dir => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
             Ok(_) => {
                 let stashed = self.stash_path();
                 std::fs::hard_link(&full_to, &stashed)?;
@@ -173,34 +193,75 @@ impl Namespace {
         self.changes = kept;
     }
 
-    /// `dir` was fsynced: every change to its entries is durable.
+    /// `dir` was fsynced: every change to its entries is durable, and so is everything under
+    /// a directory it removed (nothing can bring that back).
     pub fn synced_dir(&mut self, dir: &Path) {
+        let removed_dirs: Vec<PathBuf> = self
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Removed { path, stashed } if parent(path) == dir && stashed.is_dir() => {
+                    Some(path.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let under = |p: &Path| removed_dirs.iter().any(|d| p.starts_with(d));
         self.cover(|_, c| match c {
-            Change::Created { path } | Change::Removed { path, .. } => parent(path) == dir,
-            Change::Renamed { from, to, .. } => parent(from) == dir || parent(to) == dir,
+            Change::Created { path } | Change::Removed { path, .. } => parent(path) == dir || under(path),
+            Change::Renamed { from, to, .. } => {
+                parent(from) == dir || parent(to) == dir || (under(from) && under(to))
+            }
         });
     }
 
     /// The file at `rel` was fsynced: the names that led to it (its creation and the renames
-    /// that brought it here) are durable.
+    /// that brought it here) are durable, and so is whatever took away what those names held
+    /// before (a removal, a rename elsewhere): a cut must not bring an old file back over it.
     pub fn synced_file(&mut self, rel: &Path) {
         let mut name = rel.to_path_buf();
         let mut covered = Vec::new();
+        let mut placed = Vec::new();
         for (i, c) in self.changes.iter().enumerate().rev() {
             match c {
                 Change::Renamed { from, to, .. } if *to == name => {
                     covered.push(i);
+                    placed.push((i, to.clone()));
                     name = from.clone();
                 }
                 Change::Created { path } if *path == name => {
                     covered.push(i);
+                    placed.push((i, path.clone()));
                     break;
                 }
                 Change::Removed { path, .. } if *path == name => break,
                 _ => {}
             }
         }
+        for (at, p) in placed {
+            for (i, c) in self.changes[..at].iter().enumerate() {
+                let cleared = match c {
+                    Change::Removed { path, .. } => *path == p,
+                    Change::Renamed { from, .. } => *from == p,
+                    Change::Created { .. } => false,
+                };
+                if cleared {
+                    covered.push(i);
+                }
+            }
+        }
         self.cover(|i, _| covered.contains(&i));
+    }
+
+    /// At unmount: nothing will be restored any more.
+    pub fn remove_stash(&mut self) {
+        self.changes.clear();
+        let _ = std::fs::remove_dir_all(&self.stash);
+    }
+
+    /// `sync(2)`: every change is durable.
+    pub fn synced_all(&mut self) {
+        self.cover(|_, _| true);
     }
 
     /// Changes not yet durable.
@@ -212,26 +273,19 @@ impl Namespace {
     pub fn power_cut(&mut self) -> Vec<Undone> {
         let mut undone = Vec::new();
         for c in std::mem::take(&mut self.changes).into_iter().rev() {
+            // Never over a name that is there now (a durable one that replaced it).
             let r = match c {
-                Change::Created { path } => {
-                    undone.push(Undone::Forgotten(path.clone()));
-                    remove_any(&self.full(&path))
-                }
+                Change::Created { path } => remove_any(&self.full(&path)).map(|()| Undone::Forgotten(path)),
                 Change::Removed { path, stashed } => {
-                    undone.push(Undone::Restored(path.clone()));
-                    std::fs::rename(&stashed, self.full(&path))
+                    no_replace(&stashed, &self.full(&path)).map(|()| Undone::Restored(path))
                 }
-                Change::Renamed { from, to, replaced } => {
-                    undone.push(Undone::Moved {
-                        from: to.clone(),
-                        to: from.clone(),
-                    });
-                    std::fs::rename(self.full(&to), self.full(&from))
-                        .and_then(|()| replaced.map_or(Ok(()), |s| std::fs::rename(s, self.full(&to))))
-                }
+                Change::Renamed { from, to, replaced } => no_replace(&self.full(&to), &self.full(&from))
+                    .and_then(|()| replaced.map_or(Ok(()), |s| no_replace(&s, &self.full(&to))))
+                    .map(|()| Undone::Moved { from: to, to: from }),
             };
-            if let Err(e) = r {
-                eprintln!("faultfs: power cut: undoing a change: {e}");
+            match r {
+                Ok(u) => undone.push(u),
+                Err(e) => eprintln!("faultfs: power cut: undoing a change: {e}"),
             }
         }
         undone
@@ -321,6 +375,52 @@ mod tests {
             0,
             "the stash emptied"
         );
+    }
+
+    /// A file removed and made again under the same name, the new one fsynced: a cut keeps
+    /// the new one (its fsync made the removal of the old durable too).
+    #[test]
+    fn a_cut_never_brings_an_old_file_back_over_a_durable_new_one() {
+        let (_t, src, mut ns) = setup();
+        ns.remove(Path::new("d/old"), false).unwrap();
+        std::fs::write(src.join("d/old"), "new").unwrap();
+        ns.created(Path::new("d/old"));
+        ns.synced_file(Path::new("d/old"));
+        assert_eq!(ns.pending(), 0);
+        ns.power_cut();
+        assert_eq!(std::fs::read_to_string(src.join("d/old")).unwrap(), "new");
+    }
+
+    #[test]
+    fn renames_over_directories_follow_rename_2() {
+        let (_t, src, mut ns) = setup();
+        std::fs::create_dir(src.join("e")).unwrap();
+        let err = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        assert_eq!(
+            err(ns.rename(Path::new("d/old"), Path::new("e"))),
+            Some(libc::EISDIR)
+        );
+        assert_eq!(
+            err(ns.rename(Path::new("e"), Path::new("d"))),
+            Some(libc::ENOTEMPTY)
+        );
+        assert_eq!(
+            err(ns.rename(Path::new("e"), Path::new("d/old"))),
+            Some(libc::ENOTDIR)
+        );
+        assert_eq!(ns.pending(), 0);
+    }
+
+    #[test]
+    fn a_sync_of_everything_makes_every_name_durable() {
+        let (_t, src, mut ns) = setup();
+        std::fs::create_dir(src.join("e")).unwrap();
+        ns.created(Path::new("e"));
+        ns.remove(Path::new("d/old"), false).unwrap();
+        ns.synced_all();
+        let after = tree(&src);
+        ns.power_cut();
+        assert_eq!(tree(&src), after);
     }
 
     #[test]

@@ -233,27 +233,29 @@ impl Run {
     }
 
     fn txn_producer(&self, id: &str) -> anyhow::Result<ThreadedProducer<DefaultProducerContext>> {
-        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.cfg.bootstrap)
-            .set("transactional.id", id)
-            .set(
-                "transaction.timeout.ms",
-                self.cfg.transaction_timeout_ms.to_string(),
-            )
-            .set("message.timeout.ms", self.cfg.transaction_timeout_ms.to_string())
-            .set("linger.ms", "1")
-            .set("reconnect.backoff.max.ms", "500")
-            .create()
-            .context("create transactional producer")?;
         // Retried until the broker answers: it may be down, or still ending this id's last
-        // transaction.
+        // transaction; a producer that hit a fatal error is made again.
         let deadline = Instant::now() + BROKER_WAIT;
         loop {
-            match p.init_transactions(Duration::from_secs(30)) {
-                Ok(()) => return Ok(p),
-                Err(e) if Instant::now() > deadline => bail!("init_transactions for {id}: {e}"),
-                Err(e) if is_fatal(&e) => return self.txn_producer(id),
-                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+                .set("bootstrap.servers", &self.cfg.bootstrap)
+                .set("transactional.id", id)
+                .set(
+                    "transaction.timeout.ms",
+                    self.cfg.transaction_timeout_ms.to_string(),
+                )
+                .set("message.timeout.ms", self.cfg.transaction_timeout_ms.to_string())
+                .set("linger.ms", "1")
+                .set("reconnect.backoff.max.ms", "500")
+                .create()
+                .context("create transactional producer")?;
+            loop {
+                match p.init_transactions(Duration::from_secs(30)) {
+                    Ok(()) => return Ok(p),
+                    Err(e) if Instant::now() > deadline => bail!("init_transactions for {id}: {e}"),
+                    Err(e) if is_fatal(&e) => break,
+                    Err(_) => std::thread::sleep(Duration::from_millis(500)),
+                }
             }
         }
     }
@@ -395,7 +397,10 @@ impl Run {
                     partition, offset, ..
                 } = e
                 {
-                    fences[partition as usize] = Some(offset);
+                    // Acknowledged without its offset (librdkafka's implicit ack): sent again.
+                    if offset >= 0 {
+                        fences[partition as usize] = Some(offset);
+                    }
                 }
             }
         }
@@ -586,12 +591,19 @@ pub fn run(cfg: &WorkloadConfig) -> anyhow::Result<WorkloadReport> {
     for t in 0..cfg.txn_producers {
         drop(run.txn_producer(&format!("{}-txn-{}", cfg.topic, cfg.producers + t))?);
     }
+    // Written before the final read, so that a run whose final read fails leaves its history.
+    let write = |events: &[Event]| -> anyhow::Result<()> {
+        match &cfg.out {
+            Some(path) => std::fs::write(path, super::write(events))
+                .with_context(|| format!("write {}", path.display())),
+            None => Ok(()),
+        }
+    };
+    write(&events)?;
     let fences = run.fence()?;
     events.extend(read_final(&cfg.bootstrap, &cfg.topic, run.run, &fences)?);
     let seconds = started.elapsed().as_secs_f64();
-    if let Some(path) = &cfg.out {
-        std::fs::write(path, super::write(&events)).with_context(|| format!("write {}", path.display()))?;
-    }
+    write(&events)?;
     Ok(WorkloadReport {
         seconds,
         producer_restarts: run.restarts.load(Ordering::Relaxed),

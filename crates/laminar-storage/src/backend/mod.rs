@@ -83,10 +83,11 @@ pub fn write_atomically(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[
 
 /// Creates `dir` and its missing parents durably: each directory created is made durable by
 /// an fsync of its parent (a directory's name is an entry of its parent, which only an fsync
-/// of the parent makes durable; Kafka's LogManager does the same).
+/// of the parent makes durable; Kafka's LogManager does the same). `dir`'s parent is synced
+/// even when `dir` exists: an earlier start may have died between the two.
 pub fn create_dir_all_durably(storage: &dyn Storage, dir: &Path) -> io::Result<()> {
-    let mut missing = Vec::new();
-    let mut at = Some(dir);
+    let mut missing = vec![dir];
+    let mut at = dir.parent();
     while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !storage.exists(d)) {
         missing.push(d);
         at = d.parent();
