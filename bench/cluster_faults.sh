@@ -32,22 +32,31 @@
 # Results: OUT/rounds.jsonl (one line per round), OUT/rereads.jsonl, OUT/summary.md, the
 # histories of rounds with an anomaly, the brokers' logs.
 #
-#   sudo bash bench/cluster_faults.sh [OUT]   (default bench/results/<date>-vm-cluster-faults)
+#   sudo bash bench/cluster_faults.sh [OUT]   (default bench/results/<date>-vm-cluster-faults-BROKER)
 #
-# Env: ROUNDS (30), SECS (14), FAULT_S (6), RATE (records/s of each plain producer, 200),
+# BROKER=kafka runs the same rounds against Apache Kafka 4.3.1 (bench/kafka: three nodes, each
+# broker and controller, a static quorum), configured the same way: replication factor 3,
+# min.insync.replicas=2 (the transaction log's too), a 3 s broker session.
+#
+# Env: BROKER (laminar or kafka), CLOCKS (1: under libfaketime; 0: without, and no clock-kill),
+#      ROUNDS (30), SECS (14), FAULT_S (6), RATE (records/s of each plain producer, 200),
 #      REREAD (2), FAULTS (the rotation, default all of the above in that order).
 # Needs root (ip netns, veth, bridge), /dev/fuse, fusermount3 and libfaketime (apt-get install
 # faketime; installed here when missing). Removes every namespace, mount and process it made.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-OUT="${1:-$repo/bench/results/$(date +%F)-vm-cluster-faults}"
+BROKER="${BROKER:-laminar}"
+CLOCKS="${CLOCKS:-1}"
+[[ $BROKER == laminar || $BROKER == kafka ]] || { echo "BROKER: laminar or kafka" >&2; exit 2; }
+OUT="${1:-$repo/bench/results/$(date +%F)-vm-cluster-faults-$BROKER}"
 ROUNDS="${ROUNDS:-30}"
 SECS="${SECS:-14}"
 FAULT_S="${FAULT_S:-6}"
 RATE="${RATE:-200}"
 REREAD="${REREAD:-2}"
 FAULTS="${FAULTS:-cut-one cut-all kill-leader pause part-leader part-follower part-controller one-way eio-follower eio-leader clock-kill part-kill}"
+[[ $CLOCKS == 1 ]] || FAULTS="${FAULTS//clock-kill/}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 # Errors recorded as their message, not a backtrace.
@@ -58,6 +67,11 @@ if [[ ! -e $faketime_lib ]]; then
   apt-get install -y faketime >/dev/null || { echo "libfaketime is needed (apt-get install faketime)" >&2; exit 1; }
 fi
 (cd "$repo" && cargo build --release -p laminar -p laminar-load -p laminar-faultfs) || exit 1
+if [[ $BROKER == kafka ]]; then
+  "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
+  export KAFKA_LIB="${KAFKA_LIB:-/tmp/kafka-lib}"
+  kafka_cluster_id="$(timeout 60 java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
+fi
 
 work="$(mktemp -d /tmp/laminar-cluster-faults.XXXXXX)"
 mkdir -p "$work/bin" "$work/histories"
@@ -65,10 +79,12 @@ cp "$repo/target/release/laminar" "$repo/target/release/laminar-load" "$repo/tar
 LAMINAR="$work/bin/laminar"
 LOAD="$work/bin/laminar-load"
 FAULTFS="$work/bin/laminar-faultfs"
-hub=lcfhub
-nets=(lcfn1 lcfn2 lcfn3)
-voters="1@10.78.0.1:9093,2@10.78.0.2:9093,3@10.78.0.3:9093"
-bootstrap="10.78.0.1:9092,10.78.0.2:9092,10.78.0.3:9092"
+# Names of their own per broker, so that a Laminar and a Kafka run can share the machine.
+if [[ $BROKER == kafka ]]; then pfx=kcf; net=10.79.0; else pfx=lcf; net=10.78.0; fi
+hub=${pfx}hub
+nets=("${pfx}n1" "${pfx}n2" "${pfx}n3")
+voters="1@$net.1:9093,2@$net.2:9093,3@$net.3:9093"
+bootstrap="$net.1:9092,$net.2:9092,$net.3:9092"
 declare -A broker_pid fs_pid
 load_pid=""
 
@@ -76,12 +92,15 @@ cleanup() {
   [[ -n $load_pid ]] && kill "$load_pid" 2>/dev/null
   for i in 1 2 3; do
     if [[ -n ${broker_pid[$i]:-} ]]; then
-      kill -CONT "${broker_pid[$i]}" 2>/dev/null
+      local p; p=$(data_pid "$i")
+      [[ -n $p ]] && kill -CONT "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
       kill -KILL "${broker_pid[$i]}" 2>/dev/null
       wait "${broker_pid[$i]}" 2>/dev/null
     fi
   done
   for i in 1 2 3; do
+    # Detached first: a mount namespace `ip netns exec` made may still see the mount.
+    fusermount3 -uz "$work/mnt$i" 2>/dev/null
     if [[ -n ${fs_pid[$i]:-} ]]; then kill -TERM "${fs_pid[$i]}" 2>/dev/null; wait "${fs_pid[$i]}" 2>/dev/null; fi
   done
   for ns in "${nets[@]}" "$hub"; do ip netns del "$ns" 2>/dev/null; done
@@ -94,33 +113,33 @@ trap 'exit 130' INT TERM
 for ns in "${nets[@]}" "$hub"; do ip netns del "$ns" 2>/dev/null; done
 ip netns add "$hub" || { echo "cannot make network namespaces" >&2; exit 1; }
 ip -n "$hub" link set lo up
-ip -n "$hub" link add lcfbr type bridge
-ip -n "$hub" addr add 10.78.0.100/24 dev lcfbr
-ip -n "$hub" link set lcfbr up
+ip -n "$hub" link add "${pfx}br" type bridge
+ip -n "$hub" addr add "$net.100/24" dev "${pfx}br"
+ip -n "$hub" link set "${pfx}br" up
 for i in 1 2 3; do
   ns=${nets[$((i - 1))]}
   ip netns add "$ns"
   ip -n "$ns" link set lo up
-  ip link add "lcfv$i" type veth peer name "lcfh$i"
-  ip link set "lcfv$i" netns "$ns"
-  ip link set "lcfh$i" netns "$hub"
-  ip -n "$hub" link set "lcfh$i" master lcfbr
-  ip -n "$hub" link set "lcfh$i" up
-  ip -n "$ns" addr add "10.78.0.$i/24" dev "lcfv$i"
-  ip -n "$ns" link set "lcfv$i" up
+  ip link add "${pfx}v$i" type veth peer name "${pfx}h$i"
+  ip link set "${pfx}v$i" netns "$ns"
+  ip link set "${pfx}h$i" netns "$hub"
+  ip -n "$hub" link set "${pfx}h$i" master "${pfx}br"
+  ip -n "$hub" link set "${pfx}h$i" up
+  ip -n "$ns" addr add "$net.$i/24" dev "${pfx}v$i"
+  ip -n "$ns" link set "${pfx}v$i" up
 done
 in_hub() { ip netns exec "$hub" "$@"; }
 mac_of() { ip -n "$1" link show "$2" | awk '/link\/ether/ {print $2}'; }
 # Neighbours are permanent: a one-way partition drops every frame to a broker, ARP replies
 # included, and must not cut the other way too by starving its ARP cache.
-hub_mac=$(mac_of "$hub" lcfbr)
+hub_mac=$(mac_of "$hub" "${pfx}br")
 for i in 1 2 3; do
-  ip -n "$hub" neigh replace "10.78.0.$i" lladdr "$(mac_of "${nets[$((i - 1))]}" "lcfv$i")" dev lcfbr nud permanent
-  ip -n "${nets[$((i - 1))]}" neigh replace 10.78.0.100 lladdr "$hub_mac" dev "lcfv$i" nud permanent
+  ip -n "$hub" neigh replace "$net.$i" lladdr "$(mac_of "${nets[$((i - 1))]}" "${pfx}v$i")" dev "${pfx}br" nud permanent
+  ip -n "${nets[$((i - 1))]}" neigh replace "$net.100" lladdr "$hub_mac" dev "${pfx}v$i" nud permanent
   for j in 1 2 3; do
     [[ $i == "$j" ]] && continue
-    ip -n "${nets[$((i - 1))]}" neigh replace "10.78.0.$j" lladdr "$(mac_of "${nets[$((j - 1))]}" "lcfv$j")" \
-      dev "lcfv$i" nud permanent
+    ip -n "${nets[$((i - 1))]}" neigh replace "$net.$j" lladdr "$(mac_of "${nets[$((j - 1))]}" "${pfx}v$j")" \
+      dev "${pfx}v$i" nud permanent
   done
 done
 
@@ -137,18 +156,39 @@ fs() { "$FAULTFS" ctl "$work/fs$1.sock" "${@:2}"; }
 
 start() {  # broker i
   local i=$1
-  ip netns exec "${nets[$((i - 1))]}" env LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$work/clock$i" \
-    FAKETIME_CACHE_DURATION=1 DONT_FAKE_MONOTONIC=1 \
-    "$LAMINAR" serve --listen "10.78.0.$i:9092" --data-dir "$work/mnt$i/data" \
-    --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" \
-    --set broker.session.timeout.ms=3000 --set broker.heartbeat.interval.ms=500 \
-    --set min.insync.replicas=2 \
-    >>"$OUT/broker$i.log" 2>&1 &
+  local clock=(env)
+  [[ $CLOCKS == 1 ]] && clock=(env LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$work/clock$i"
+    FAKETIME_CACHE_DURATION=1 DONT_FAKE_MONOTONIC=1)
+  if [[ $BROKER == kafka ]]; then
+    ip netns exec "${nets[$((i - 1))]}" "${clock[@]}" KAFKA_HOST="$net.$i" KAFKA_NODE_ID="$i" \
+      KAFKA_QUORUM_VOTERS="$voters" KAFKA_CLUSTER_ID="$kafka_cluster_id" KAFKA_INTERNAL_RF=3 \
+      KAFKA_HEAP_OPTS="-Xmx512m -Xms128m" \
+      KAFKA_EXTRA_PROPS="$(printf '%s\n' min.insync.replicas=2 transaction.state.log.min.isr=2 \
+        broker.session.timeout.ms=3000 broker.heartbeat.interval.ms=500)" \
+      "$here/kafka/run-kafka.sh" 9092 "$work/mnt$i/kafka" >>"$OUT/broker$i.log" 2>&1 &
+  else
+    ip netns exec "${nets[$((i - 1))]}" "${clock[@]}" \
+      "$LAMINAR" serve --listen "$net.$i:9092" --data-dir "$work/mnt$i/data" \
+      --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" \
+      --set broker.session.timeout.ms=3000 --set broker.heartbeat.interval.ms=500 \
+      --set min.insync.replicas=2 \
+      >>"$OUT/broker$i.log" 2>&1 &
+  fi
   broker_pid[$i]=$!
 }
+# The process that holds the data: Laminar itself, or the JVM under run-kafka.sh.
+data_pid() {
+  local i=$1
+  [[ -n ${broker_pid[$i]:-} ]] || return 0
+  if [[ $BROKER == kafka ]]; then pgrep -P "${broker_pid[$i]}" java; else echo "${broker_pid[$i]}"; fi
+}
+freeze() { local p; p=$(data_pid "$1"); [[ -n $p ]] && kill -STOP "$p"; }
+thaw() { local p; p=$(data_pid "$1"); [[ -n $p ]] && kill -CONT "$p"; }
 kill9() {  # broker i
   local i=$1
   [[ -n ${broker_pid[$i]:-} ]] || return 0
+  local p; p=$(data_pid "$i")
+  [[ -n $p ]] && kill -KILL "$p" 2>/dev/null
   kill -KILL "${broker_pid[$i]}" 2>/dev/null
   # A process in a FUSE call dies when the call returns.
   for _ in $(seq 1 100); do kill -0 "${broker_pid[$i]}" 2>/dev/null || break; sleep 0.1; done
@@ -157,11 +197,11 @@ kill9() {  # broker i
 }
 : >"$OUT/broker1.log"; : >"$OUT/broker2.log"; : >"$OUT/broker3.log"
 for i in 1 2 3; do start "$i"; done
-for _ in $(seq 1 60); do
-  in_hub "$LAMINAR" cluster describe --bootstrap 10.78.0.1:9092 2>/dev/null | grep -c '^  broker' | grep -q 3 && break
+for _ in $(seq 1 120); do
+  in_hub "$LAMINAR" cluster describe --bootstrap "$net.1:9092" 2>/dev/null | grep -c '^  broker' | grep -q 3 && break
   sleep 1
 done
-if ! in_hub "$LAMINAR" cluster describe --bootstrap 10.78.0.1:9092 | tee "$OUT/cluster-before.txt" | grep -q '^  broker 3'; then
+if ! in_hub "$LAMINAR" cluster describe --bootstrap "$net.1:9092" | tee "$OUT/cluster-before.txt" | grep -q '^  broker 3'; then
   echo "the cluster did not come up; broker 1's log:" >&2; tail -20 "$OUT/broker1.log" >&2; exit 1
 fi
 # What the brokers wrote while starting is on their disks, as on machines up a while.
@@ -208,12 +248,12 @@ for r in $(seq 1 "$ROUNDS"); do
   what=""
   case "$fault" in
     cut-one)
-      kill -STOP "${broker_pid[$leader]}"
+      freeze "$leader"
       what="$(fs "$leader" powercut)"
       kill9 "$leader"; start "$leader"
       ;;
     cut-all)
-      for i in 1 2 3; do kill -STOP "${broker_pid[$i]}"; done
+      for i in 1 2 3; do freeze "$i"; done
       what="$(for i in 1 2 3; do fs "$i" powercut; done | paste -sd' ')"
       for i in 1 2 3; do kill9 "$i"; done
       for i in 1 2 3; do start "$i"; done
@@ -222,22 +262,22 @@ for r in $(seq 1 "$ROUNDS"); do
       kill9 "$leader"; sleep 2; start "$leader"
       ;;
     pause)
-      kill -STOP "${broker_pid[$leader]}"; sleep "$FAULT_S"; kill -CONT "${broker_pid[$leader]}"
+      freeze "$leader"; sleep "$FAULT_S"; thaw "$leader"
       ;;
     part-leader|part-follower|part-controller)
       victim=$leader
       [[ $fault == part-follower ]] && victim=$follower
       if [[ $fault == part-controller ]]; then victim=$(controller); valid "$victim" || victim=$leader; fi
       what="broker $victim"
-      ip -n "$hub" link set "lcfh$victim" down; sleep "$FAULT_S"; ip -n "$hub" link set "lcfh$victim" up
+      ip -n "$hub" link set "${pfx}h$victim" down; sleep "$FAULT_S"; ip -n "$hub" link set "${pfx}h$victim" up
       ;;
     one-way)
       # Nothing reaches the leader, what it sends still arrives: its bridge port neither
       # learns nor floods, and forgets its address, so frames to it go nowhere.
-      ip -n "$hub" link set "lcfh$leader" type bridge_slave learning off flood off mcast_flood off bcast_flood off
-      bridge -n "$hub" fdb del "$(mac_of "${nets[$((leader - 1))]}" "lcfv$leader")" dev "lcfh$leader" master
+      ip -n "$hub" link set "${pfx}h$leader" type bridge_slave learning off flood off mcast_flood off bcast_flood off
+      bridge -n "$hub" fdb del "$(mac_of "${nets[$((leader - 1))]}" "${pfx}v$leader")" dev "${pfx}h$leader" master
       sleep "$FAULT_S"
-      ip -n "$hub" link set "lcfh$leader" type bridge_slave learning on flood on mcast_flood on bcast_flood on
+      ip -n "$hub" link set "${pfx}h$leader" type bridge_slave learning on flood on mcast_flood on bcast_flood on
       ;;
     eio-follower|eio-leader)
       victim=$leader
@@ -259,10 +299,10 @@ for r in $(seq 1 "$ROUNDS"); do
       what="leader $leader +600s, follower $follower -300s, controller $ctl killed"
       ;;
     part-kill)
-      ip -n "$hub" link set "lcfh$follower" down
+      ip -n "$hub" link set "${pfx}h$follower" down
       kill9 "$leader"; sleep 2; start "$leader"
       sleep "$FAULT_S"
-      ip -n "$hub" link set "lcfh$follower" up
+      ip -n "$hub" link set "${pfx}h$follower" up
       what="follower $follower cut off, leader $leader killed"
       ;;
     *) echo "unknown fault $fault" >&2; exit 2 ;;
@@ -296,7 +336,12 @@ done
 for h in "${histories[@]}"; do reread "$h" "$ROUNDS"; done
 in_hub "$LAMINAR" cluster describe --bootstrap "$bootstrap" >"$OUT/cluster-after.txt" 2>&1
 
-python3 - "$OUT" "$("$LAMINAR" --version)" "$(uname -r)" <<'PY' | tee "$OUT/summary.md"
+version="$("$LAMINAR" --version)"
+if [[ $BROKER == kafka ]]; then
+  jars=("$KAFKA_LIB"/kafka_2.13-*.jar)
+  version="Apache Kafka $(basename "${jars[0]}" .jar)"
+fi
+python3 - "$OUT" "$version" "$(uname -r)" <<'PY' | tee "$OUT/summary.md"
 import json, os, re, sys, collections
 out, version, kernel = sys.argv[1:]
 kinds = ["lost", "duplicated", "inconsistent_offsets", "reordered", "nonmonotonic_polls", "skipped_polls",
@@ -325,5 +370,6 @@ for i in (1, 2, 3):
         if m:
             led[(m.group(1), int(m.group(2)))].add(i)
 twice = {k: v for k, v in led.items() if len(v) > 1}
-print(f"Leaderships: {len(led)}; a (partition, epoch) led by two brokers: {sorted(twice.items()) or 'none'}")
+if led:
+    print(f"Leaderships: {len(led)}; a (partition, epoch) led by two brokers: {sorted(twice.items()) or 'none'}")
 PY

@@ -4,11 +4,12 @@
 # $KAFKA_LIB.
 #
 #   run-kafka.sh [PORT] [DATA_DIR]
-#     PORT      PLAINTEXT listener port on 127.0.0.1          (default 19093)
+#     PORT      PLAINTEXT listener port on KAFKA_HOST (127.0.0.1) (default 19093)
 #     DATA_DIR  where server.properties, the log dirs and server.log go
 #               (default: a fresh mktemp dir, removed again when Kafka stops)
 #
-#   env: KAFKA_LIB (default /tmp/kafka-lib), CONTROLLER_PORT (default PORT+1),
+#   env: KAFKA_LIB (default /tmp/kafka-lib), CONTROLLER_PORT (default PORT+1), KAFKA_HOST
+#        (the address both listeners bind, default 127.0.0.1),
 #        KAFKA_HEAP_OPTS (default "-Xmx1g -Xms256m"), KAFKA_LOG_LEVEL for the
 #        console (default WARN; server.log in DATA_DIR gets INFO).
 #   A node of a cluster (every node broker and controller, as Laminar's combined mode):
@@ -26,6 +27,7 @@ PORT="${1:-19093}"
 DATA_DIR="${2:-}"
 KAFKA_LIB="${KAFKA_LIB:-/tmp/kafka-lib}"
 CONTROLLER_PORT="${CONTROLLER_PORT:-$((PORT + 1))}"
+HOST="${KAFKA_HOST:-127.0.0.1}"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx1g -Xms256m}"
 KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-WARN}"
 
@@ -48,7 +50,7 @@ INTERNAL_RF="${KAFKA_INTERNAL_RF:-1}"
 if [[ -n "${KAFKA_QUORUM_VOTERS:-}" ]]; then
   QUORUM="controller.quorum.voters=${KAFKA_QUORUM_VOTERS}"
 else
-  QUORUM="controller.quorum.bootstrap.servers=127.0.0.1:${CONTROLLER_PORT}"
+  QUORUM="controller.quorum.bootstrap.servers=${HOST}:${CONTROLLER_PORT}"
 fi
 LOG4J="$DATA_DIR/log4j2.properties"
 
@@ -56,8 +58,8 @@ cat > "$PROPS" <<PROPS
 process.roles=broker,controller
 node.id=${NODE_ID}
 ${QUORUM}
-listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
-advertised.listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
+listeners=PLAINTEXT://${HOST}:${PORT},CONTROLLER://${HOST}:${CONTROLLER_PORT}
+advertised.listeners=PLAINTEXT://${HOST}:${PORT},CONTROLLER://${HOST}:${CONTROLLER_PORT}
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
@@ -113,7 +115,7 @@ if [[ ! -f "$LOG_DIRS/meta.properties" ]]; then
   timeout 120 java "${JAVA_OPTS[@]}" kafka.tools.StorageTool format "${FORMAT_ARGS[@]}"
 fi
 
-echo "Starting Apache Kafka on 127.0.0.1:${PORT} (controller 127.0.0.1:${CONTROLLER_PORT}), data in ${DATA_DIR}"
+echo "Starting Apache Kafka on ${HOST}:${PORT} (controller ${HOST}:${CONTROLLER_PORT}), data in ${DATA_DIR}"
 
 java "${JAVA_OPTS[@]}" kafka.Kafka "$PROPS" &
 kafka_pid=$!

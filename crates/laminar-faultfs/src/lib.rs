@@ -10,6 +10,7 @@ pub mod mount;
 pub mod namespace;
 pub mod pages;
 pub mod rules;
+pub mod state;
 
 pub use control::command;
 pub use fs::{FaultFs, Options, Shared};

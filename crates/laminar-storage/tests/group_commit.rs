@@ -170,7 +170,13 @@ fn recovery_after_fsyncs_past_a_stale_checkpoint_keeps_every_acknowledged_record
             .create_log(&LogId::new("t", 0), config.default_log.clone())
             .unwrap();
         let mut acked = Vec::new();
-        for i in 0..60u64 {
+        // At least 60 batches, and on until the log has rolled twice: a preparer starved of
+        // CPU lets the active segment grow past `segment_bytes` for a while (append.rs).
+        for i in 0u64.. {
+            if i >= 60 && log.segment_count() > 2 {
+                break;
+            }
+            assert!(i < 5_000, "the log never rolled twice");
             let mut b = batch(1 + (i % 4) as usize, 200, i as i64, seed * 1000 + i);
             let info = log.append(&mut b).unwrap();
             log.wait_flushed(info.last_offset)
