@@ -31,8 +31,8 @@ use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer}
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
-/// Magic, run id, sequence number, partition.
-const HEADER_BYTES: usize = 4 + 8 + 8 + 4;
+use crate::history::HEADER_BYTES;
+
 const MAGIC: &[u8; 4] = b"LMV1";
 /// How long the read-back and the start wait for a broker that is down.
 pub(crate) const BROKER_WAIT: Duration = Duration::from_secs(120);
@@ -95,31 +95,12 @@ pub struct Duplicate {
 const DUPLICATES_SHOWN: usize = 10;
 
 fn payload(run: u64, seq: u64, partition: i32, bytes: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(bytes.max(HEADER_BYTES));
-    v.extend_from_slice(MAGIC);
-    v.extend_from_slice(&run.to_be_bytes());
-    v.extend_from_slice(&seq.to_be_bytes());
-    v.extend_from_slice(&partition.to_be_bytes());
-    // The rest follows from the sequence number (xorshift), so a read-back can check it.
-    let mut x = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    while v.len() < bytes {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.push(x as u8);
-    }
-    v
+    crate::history::framed(MAGIC, run, seq, partition, bytes)
 }
 
-/// The (run, sequence number) a payload claims, if it is one of ours at all.
+/// The (run, sequence number, partition) a payload claims, if it is one of ours at all.
 fn parse(v: &[u8]) -> Option<(u64, u64, i32)> {
-    if v.len() < HEADER_BYTES || &v[..4] != MAGIC {
-        return None;
-    }
-    let run = u64::from_be_bytes(v[4..12].try_into().unwrap());
-    let seq = u64::from_be_bytes(v[12..20].try_into().unwrap());
-    let partition = i32::from_be_bytes(v[20..24].try_into().unwrap());
-    Some((run, seq, partition))
+    crate::history::unframe(MAGIC, v)
 }
 
 /// Per partition, (offset, sequence number) of each acknowledged record.

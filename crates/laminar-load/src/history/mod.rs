@@ -104,20 +104,34 @@ pub enum Event {
 pub const HEADER_BYTES: usize = 4 + 8 + 8 + 4;
 const MAGIC: &[u8; 4] = b"LMH1";
 
-/// A record's payload: a header naming the run, the value and the partition it was sent to,
-/// then bytes that follow from the value, so a reader can tell an intact record from a damaged
-/// one without keeping what was sent.
 /// The consumer that stands for an earlier final read when a history is checked against the
 /// log read again (`workload::reread`).
 pub const REREAD_CONSUMER: u32 = u32::MAX;
 
+/// A record's payload: a header naming the run, the value and the partition it was sent to,
+/// then bytes that follow from the value, so a reader can tell an intact record from a damaged
+/// one without keeping what was sent.
 pub fn payload(run: u64, value: Value, partition: i32, bytes: usize) -> Vec<u8> {
+    framed(MAGIC, run, value, partition, bytes)
+}
+
+/// The value a record read from `partition` carries, if it is an intact record of `run` sent
+/// to that partition.
+pub fn parse(run: u64, partition: i32, bytes: &[u8]) -> Option<Value> {
+    let (r, value, p) = unframe(MAGIC, bytes)?;
+    (r == run && p == partition && bytes == payload(run, value, partition, bytes.len()).as_slice())
+        .then_some(value)
+}
+
+/// A self-checking payload (shared with the delivery verifier, which has a magic of its
+/// own): magic, run id, the record's id, its partition, then bytes that follow from the id.
+pub(crate) fn framed(magic: &[u8; 4], run: u64, id: u64, partition: i32, bytes: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(bytes.max(HEADER_BYTES));
-    v.extend_from_slice(MAGIC);
+    v.extend_from_slice(magic);
     v.extend_from_slice(&run.to_be_bytes());
-    v.extend_from_slice(&value.to_be_bytes());
+    v.extend_from_slice(&id.to_be_bytes());
     v.extend_from_slice(&partition.to_be_bytes());
-    let mut x = value.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     while v.len() < bytes {
         x ^= x << 13;
         x ^= x >> 7;
@@ -127,17 +141,15 @@ pub fn payload(run: u64, value: Value, partition: i32, bytes: usize) -> Vec<u8> 
     v
 }
 
-/// The value a record read from `partition` carries, if it is an intact record of `run` sent
-/// to that partition.
-pub fn parse(run: u64, partition: i32, bytes: &[u8]) -> Option<Value> {
-    if bytes.len() < HEADER_BYTES || &bytes[..4] != MAGIC {
+/// The (run, id, partition) a [`framed`] payload claims, if it has the magic.
+pub(crate) fn unframe(magic: &[u8; 4], bytes: &[u8]) -> Option<(u64, u64, i32)> {
+    if bytes.len() < HEADER_BYTES || &bytes[..4] != magic {
         return None;
     }
-    let r = u64::from_be_bytes(bytes[4..12].try_into().ok()?);
-    let value = u64::from_be_bytes(bytes[12..20].try_into().ok()?);
-    let p = i32::from_be_bytes(bytes[20..24].try_into().ok()?);
-    (r == run && p == partition && bytes == payload(run, value, partition, bytes.len()).as_slice())
-        .then_some(value)
+    let run = u64::from_be_bytes(bytes[4..12].try_into().ok()?);
+    let id = u64::from_be_bytes(bytes[12..20].try_into().ok()?);
+    let partition = i32::from_be_bytes(bytes[20..24].try_into().ok()?);
+    Some((run, id, partition))
 }
 
 /// Reads a history written one event per line.
