@@ -171,7 +171,7 @@ start() {  # broker i
       "$LAMINAR" serve --listen "$net.$i:9092" --data-dir "$work/mnt$i/data" \
       --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" \
       --set broker.session.timeout.ms=3000 --set broker.heartbeat.interval.ms=500 \
-      --set min.insync.replicas=2 \
+      --set min.insync.replicas=2 --set group.initial.rebalance.delay.ms=0 \
       >>"$OUT/broker$i.log" 2>&1 &
   fi
   broker_pid[$i]=$!

@@ -69,6 +69,8 @@ cat >"$work/laminar.toml" <<'TOML'
 "log.retention.check.interval.ms" = 500
 "log.cleaner.backoff.ms" = 500
 "log.cleaner.min.cleanable.ratio" = 0.01
+# As bench/kafka runs Kafka: a group's first rebalance does not wait 3 s for more members.
+"group.initial.rebalance.delay.ms" = 0
 TOML
 fs_pid=""
 broker_pid=""   # laminar serve, or run-kafka.sh
