@@ -68,6 +68,7 @@ fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
 
     // The cut comes while their fsync is still held back; the kill then waits for it (a
     // process in a FUSE call dies when the call returns), and it syncs nothing.
+    broker.freeze();
     let cut = mount.command("powercut").unwrap();
     broker.kill9();
     mount.command("clear").unwrap();
@@ -253,6 +254,7 @@ fn a_power_cut_never_takes_back_what_a_consumer_read() {
     };
     let read = values(&addr);
     // The cut comes while their fsync is held back (see above).
+    broker.freeze();
     mount.command("powercut").unwrap();
     broker.kill9();
     mount.command("clear").unwrap();
@@ -321,6 +323,7 @@ fn the_history_of_producers_transactions_and_consumers_across_a_kill_and_a_power
     // and unsynced (the window a consumer shown unsynced records would read them in).
     mount.command("delay fsync **/history-*/* 2000").unwrap();
     std::thread::sleep(Duration::from_secs(1));
+    broker.freeze();
     let cut = mount.command("powercut").unwrap();
     broker.kill9();
     mount.command("clear").unwrap();
@@ -344,6 +347,7 @@ fn the_history_of_producers_transactions_and_consumers_across_a_kill_and_a_power
     let events = laminar_load::history::read(&std::fs::read_to_string(&history).unwrap()).unwrap();
     assert_eq!(laminar_load::history::check(&events), report.check);
     // And against the log after one more cut: what the final read found is still there.
+    broker.freeze();
     let cut = mount.command("powercut").unwrap();
     broker.kill9();
     let broker = common::serve_at(&data, &addr);

@@ -93,6 +93,13 @@ impl Serve {
         self.child.wait().unwrap();
     }
 
+    /// SIGSTOP: frozen, it issues nothing more (before a power cut, so that nothing it
+    /// does after the cut reaches the disk; a SIGKILL then ends it).
+    pub fn freeze(&self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
+    }
+
     /// SIGTERM: a clean shutdown, which must exit 0.
     pub fn terminate(mut self) {
         // SAFETY: signalling our own child.
