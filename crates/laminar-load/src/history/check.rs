@@ -45,6 +45,8 @@ pub struct Report {
     pub aborted_reads: u64,
     pub torn_txns: u64,
     pub corrupted: u64,
+    /// Every anomaly found, of every kind ([`Report::anomalies`]), for scripts reading the JSON.
+    pub total_anomalies: u64,
     /// The first few anomalies of each kind, described.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
@@ -368,6 +370,7 @@ pub fn check(events: &[Event]) -> Report {
             }
         }
     }
+    r.total_anomalies = r.anomalies();
     r
 }
 
