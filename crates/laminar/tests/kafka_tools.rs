@@ -954,6 +954,31 @@ fn kafka_transactions_describe_producers() {
     broker.terminate();
 }
 
+/// `kafka-transactions abort` of partition 0 of `topic`, with `args` naming what.
+fn abort(tools: &Tools, topic: &str, args: &[&str]) {
+    let mut all = vec!["abort", "--topic", topic, "--partition", "0"];
+    all.extend_from_slice(args);
+    tools.ok_bootstrap_first(TRANSACTIONS, &all);
+}
+
+/// A transactional producer with a transaction open: four records written to `topic`-0.
+fn open_transaction(addr: &str, id: &str, topic: &str) -> ThreadedProducer<DefaultProducerContext> {
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("transactional.id", id)
+        .create()
+        .unwrap();
+    p.init_transactions(Duration::from_secs(30)).unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..4 {
+        let v = format!("open-{i}");
+        p.send(BaseRecord::<str, str>::to(topic).payload(&v).partition(0))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    p
+}
+
 /// `kafka-transactions list`, `describe` and `abort`: a transaction left open by a producer
 /// that went away is listed and described by the coordinator, its start offset is found with
 /// `describe-producers`, and `abort` ends it with a marker (WriteTxnMarkers), after which
@@ -965,19 +990,7 @@ fn kafka_transactions_list_describe_and_abort() {
     let tools = Tools::new(&broker.addr, tmp.path());
     tools.ok(TOPICS, &["--create", "--topic", "hang", "--partitions", "1"]);
     produce(&broker.addr, "hang", 0, 3);
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &broker.addr)
-        .set("transactional.id", "tx-hanging")
-        .create()
-        .unwrap();
-    p.init_transactions(Duration::from_secs(30)).unwrap();
-    p.begin_transaction().unwrap();
-    for i in 0..4 {
-        let v = format!("open-{i}");
-        p.send(BaseRecord::<str, str>::to("hang").payload(&v).partition(0))
-            .unwrap();
-    }
-    p.flush(Duration::from_secs(30)).unwrap();
+    let p = open_transaction(&broker.addr, "tx-hanging", "hang");
     // Gone without ending it.
     drop(p);
 
@@ -1024,18 +1037,7 @@ fn kafka_transactions_list_describe_and_abort() {
         "read_committed ends where it began"
     );
 
-    tools.ok_bootstrap_first(
-        TRANSACTIONS,
-        &[
-            "abort",
-            "--topic",
-            "hang",
-            "--partition",
-            "0",
-            "--start-offset",
-            "3",
-        ],
-    );
+    abort(&tools, "hang", &["--start-offset", "3"]);
     let producers = tools.ok_bootstrap_first(
         TRANSACTIONS,
         &["describe-producers", "--topic", "hang", "--partition", "0"],
@@ -1049,6 +1051,101 @@ fn kafka_transactions_list_describe_and_abort() {
     );
     // The three records, four aborted ones and the marker: read_committed reaches the end.
     assert_eq!(lso(&c), rdkafka::Offset::Offset(8));
+    broker.terminate();
+}
+
+/// `kafka-transactions abort` on a single node does not end a transaction behind its
+/// coordinator: aborting one whose producer is still running fences that producer, so its
+/// commit fails instead of being answered for records the marker aborted. An abort naming an
+/// idempotent producer with no transaction open writes nothing (it would move its epoch).
+#[test]
+fn kafka_transactions_abort_does_not_end_a_running_transaction_behind_its_coordinator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = common::serve(&tmp.path().join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "live", "--partitions", "1"]);
+    let p = open_transaction(&broker.addr, "tx-live", "live");
+    abort(&tools, "live", &["--start-offset", "0"]);
+    let committed = p.commit_transaction(Duration::from_secs(30));
+    assert!(
+        committed.is_err(),
+        "the producer was told its transaction committed, but an abort marker had ended it"
+    );
+    drop(p);
+
+    let idempotent: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("enable.idempotence", "true")
+        .create()
+        .unwrap();
+    let send = |v: &str| {
+        idempotent
+            .send(BaseRecord::<str, str>::to("live").payload(v).partition(0))
+            .unwrap();
+        idempotent.flush(Duration::from_secs(30)).unwrap();
+    };
+    send("after-0");
+    send("after-1");
+    let describe = || {
+        tools.ok_bootstrap_first(
+            TRANSACTIONS,
+            &["describe-producers", "--topic", "live", "--partition", "0"],
+        )
+    };
+    // ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp
+    // CurrentTransactionStartOffset: the idempotent producer's last sequence is 1.
+    let producers = describe();
+    let line = producers
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|c| c.len() == 6 && c[3] == "1")
+        .unwrap_or_else(|| panic!("no idempotent producer at sequence 1: {producers}"));
+    let (pid, epoch) = (line[0].to_string(), line[1].to_string());
+    let next_epoch = (epoch.parse::<i16>().unwrap() + 1).to_string();
+    abort(
+        &tools,
+        "live",
+        &[
+            "--producer-id",
+            &pid,
+            "--producer-epoch",
+            &next_epoch,
+            "--coordinator-epoch",
+            "0",
+        ],
+    );
+    let producers = describe();
+    assert!(
+        producers.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() == 6 && c[0] == pid && c[1] == epoch
+        }),
+        "the idempotent producer {pid} keeps epoch {epoch}: {producers}"
+    );
+    send("after-2");
+
+    // read_committed: nothing of the aborted transaction, then the three.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("group.id", "after-abort")
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset("live", 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut read = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read.len() < 3 && Instant::now() < deadline {
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            let m = m.unwrap();
+            let v = rdkafka::Message::payload(&m).unwrap_or_default();
+            read.push(String::from_utf8_lossy(v).into_owned());
+        }
+    }
+    assert_eq!(read, ["after-0", "after-1", "after-2"]);
     broker.terminate();
 }
 

@@ -9,12 +9,21 @@
 //! cluster of several, carrying the current epoch of the transaction log's leader (an older
 //! one is a fenced coordinator's: TRANSACTION_COORDINATOR_FENCED); on a single node (a
 //! cluster of one), never (the only coordinator is this broker's own;
-//! CLUSTER_AUTHORIZATION_FAILED). A commit marker from
-//! anywhere else could make an unfinished transaction's records visible. The Admin client
-//! only ever aborts. No marker may carry a coordinator epoch above the transaction log's
-//! leader epoch (INVALID_REQUEST): the partition keeps the largest epoch it has seen per
-//! producer and refuses older ones, so one such marker would fence every real coordinator's
-//! later markers, and the producer's next transaction would stay open for good.
+//! CLUSTER_AUTHORIZATION_FAILED). A commit marker from anywhere else could make an
+//! unfinished transaction's records visible. The Admin client only ever aborts.
+//!
+//! On a single node no abort from the wire ends a transaction behind its coordinator
+//! either: an abort of a transaction the coordinator runs there becomes the coordinator's
+//! own abort, which fences its producer (so that its commit fails, instead of being answered
+//! for records a marker aborted); only a hanging transaction, which no coordinator will end,
+//! is ended by the marker itself; a producer with no transaction open there gets nothing
+//! written. In a cluster a leader cannot tell a coordinator's abort from a client's until
+//! brokers authenticate to each other (CLUSTER_ACTION).
+//!
+//! No marker may carry a coordinator epoch above the transaction log's leader epoch
+//! (INVALID_REQUEST): the partition keeps the largest epoch it has seen per producer and
+//! refuses older ones, so one such marker would fence every real coordinator's later
+//! markers, and the producer's next transaction would stay open for good.
 
 use std::sync::Arc;
 
@@ -27,7 +36,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use laminar_coordinators::txn::complete::write_marker;
+use laminar_coordinators::txn::complete::{abort_from_client, write_marker};
 use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
@@ -45,6 +54,24 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: WriteTxnMarkersRe
                 pr.partition_index = p;
                 pr.error_code = match refused(txns, m.committed, m.coordinator_epoch) {
                     Some(code) => code,
+                    // Alone, this broker writes its own markers: an abort from the wire is
+                    // a client's, and may not end a transaction behind its coordinator.
+                    None if txns.cluster.alone() => {
+                        debug_assert!(!m.committed, "a commit marker from a client is refused");
+                        match abort_from_client(
+                            txns,
+                            topic,
+                            p,
+                            m.producer_id,
+                            m.producer_epoch,
+                            m.coordinator_epoch,
+                        )
+                        .await
+                        {
+                            Ok(()) => ErrorCode::None.code(),
+                            Err(code) => code.code(),
+                        }
+                    }
                     None => {
                         match write_marker(
                             txns,

@@ -234,6 +234,82 @@ pub async fn write_marker(
     Ok(Some(appended.last_offset))
 }
 
+/// How long a client's abort of a transaction the coordinator runs waits for its markers
+/// before it is answered (it is decided, and durable, before that wait).
+const CLIENT_ABORT_WAIT: Duration = Duration::from_secs(10);
+
+/// An abort marker for `topic`-`partition` from a client (the Admin client's
+/// `abortTransaction`, `kafka-transactions abort`), on a broker that is the only
+/// transaction coordinator. A transaction the coordinator runs there is aborted by the
+/// coordinator (see [`super::decide_client_abort`]: its producer is fenced), and this waits
+/// for its markers; a hanging one, which no coordinator will end, gets the marker; a
+/// producer with no transaction open there gets nothing (a marker would only move its epoch,
+/// fencing an idempotent producer).
+pub async fn abort_from_client(
+    txns: &Arc<Txns>,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+) -> Result<(), ErrorCode> {
+    let tp = TopicPartition::new(topic, partition);
+    if let Some(id) = txns.coordinator.id_of(producer_id) {
+        let now = laminar_storage::now_ms();
+        let mut allocate = || txns.producer_ids.allocate();
+        let decision = begin_when_free(txns, &id, |m| {
+            super::decide_client_abort(m, producer_id, &tp, now, &mut allocate)
+        })
+        .await;
+        if let Written::Wrote(meta) = run(txns, &id, decision).await? {
+            crate::info!(
+                "a client aborted transaction {id:?} on {topic}-{partition}: aborting it, producer {} fenced with epoch {}",
+                meta.producer_id,
+                meta.producer_epoch
+            );
+            wait_completed(txns, &id).await;
+            return Ok(());
+        }
+    }
+    let open_here = txns
+        .runtime
+        .partitions
+        .get(topic, partition)
+        .and_then(|p| p.log())
+        .map(|log| log.open_txns().iter().any(|&(pid, _)| pid == producer_id));
+    if open_here == Some(false) {
+        return Ok(());
+    }
+    match write_marker(
+        txns,
+        topic,
+        partition,
+        producer_id,
+        producer_epoch,
+        coordinator_epoch,
+        false,
+    )
+    .await?
+    {
+        Some(_) => Ok(()),
+        None => Err(ErrorCode::UnknownTopicOrPartition),
+    }
+}
+
+/// Waits (up to [`CLIENT_ABORT_WAIT`]) until `id`'s decided end is complete.
+async fn wait_completed(txns: &Txns, id: &str) {
+    let deadline = tokio::time::Instant::now() + CLIENT_ABORT_WAIT;
+    loop {
+        let changed = txns.coordinator.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let prepared = txns.coordinator.get(id).is_some_and(|m| m.status.is_prepared());
+        if !prepared || tokio::time::timeout_at(deadline, changed).await.is_err() {
+            return;
+        }
+    }
+}
+
 fn is_group_log(topic: &str, partition: i32) -> bool {
     (topic, partition) == (crate::groups::store::OFFSETS_TOPIC, 0)
 }

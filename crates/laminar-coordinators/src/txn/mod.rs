@@ -682,6 +682,36 @@ pub fn decide_timeout(
     )))
 }
 
+/// An abort marker for `tp` from a client (the Admin client's `abortTransaction`), on a
+/// broker that is the only coordinator. A transaction this coordinator is running on `tp`
+/// is aborted by the coordinator itself, with the next epoch, as a timeout would: its
+/// producer is fenced, so its EndTxn(commit) fails rather than being answered for records
+/// that a marker behind its back aborted. `Reply(false)`: the coordinator runs no
+/// transaction of that producer on `tp` (a hanging one, which the marker itself may end).
+pub fn decide_client_abort(
+    m: Option<&TxnMeta>,
+    producer_id: i64,
+    tp: &TopicPartition,
+    now_ms: i64,
+    allocate: &mut dyn FnMut() -> i64,
+) -> Result<Decision<bool>, ErrorCode> {
+    let Some(m) = m.filter(|m| m.producer_id == producer_id && m.partitions.contains(tp)) else {
+        return Ok(Decision::Reply(false));
+    };
+    match m.status {
+        TxnStatus::Ongoing => Ok(Decision::Write(m.prepared(
+            TxnStatus::PrepareAbort,
+            true,
+            now_ms,
+            allocate,
+        ))),
+        // Decided already: its markers are on their way (a commit's too: no client may
+        // undo a commit its producer was told of).
+        status if status.is_prepared() => Err(ErrorCode::ConcurrentTransactions),
+        _ => Ok(Decision::Reply(false)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -898,6 +928,39 @@ mod tests {
         assert_eq!(
             (m.status, m.producer_epoch, m.last_producer_epoch),
             (TxnStatus::PrepareAbort, e + 1, e)
+        );
+    }
+
+    #[test]
+    fn a_clients_abort_of_a_running_transaction_fences_its_producer() {
+        let c = TxnCoordinator::new([]);
+        let mut pid = 0;
+        let (p, e) = init(&c, "t", &mut pid, (-1, -1)).unwrap();
+        let (a, b) = (TopicPartition::new("a", 0), TopicPartition::new("b", 0));
+        write(
+            &c,
+            "t",
+            c.begin("t", |m| decide_add(m, p, e, std::slice::from_ref(&a), 1_000)),
+        )
+        .unwrap();
+        let mut alloc = || 0;
+        let mut decide = |tp: &TopicPartition, producer_id: i64| {
+            c.begin("t", |m| {
+                decide_client_abort(m, producer_id, tp, 2_000, &mut alloc)
+            })
+        };
+        // Not this coordinator's: another partition, another producer.
+        assert!(matches!(decide(&b, p), Ok(Decision::Reply(false))));
+        assert!(matches!(decide(&a, p + 1), Ok(Decision::Reply(false))));
+        let Ok(Decision::Write(m)) = decide(&a, p) else {
+            panic!("the coordinator aborts its own transaction")
+        };
+        assert_eq!((m.status, m.producer_epoch), (TxnStatus::PrepareAbort, e + 1));
+        c.finish("t", Some(m));
+        assert_eq!(
+            decide(&a, p).err(),
+            Some(ErrorCode::ConcurrentTransactions),
+            "decided: its markers are on their way"
         );
     }
 }
