@@ -41,8 +41,11 @@ pub struct Broker {
     pub fetch: Arc<FetchService>,
     /// Woken after every append, for fetches waiting in long poll.
     pub data_arrived: Arc<Notify>,
-    pub advertised_host: String,
-    pub advertised_port: u16,
+    /// The listeners, bound, in the order of `listeners`.
+    pub listeners: Vec<Arc<crate::listeners::Listener>>,
+    /// What this broker's registration advertises: the inter-broker listener's endpoint and
+    /// every listener's.
+    pub advertised: laminar_cluster::Advertised,
     pub cluster_id: String,
     pub metrics: BrokerMetrics,
     pub quotas: Arc<Quotas>,

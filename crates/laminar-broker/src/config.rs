@@ -9,6 +9,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::listeners::ListenerSettings;
+
 /// One setting: its name, its default, and what it means. `laminar serve --help-config`
 /// and docs/configuration.md list these.
 pub struct SettingDoc {
@@ -20,13 +22,23 @@ pub struct SettingDoc {
 pub const SETTINGS: &[SettingDoc] = &[
     SettingDoc {
         name: "listeners",
-        default: "127.0.0.1:9092",
-        doc: "Address to listen on (--listen).",
+        default: "PLAINTEXT://127.0.0.1:9092",
+        doc: "Where to accept connections, as Kafka names them: `NAME://host:port,...` (port 0: any free port). `host:port` alone is one listener named PLAINTEXT (--listen).",
     },
     SettingDoc {
         name: "advertised.listeners",
-        default: "the listen address",
-        doc: "host:port clients are told to connect to.",
+        default: "each listener's bound address",
+        doc: "What clients are told to connect to, per listener: `NAME://host:port,...`. A client is told the endpoints of the listener it came in on.",
+    },
+    SettingDoc {
+        name: "listener.security.protocol.map",
+        default: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        doc: "Each listener name's security protocol: `NAME:PROTOCOL,...`.",
+    },
+    SettingDoc {
+        name: "inter.broker.listener.name",
+        default: "PLAINTEXT, else the first listener",
+        doc: "The listener other brokers reach this one on: where followers fetch and coordinators send transaction markers.",
     },
     SettingDoc {
         name: "log.dirs",
@@ -312,9 +324,7 @@ pub const SETTINGS: &[SettingDoc] = &[
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    pub listen: SocketAddr,
-    pub advertised_host: String,
-    pub advertised_port: u16,
+    pub listeners: ListenerSettings,
     pub data_dir: PathBuf,
     pub node_id: i32,
     /// Empty: a single node.
@@ -382,9 +392,7 @@ pub struct BrokerConfig {
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
-            listen: "127.0.0.1:9092".parse().unwrap(),
-            advertised_host: String::new(),
-            advertised_port: 0,
+            listeners: ListenerSettings::default(),
             data_dir: PathBuf::from("./data"),
             node_id: 0,
             controller_quorum_voters: Vec::new(),
@@ -544,14 +552,10 @@ impl BrokerConfig {
             }
         };
         match key {
-            "listeners" => self.listen = value.parse().map_err(|e| format!("{key}: {e}"))?,
-            "advertised.listeners" => {
-                let (h, p) = value
-                    .rsplit_once(':')
-                    .ok_or(format!("{key}: expected host:port"))?;
-                self.advertised_host = h.to_string();
-                self.advertised_port = p.parse().map_err(|_| format!("{key}: bad port"))?;
-            }
+            "listeners" => self.listeners.set_listeners(value)?,
+            "advertised.listeners" => self.listeners.set_advertised(value)?,
+            "listener.security.protocol.map" => self.listeners.set_protocol_map(value)?,
+            "inter.broker.listener.name" => self.listeners.set_inter_broker(value)?,
             "log.dirs" => self.data_dir = PathBuf::from(value),
             "node.id" => self.node_id = int()? as i32,
             "controller.quorum.voters" => {
@@ -678,26 +682,12 @@ impl BrokerConfig {
         })
     }
 
-    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
-        let host = if self.advertised_host.is_empty() {
-            bound.ip().to_string()
-        } else {
-            self.advertised_host.clone()
-        };
-        let port = if self.advertised_port == 0 {
-            bound.port()
-        } else {
-            self.advertised_port
-        };
-        (host, port)
-    }
-
     /// The settings in effect, one `name = value` per line, for the startup log.
     pub fn describe(&self) -> String {
         let o = |v: Option<i64>| v.map_or("-1".to_string(), |v| v.to_string());
         let u = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
-        [
-            format!("listeners = {}", self.listen),
+        let mut lines = self.listeners.describe();
+        lines.extend([
             format!("log.dirs = {}", self.data_dir.display()),
             format!("node.id = {}", self.node_id),
             format!(
@@ -838,8 +828,8 @@ impl BrokerConfig {
                 "event.loop.stall.threshold.ms = {}",
                 self.event_loop_stall_threshold_ms
             ),
-        ]
-        .join("\n")
+        ]);
+        lines.join("\n")
     }
 }
 
@@ -878,8 +868,8 @@ mod tests {
         assert!(!c.auto_create_topics_enable);
         assert_eq!(c.num_partitions, 3);
         assert_eq!(c.log_retention_ms, None);
-        assert_eq!(c.listen.port(), 19999);
-        assert_eq!(c.advertised(c.listen), ("broker.example".to_string(), 9092));
+        let l = c.listeners.resolve(&["127.0.0.1:19999".parse().unwrap()]);
+        assert_eq!((l[0].host.as_str(), l[0].port), ("broker.example", 9092));
         assert!(c
             .apply_toml(r#""auto.create.topic.enable" = true"#)
             .unwrap_err()
@@ -891,6 +881,8 @@ mod tests {
             let value = match s.name {
                 "listeners" | "metrics.listeners" => "127.0.0.1:1",
                 "advertised.listeners" => "h:1",
+                "listener.security.protocol.map" => "PLAINTEXT:PLAINTEXT",
+                "inter.broker.listener.name" => "PLAINTEXT",
                 "log.dirs" => "/tmp/x",
                 "auto.create.topics.enable"
                 | "log.cleaner.enable"

@@ -2,6 +2,9 @@
 //! which listener, at which API version, and (once authentication exists) as whom.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::listeners::Listener;
 
 /// Kafka's `KafkaPrincipal`: a type and a name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -34,14 +37,18 @@ pub struct RequestContext {
     /// The header's `client.id` ("" when it sent none).
     pub client_id: String,
     pub peer: SocketAddr,
-    /// The listener the connection came in on, by Kafka's listener name.
-    pub listener: &'static str,
+    /// The listener the connection came in on: clients are told its endpoints.
+    pub listener: Arc<Listener>,
     /// Who sent it. `User:ANONYMOUS` on a plaintext listener (the only kind there is yet).
     pub principal: Principal,
 }
 
-/// The one listener there is: plaintext, no authentication.
-pub const PLAINTEXT_LISTENER: &str = "PLAINTEXT";
+/// What the broker keeps of one connection.
+#[derive(Debug)]
+pub struct Session {
+    pub peer: SocketAddr,
+    pub listener: Arc<Listener>,
+}
 
 impl RequestContext {
     /// The client's host as Kafka reports it in group descriptions (`/127.0.0.1`).

@@ -9,13 +9,21 @@ use laminar_protocol::responses::{self, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 
 use crate::broker::Broker;
-use crate::context::{Principal, RequestContext, PLAINTEXT_LISTENER};
+use crate::context::{Principal, RequestContext, Session};
 use crate::handlers;
 use crate::response::{Dispatched, RecordsFile};
 use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
 
 impl Service for Broker {
     type File = RecordsFile;
+    type Session = Session;
+
+    fn open(&self, peer: std::net::SocketAddr, listener: usize) -> Arc<Session> {
+        Arc::new(Session {
+            peer,
+            listener: self.listeners[listener].clone(),
+        })
+    }
 
     fn kind(&self, frame: &[u8]) -> RequestKind {
         match peek_header(frame).and_then(|(key, _, _)| ApiKey::from_i16(key)) {
@@ -30,9 +38,9 @@ impl Service for Broker {
         }
     }
 
-    fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<RecordsFile> {
+    fn call(self: Arc<Self>, frame: Bytes, session: Arc<Session>) -> HandlerFuture<RecordsFile> {
         Box::pin(async move {
-            match self.dispatch(frame, peer).await {
+            match self.dispatch(frame, &session).await {
                 Ok(Dispatched::Now(response)) => Handled::Now(Ok(response)),
                 Ok(Dispatched::Later(rest)) => Handled::Later(rest),
                 Err(close) => Handled::Now(Err(close)),
@@ -45,7 +53,7 @@ impl Broker {
     async fn dispatch(
         self: Arc<Self>,
         frame: Bytes,
-        peer: std::net::SocketAddr,
+        session: &Session,
     ) -> Result<Dispatched, CloseConnection> {
         let (key, version, correlation_id) =
             peek_header(&frame).ok_or_else(|| CloseConnection("request shorter than its header".into()))?;
@@ -92,20 +100,13 @@ impl Broker {
             api_version: v,
             correlation_id: c,
             client_id: header.client_id.clone().unwrap_or_default(),
-            peer,
-            listener: PLAINTEXT_LISTENER,
+            peer: session.peer,
+            listener: session.listener.clone(),
             principal: Principal::anonymous(),
         };
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
-            Request::Metadata(r) => {
-                let me = handlers::metadata::Advertised {
-                    host: &b.advertised_host,
-                    port: b.advertised_port,
-                    cluster_id: &b.cluster_id,
-                };
-                handlers::metadata::handle(&b.changes(), me, &ctx, r).await
-            }
+            Request::Metadata(r) => handlers::metadata::handle(&b.changes(), &b.cluster_id, &ctx, r).await,
             Request::Produce(r) => return handlers::produce::handle(&b.produce, &ctx, r).await,
             Request::Fetch(r) => {
                 return Ok(Dispatched::Now(Some(

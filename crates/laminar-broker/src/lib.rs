@@ -23,6 +23,7 @@ pub mod dispatch;
 pub mod dynamic_configs;
 pub mod error;
 pub mod handlers;
+pub mod listeners;
 pub mod metrics;
 pub mod quotas;
 pub mod response;

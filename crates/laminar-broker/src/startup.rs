@@ -16,6 +16,7 @@ use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::handlers::fetch::FetchService;
 use crate::handlers::produce::ProduceService;
+use crate::listeners::{Listener, SecurityProtocol};
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
 use crate::stuck_reads::StuckReads;
@@ -84,8 +85,49 @@ impl RunningBroker {
                 ),
             ));
         }
-        let listener = TcpListener::bind(config.listen).await?;
-        let bound = listener.local_addr()?;
+        let settings = &config.listeners;
+        settings
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        for l in &settings.listeners {
+            let protocol = settings.protocol(&l.name).expect("validated");
+            if protocol != SecurityProtocol::Plaintext {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("listener {}: {} is not supported yet", l.name, protocol.name()),
+                ));
+            }
+        }
+        let mut tcp_listeners = Vec::new();
+        for l in &settings.listeners {
+            let host = if l.host.is_empty() {
+                "0.0.0.0"
+            } else {
+                l.host.as_str()
+            };
+            let bound = TcpListener::bind((host, l.port)).await.map_err(|e| {
+                io::Error::new(e.kind(), format!("listener {}://{host}:{}: {e}", l.name, l.port))
+            })?;
+            tcp_listeners.push(bound);
+        }
+        let bound: Vec<std::net::SocketAddr> = tcp_listeners
+            .iter()
+            .map(TcpListener::local_addr)
+            .collect::<io::Result<_>>()?;
+        let listeners: Vec<Arc<Listener>> = settings.resolve(&bound).into_iter().map(Arc::new).collect();
+        let inter_broker = &listeners[settings.inter_broker_index()];
+        let advertised = laminar_cluster::Advertised {
+            host: inter_broker.host.clone(),
+            port: inter_broker.port,
+            endpoints: listeners
+                .iter()
+                .map(|l| laminar_cluster::Endpoint {
+                    listener: l.name.clone(),
+                    host: l.host.clone(),
+                    port: l.port,
+                })
+                .collect(),
+        };
         let metrics_listener = match config.metrics_listen {
             Some(addr) => Some(
                 TcpListener::bind(addr)
@@ -94,7 +136,6 @@ impl RunningBroker {
             ),
             None => None,
         };
-        let (advertised_host, advertised_port) = config.advertised(bound);
         let storage: Arc<dyn Storage> = match wiring.storage {
             Some(storage) => storage,
             None => RealStorage::new(),
@@ -286,8 +327,8 @@ impl RunningBroker {
             txns,
             data_arrived,
             cluster_id: "laminar-cluster".to_string(),
-            advertised_host,
-            advertised_port,
+            listeners,
+            advertised,
             store,
             topics,
             config: config.clone(),
@@ -407,10 +448,7 @@ impl RunningBroker {
         let c = &broker.cluster;
         let cluster_tasks = vec![
             tokio::spawn(crate::cluster::publish::run(broker.clone(), c.subscribe())),
-            tokio::spawn(
-                c.clone()
-                    .run_heartbeats(broker.advertised_host.clone(), broker.advertised_port),
-            ),
+            tokio::spawn(c.clone().run_heartbeats(broker.advertised.clone())),
             tokio::spawn(
                 c.clone()
                     .run_isr_checks(Duration::from_millis(config.replica_lag_time_max_ms)),
@@ -438,7 +476,7 @@ impl RunningBroker {
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
         };
         let server = laminar_net::serve(
-            listener,
+            tcp_listeners,
             broker.clone(),
             limits,
             if wiring.send_cold_reads_on_socket_threads {
@@ -448,10 +486,28 @@ impl RunningBroker {
             },
             broker.metrics.net.clone(),
         );
+        // The first address is what tests and scripts read; then every listener, by name.
+        let first = &broker.listeners[0];
+        let all = broker
+            .listeners
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}://{} ({}, advertised {}:{})",
+                    l.name,
+                    l.bound,
+                    l.protocol.name(),
+                    l.host,
+                    l.port
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         crate::info!(
-            "laminar listening on {bound} (advertised {}:{})",
-            broker.advertised_host,
-            broker.advertised_port
+            "laminar listening on {} (advertised {}:{}); listeners: {all}",
+            first.bound,
+            first.host,
+            first.port
         );
         Ok(RunningBroker {
             broker,
@@ -467,8 +523,14 @@ impl RunningBroker {
         })
     }
 
+    /// Where the first listener is bound.
     pub fn local_addr(&self) -> std::net::SocketAddr {
-        self.server.local_addr
+        self.server.local_addrs[0]
+    }
+
+    /// Where each listener is bound, in the order of `listeners`.
+    pub fn local_addrs(&self) -> &[std::net::SocketAddr] {
+        &self.server.local_addrs
     }
 
     /// Where `GET /metrics` is served, unless `metrics.listeners` is `none`.
@@ -484,10 +546,7 @@ impl RunningBroker {
         for task in self.cluster_tasks.iter().skip(1) {
             task.abort();
         }
-        self.broker
-            .cluster
-            .leave(&self.broker.advertised_host, self.broker.advertised_port)
-            .await;
+        self.broker.cluster.leave(&self.broker.advertised).await;
         for task in &self.cluster_tasks {
             task.abort();
         }

@@ -294,7 +294,7 @@ fn a_stable_group_survives_a_restart_without_a_rebalance() {
     let (dir, _tmp) = b.stop();
     let b = TestBroker::start_in(dir, |cfg| {
         tune(cfg);
-        cfg.listen = addr.parse().unwrap();
+        cfg.listeners = laminar_broker::listeners::ListenerSettings::plaintext(addr.parse().unwrap());
     });
     // The member heartbeats through the restart; it keeps its id and its assignment.
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -75,8 +75,9 @@ fn idempotent_producer_survives_cut_connections_without_duplicates_or_gaps() {
     let proxy = Proxy::start(listener, upstream.clone());
     // Clients must come back through the proxy after every metadata refresh.
     let b = TestBroker::start_with(|c| {
-        c.advertised_host = proxy_addr.ip().to_string();
-        c.advertised_port = proxy_addr.port();
+        c.listeners
+            .set_advertised(&format!("PLAINTEXT://{proxy_addr}"))
+            .unwrap();
     });
     *upstream.lock().unwrap() = b.addr.clone();
 

@@ -118,7 +118,7 @@ fn a_full_request_budget_pauses_reading_until_answers_free_it() {
 fn a_budget_smaller_than_the_largest_frame_is_refused_at_startup() {
     let tmp = tempfile::tempdir().unwrap();
     let config = laminar_broker::BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listeners: laminar_broker::listeners::ListenerSettings::plaintext("127.0.0.1:0".parse().unwrap()),
         metrics_listen: None,
         data_dir: tmp.path().join("data"),
         socket_request_max_bytes: 2 << 20,

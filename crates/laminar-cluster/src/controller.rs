@@ -276,7 +276,12 @@ impl Active {
         self.sessions.lock().unwrap().insert(h.id, Instant::now());
         let image = self.image.borrow().clone();
         match image.brokers.get(&h.id) {
-            Some(b) if b.incarnation == h.incarnation && b.host == h.host && b.port == h.port => {
+            Some(b)
+                if b.incarnation == h.incarnation
+                    && b.host == h.host
+                    && b.port == h.port
+                    && b.endpoints == h.endpoints =>
+            {
                 if h.leaving {
                     if !b.fenced {
                         laminar_metrics::info!(
@@ -315,6 +320,7 @@ impl Active {
                     host: h.host.clone(),
                     port: h.port,
                     incarnation: h.incarnation.clone(),
+                    endpoints: h.endpoints.clone(),
                 })
                 .await?;
                 self.wake.notify_one();

@@ -56,11 +56,26 @@ impl std::fmt::Display for LeaderEpoch {
 /// No leader: the partition is offline.
 pub const NO_LEADER: BrokerId = BrokerId(-1);
 
+/// Where one of a broker's listeners is reached, by Kafka's listener name (Kafka's
+/// `BrokerEndpoint`). A client is told the endpoints of the listener it came in on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: u16,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerInfo {
     pub id: BrokerId,
+    /// The endpoint of the inter-broker listener: where followers fetch from this broker
+    /// and coordinators send it markers.
     pub host: String,
     pub port: u16,
+    /// Every listener's advertised endpoint (empty in a registration from before there were
+    /// several: then every listener is `host:port`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
     /// Chosen at every start: a registration with a new one is a restart.
     pub incarnation: String,
     /// The metadata version at which it registered (Kafka's broker epoch).
@@ -69,6 +84,20 @@ pub struct BrokerInfo {
     /// fenced when it registers and unfenced by its first heartbeat; fenced again when its
     /// session expires or it restarts.
     pub fenced: bool,
+}
+
+impl BrokerInfo {
+    /// Where a client that came in on `listener` reaches this broker: `None` if it has no
+    /// such listener (Kafka leaves the broker out of that client's metadata).
+    pub fn endpoint(&self, listener: &str) -> Option<(&str, u16)> {
+        if self.endpoints.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.endpoints
+            .iter()
+            .find(|e| e.listener == listener)
+            .map(|e| (e.host.as_str(), e.port))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,6 +200,8 @@ pub enum Command {
         host: String,
         port: u16,
         incarnation: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        endpoints: Vec<Endpoint>,
     },
     /// The broker's session expired, or it asked to leave.
     FenceBroker {
@@ -307,10 +338,17 @@ impl ClusterImage {
 
     /// The live broker that leads `topic`-`partition`, as clients reach it: id, host, port.
     /// `None` while the partition has no leader (or its leader is fenced).
-    pub fn leader_endpoint(&self, topic: &str, partition: i32) -> Option<(BrokerId, String, u16)> {
+    /// The partition's leader, where a client that came in on `listener` reaches it.
+    pub fn leader_endpoint(
+        &self,
+        topic: &str,
+        partition: i32,
+        listener: &str,
+    ) -> Option<(BrokerId, String, u16)> {
         let leader = self.partition(topic, partition)?.leader;
         let b = self.brokers.get(&leader).filter(|b| !b.fenced)?;
-        Some((b.id, b.host.clone(), b.port))
+        let (host, port) = b.endpoint(listener)?;
+        Some((b.id, host.to_string(), port))
     }
 
     pub fn live_brokers(&self) -> Vec<BrokerId> {
@@ -365,6 +403,7 @@ impl ClusterImage {
                 host,
                 port,
                 incarnation,
+                endpoints,
             } => {
                 // A new incarnation is a restart: whatever the old one led or held in an
                 // ISR must move before the new one, which may have lost unflushed data,
@@ -379,6 +418,7 @@ impl ClusterImage {
                         id: *id,
                         host: host.clone(),
                         port: *port,
+                        endpoints: endpoints.clone(),
                         incarnation: incarnation.clone(),
                         epoch: version,
                         fenced: true,
@@ -916,6 +956,7 @@ mod tests {
                     host: "127.0.0.1".into(),
                     port: 9000 + id.0 as u16,
                     incarnation: format!("i{id}"),
+                    endpoints: Vec::new(),
                 },
             );
             v += 1;
@@ -1023,6 +1064,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 9001,
                 incarnation: "i1b".into(),
+                endpoints: Vec::new(),
             },
         );
         apply(
@@ -1150,6 +1192,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 9001,
                 incarnation: "again".into(),
+                endpoints: Vec::new(),
             },
         );
         let p = image.partition("t", 0).unwrap();

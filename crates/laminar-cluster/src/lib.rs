@@ -33,7 +33,7 @@ pub mod replica;
 pub mod topic_partition;
 pub mod voters;
 
-pub use image::{BrokerId, LeaderEpoch};
+pub use image::{BrokerId, Endpoint, LeaderEpoch};
 pub use topic_partition::TopicPartition;
 
 use laminar_protocol::ErrorCode;
@@ -124,6 +124,15 @@ impl CommandResult {
             code => Err(ClusterError::refused(code, self.message)),
         }
     }
+}
+
+/// How this broker is reached: its inter-broker endpoint (`host`, `port`) and every
+/// listener's, as its registration carries them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    pub host: String,
+    pub port: u16,
+    pub endpoints: Vec<Endpoint>,
 }
 
 /// This broker's view of the cluster, and its way to the controller.
@@ -569,7 +578,7 @@ impl Cluster {
         Ok(())
     }
 
-    async fn heartbeat(&self, host: &str, port: u16, leaving: bool) -> Result<bool, ClusterError> {
+    async fn heartbeat(&self, me: &Advertised, leaving: bool) -> Result<bool, ClusterError> {
         // A broker that stops with the rest of the cluster may find no quorum left: it
         // does not wait long for one.
         let wait = if leaving {
@@ -580,8 +589,9 @@ impl Cluster {
         let h = Heartbeat {
             id: self.node_id,
             incarnation: self.incarnation.clone(),
-            host: host.to_string(),
-            port,
+            host: me.host.clone(),
+            port: me.port,
+            endpoints: me.endpoints.clone(),
             known_version: self.image().version,
             leaving,
         };
@@ -603,11 +613,11 @@ impl Cluster {
     /// Kafka's brokers do: its partitions stay safe without it, because their high watermark
     /// needs every ISR member and only the controller changes an ISR. (It does not fence
     /// itself: that would stop every broker while the controller quorum elects a leader.)
-    pub async fn run_heartbeats(self: Arc<Self>, host: String, port: u16) {
+    pub async fn run_heartbeats(self: Arc<Self>, me: Advertised) {
         let mut was_fenced = true;
         let mut failing = false;
         loop {
-            let fenced = match self.heartbeat(&host, port, false).await {
+            let fenced = match self.heartbeat(&me, false).await {
                 Ok(fenced) => {
                     if failing {
                         laminar_metrics::info!("broker {}: the controller answers again", self.node_id);
@@ -654,13 +664,13 @@ impl Cluster {
     /// the time the other brokers take to learn that they lead; then this node's voter stops.
     /// The heartbeats must have stopped first (one would unfence it again); the task that
     /// applies images must still run.
-    pub async fn leave(&self, host: &str, port: u16) {
+    pub async fn leave(&self, me: &Advertised) {
         // Alone, there is no broker to take its leaderships: it stops leading them when the
         // process stops, and leads them again at its next start.
         let told = if self.alone() {
             Ok(false)
         } else {
-            self.heartbeat(host, port, true).await
+            self.heartbeat(me, true).await
         };
         match told {
             Ok(_) if self.alone() => {}

@@ -56,6 +56,9 @@ pub struct Heartbeat {
     pub incarnation: String,
     pub host: String,
     pub port: u16,
+    /// Every listener's advertised endpoint.
+    #[serde(default)]
+    pub endpoints: Vec<crate::image::Endpoint>,
     /// The newest metadata version the broker holds: the answer carries the image if the
     /// controller's is newer.
     pub known_version: u64,

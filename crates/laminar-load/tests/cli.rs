@@ -25,7 +25,7 @@ fn fill_then_measure_produce_latency_with_a_catch_up_consumer() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let broker = runtime
         .block_on(RunningBroker::start(BrokerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listeners: laminar_broker::listeners::ListenerSettings::plaintext("127.0.0.1:0".parse().unwrap()),
             metrics_listen: None,
             data_dir: dir.path().join("data"),
             ..Default::default()

@@ -85,6 +85,13 @@ pub struct RequestKind {
 /// produce with acks=0).
 pub trait Service: Send + Sync + 'static {
     type File: SendFile;
+    /// What the service keeps of one connection (who it is, once it has authenticated).
+    type Session: Send + Sync + 'static;
+    /// A connection accepted from `peer` on the listener at `listener` (its index in the
+    /// list [`serve`] was given).
+    fn open(&self, peer: std::net::SocketAddr, listener: usize) -> Arc<Self::Session>;
     fn kind(&self, frame: &[u8]) -> RequestKind;
-    fn call(self: Arc<Self>, frame: Bytes, peer: std::net::SocketAddr) -> HandlerFuture<Self::File>;
+    /// Handles one frame of the connection; a connection's frames are handled one at a
+    /// time, in the order they arrived.
+    fn call(self: Arc<Self>, frame: Bytes, session: Arc<Self::Session>) -> HandlerFuture<Self::File>;
 }

@@ -59,7 +59,8 @@ enum Pending<F> {
 /// Stops a running server: no more accepts, in-flight requests finish, then connections
 /// close.
 pub struct ServerHandle {
-    pub local_addr: SocketAddr,
+    /// Each listener's bound address, in the order [`serve`] was given them.
+    pub local_addrs: Vec<SocketAddr>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     watchdog: Arc<Registry>,
@@ -74,8 +75,9 @@ impl ServerHandle {
 }
 
 /// What one connection's tasks share.
-struct Conn<S> {
+struct Conn<S: Service> {
     peer: SocketAddr,
+    session: Arc<S::Session>,
     request_bytes: RequestBudget,
     service: Arc<S>,
     limits: ServerLimits,
@@ -84,14 +86,20 @@ struct Conn<S> {
     watchdog: Arc<Registry>,
 }
 
+/// Serves connections accepted on every one of `listeners` (Kafka's listeners: the service
+/// is told which one each connection came in on). The limits are the broker's, over all of
+/// them.
 pub fn serve<S: Service>(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     service: Arc<S>,
     limits: ServerLimits,
     io_pool: IoPool,
     metrics: Arc<NetMetrics>,
 ) -> ServerHandle {
-    let local_addr = listener.local_addr().expect("bound listener has an address");
+    let local_addrs = listeners
+        .iter()
+        .map(|l| l.local_addr().expect("bound listener has an address"))
+        .collect();
     let (shutdown, mut shutdown_rx) = watch::channel(false);
     let watchdog = Registry::new(limits.event_loop_stall_threshold, metrics.clone());
     watchdog.start();
@@ -127,7 +135,7 @@ pub fn serve<S: Service>(
                 }
             }
             tokio::select! {
-                accepted = listener.accept() => {
+                (index, accepted) = accept_any(&listeners) => {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
@@ -152,6 +160,7 @@ pub fn serve<S: Service>(
                     }
                     let conn = Conn {
                         peer,
+                        session: service.open(peer, index),
                         request_bytes: request_bytes.clone(),
                         service: service.clone(),
                         limits: limits.clone(),
@@ -175,11 +184,24 @@ pub fn serve<S: Service>(
         while connections.join_next().await.is_some() {}
     });
     ServerHandle {
-        local_addr,
+        local_addrs,
         shutdown,
         task,
         watchdog,
     }
+}
+
+/// The next connection accepted on any of `listeners`, with the listener's index.
+async fn accept_any(listeners: &[TcpListener]) -> (usize, std::io::Result<(TcpStream, SocketAddr)>) {
+    std::future::poll_fn(|cx| {
+        for (index, listener) in listeners.iter().enumerate() {
+            if let std::task::Poll::Ready(accepted) = listener.poll_accept(cx) {
+                return std::task::Poll::Ready((index, accepted));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// Allows `rate` accepts a second, in bursts of at most `rate`.
@@ -221,6 +243,7 @@ impl AcceptBucket {
 async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: watch::Receiver<bool>) {
     let Conn {
         peer,
+        session,
         request_bytes,
         service,
         limits,
@@ -267,7 +290,12 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
             }
             let started = Instant::now();
             let kind = service.kind(&frame);
-            let call = doing(&wd, kind.name, Some(peer), service.clone().call(frame, peer));
+            let call = doing(
+                &wd,
+                kind.name,
+                Some(peer),
+                service.clone().call(frame, session.clone()),
+            );
             let (result, noted) = measure_waits(call).await;
             drop(budget);
             let handled = Instant::now();

@@ -343,7 +343,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.apply_toml(&text).map_err(anyhow::Error::msg)?;
     }
     if let Some(l) = args.listen {
-        config.listen = l;
+        // One PLAINTEXT listener there; the rest of the listener settings stay.
+        config.listeners.listeners = laminar_broker::listeners::ListenerSettings::plaintext(l).listeners;
         config.mark_set("listeners");
     }
     if let Some(d) = args.data_dir {

@@ -52,11 +52,13 @@ pub fn handle(
         .values()
         // Before v2 a broker cannot be marked fenced: it is left out.
         .filter(|x| version >= 2 || !x.fenced)
-        .map(|x| {
+        // Where the client reaches each one: on the listener it came in on.
+        .filter_map(|x| Some((x, x.endpoint(&ctx.listener.name)?)))
+        .map(|(x, (host, port))| {
             let mut out = DescribeClusterBroker::default();
             out.broker_id = BrokerId(x.id.0);
-            out.host = sb(&x.host);
-            out.port = x.port as i32;
+            out.host = sb(host);
+            out.port = port as i32;
             out.is_fenced = x.fenced && version >= 2;
             out
         })

@@ -357,7 +357,7 @@ pub async fn handle(
                 "fetch from {client_id} as broker {}: refused, {why}",
                 r.replica_id
             );
-            return refuse_follower(s, version, correlation_id, &wanted);
+            return refuse_follower(s, ctx, &wanted);
         }
         follower_fetched(s, r.replica_id, &wanted);
     }
@@ -391,7 +391,7 @@ pub async fn handle(
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
             let throttle = s.quotas.record(client_id, QuotaKind::Fetch, total);
-            let mut resp = response(s, version, topics, throttle.as_millis() as i32);
+            let mut resp = response(s, ctx, topics, throttle.as_millis() as i32);
             if !throttle.is_zero() {
                 // As Kafka does: over its quota, the client gets an empty response at once
                 // with the throttle time, and its connection is muted for that long. The
@@ -435,12 +435,7 @@ fn registered_follower(
 
 /// A follower's fetch that `registered_follower` refused: every partition NOT_LEADER_OR_FOLLOWER
 /// (as Kafka answers a replica it does not recognise), nothing read, no progress counted.
-fn refuse_follower(
-    s: &FetchService,
-    version: i16,
-    correlation_id: i32,
-    wanted: &[Wanted],
-) -> ResponseFrame<RecordsFile> {
+fn refuse_follower(s: &FetchService, ctx: &RequestContext, wanted: &[Wanted]) -> ResponseFrame<RecordsFile> {
     let topics = wanted
         .iter()
         .map(|w| FetchTopicResponse {
@@ -453,16 +448,17 @@ fn refuse_follower(
                 .collect(),
         })
         .collect();
-    encode_fetch(version, correlation_id, response(s, version, topics, 0))
+    encode_fetch(ctx.api_version, ctx.correlation_id, response(s, ctx, topics, 0))
 }
 
 /// The response around `topics`, pointing at the leaders where a partition was refused.
 fn response(
     s: &FetchService,
-    version: i16,
+    ctx: &RequestContext,
     topics: Vec<FetchTopicResponse<RecordsFile>>,
     throttle_time_ms: i32,
 ) -> FetchResponse<RecordsFile> {
+    let version = ctx.api_version;
     let mut resp = FetchResponse {
         throttle_time_ms,
         error_code: ErrorCode::None.code(),
@@ -471,7 +467,7 @@ fn response(
         node_endpoints: Vec::new(),
     };
     if version >= 12 {
-        point_at_leaders(s, version, &mut resp);
+        point_at_leaders(s, ctx, &mut resp);
     }
     resp
 }
@@ -479,7 +475,8 @@ fn response(
 /// KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its
 /// leader and epoch as the cluster metadata has them, and (v16+) the response the leaders'
 /// endpoints, so that the client goes there without asking Metadata first.
-fn point_at_leaders<F>(s: &FetchService, version: i16, resp: &mut FetchResponse<F>) {
+fn point_at_leaders<F>(s: &FetchService, ctx: &RequestContext, resp: &mut FetchResponse<F>) {
+    let version = ctx.api_version;
     let image = s.cluster.image();
     let mut leaders = Vec::new();
     for t in &mut resp.topics {
@@ -505,7 +502,8 @@ fn point_at_leaders<F>(s: &FetchService, version: i16, resp: &mut FetchResponse<
     resp.node_endpoints = leaders
         .into_iter()
         .filter_map(|id| image.brokers.get(&id))
-        .map(|x| (x.id.0, x.host.clone(), x.port as i32))
+        .filter_map(|x| Some((x.id.0, x.endpoint(&ctx.listener.name)?)))
+        .map(|(id, (host, port))| (id, host.to_string(), port as i32))
         .collect();
 }
 

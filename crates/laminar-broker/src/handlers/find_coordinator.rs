@@ -29,7 +29,7 @@ pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest
         laminar_coordinators::txn::log::TRANSACTION_TOPIC
     };
     // The coordinators' logs are partition 0 of their topics.
-    let log_leader = cluster.image().leader_endpoint(log, 0);
+    let log_leader = cluster.image().leader_endpoint(log, 0, &ctx.listener.name);
     let (error, (node_id, host, port)) = match (error, log_leader) {
         (ErrorCode::None, Some((id, host, port))) => (ErrorCode::None, (id.0, host, port as i32)),
         (ErrorCode::None, None) => (ErrorCode::CoordinatorNotAvailable, (-1, String::new(), -1)),

@@ -78,17 +78,10 @@ fn missing(
     out
 }
 
-/// This broker as it answers before it is registered: its advertised address, and the
-/// cluster id it names before the metadata holds one.
-pub struct Advertised<'a> {
-    pub host: &'a str,
-    pub port: u16,
-    pub cluster_id: &'a str,
-}
-
+/// `cluster_id`: the one it names before the metadata holds one.
 pub async fn handle(
     changes: &MetadataChanges<'_>,
-    me: Advertised<'_>,
+    cluster_id: &str,
     ctx: &RequestContext,
     r: MetadataRequest,
 ) -> Encoded {
@@ -102,24 +95,27 @@ pub async fn handle(
         .brokers
         .values()
         .filter(|x| !x.fenced)
-        .map(|x| {
+        // Where the client reaches each one: on the listener it came in on (a broker without
+        // that listener is left out, as Kafka leaves it out).
+        .filter_map(|x| Some((x.id, x.endpoint(&ctx.listener.name)?)))
+        .map(|(id, (host, port))| {
             let mut out = MetadataResponseBroker::default();
-            out.node_id = BrokerId(x.id.0);
-            out.host = sb(&x.host);
-            out.port = x.port as i32;
+            out.node_id = BrokerId(id.0);
+            out.host = sb(host);
+            out.port = port as i32;
             out
         })
         .collect();
     if resp.brokers.is_empty() {
         let mut alone = MetadataResponseBroker::default();
         alone.node_id = BrokerId(c.node_id.0);
-        alone.host = sb(me.host);
-        alone.port = me.port as i32;
+        alone.host = sb(&ctx.listener.host);
+        alone.port = ctx.listener.port as i32;
         resp.brokers = vec![alone];
     }
     if version >= 2 {
         resp.cluster_id = Some(sb(if image.cluster_id.is_empty() {
-            me.cluster_id
+            cluster_id
         } else {
             &image.cluster_id
         }));

@@ -806,11 +806,12 @@ pub async fn handle(
         resp.node_endpoints = leaders
             .into_iter()
             .filter_map(|id| image.brokers.get(&id))
-            .map(|x| {
+            .filter_map(|x| Some((x.id, x.endpoint(&ctx.listener.name)?)))
+            .map(|(id, (host, port))| {
                 let mut e = NodeEndpoint::default();
-                e.node_id = BrokerId(x.id.0);
-                e.host = sb(&x.host);
-                e.port = x.port as i32;
+                e.node_id = BrokerId(id.0);
+                e.host = sb(host);
+                e.port = port as i32;
                 e
             })
             .collect();

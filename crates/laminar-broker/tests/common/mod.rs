@@ -43,7 +43,7 @@ impl TestBroker {
 
     pub fn start_in_wired(dir: PathBuf, f: impl FnOnce(&mut BrokerConfig), wiring: Wiring) -> TestBroker {
         let mut config = BrokerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listeners: laminar_broker::listeners::ListenerSettings::plaintext("127.0.0.1:0".parse().unwrap()),
             metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
             data_dir: dir.clone(),
             ..Default::default()
