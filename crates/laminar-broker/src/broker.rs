@@ -43,6 +43,8 @@ pub struct Broker {
     pub data_arrived: Arc<Notify>,
     /// The listeners, bound, in the order of `listeners`.
     pub listeners: Vec<Arc<crate::listeners::Listener>>,
+    /// Each listener's SASL exchanges (`None`: a listener without SASL), in the same order.
+    pub sasl: Vec<Option<Arc<laminar_auth::Authenticator>>>,
     /// What this broker's registration advertises: the inter-broker listener's endpoint and
     /// every listener's.
     pub advertised: laminar_cluster::Advertised,

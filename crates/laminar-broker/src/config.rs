@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::listeners::ListenerSettings;
+use crate::security::SecuritySettings;
 
 /// One setting: its name, its default, and what it means. `laminar serve --help-config`
 /// and docs/configuration.md list these.
@@ -39,6 +40,21 @@ pub const SETTINGS: &[SettingDoc] = &[
         name: "inter.broker.listener.name",
         default: "PLAINTEXT, else the first listener",
         doc: "The listener other brokers reach this one on: where followers fetch and coordinators send transaction markers.",
+    },
+    SettingDoc {
+        name: "sasl.enabled.mechanisms",
+        default: "SCRAM-SHA-256,SCRAM-SHA-512",
+        doc: "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. A listener may have its own (`listener.name.<listener>.sasl.enabled.mechanisms`); PLAIN's users are the `user_NAME=\"password\"` options of `listener.name.<listener>.plain.sasl.jaas.config`, SCRAM's are managed with AlterUserScramCredentials (`kafka-configs --entity-type users`).",
+    },
+    SettingDoc {
+        name: "connections.max.reauth.ms",
+        default: "0",
+        doc: "A SASL session lasts this long; the client authenticates again before it ends (KIP-368), or its connection is closed. 0: sessions do not expire.",
+    },
+    SettingDoc {
+        name: "connection.failed.authentication.delay.ms",
+        default: "100",
+        doc: "A failed authentication is answered after this long, and the connection then serves nothing.",
     },
     SettingDoc {
         name: "log.dirs",
@@ -325,6 +341,7 @@ pub const SETTINGS: &[SettingDoc] = &[
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub listeners: ListenerSettings,
+    pub security: SecuritySettings,
     pub data_dir: PathBuf,
     pub node_id: i32,
     /// Empty: a single node.
@@ -393,6 +410,7 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             listeners: ListenerSettings::default(),
+            security: SecuritySettings::default(),
             data_dir: PathBuf::from("./data"),
             node_id: 0,
             controller_quorum_voters: Vec::new(),
@@ -551,6 +569,9 @@ impl BrokerConfig {
                 Err(format!("{key} must be positive"))
             }
         };
+        if let Some(set) = self.security.set(key, value) {
+            return set;
+        }
         match key {
             "listeners" => self.listeners.set_listeners(value)?,
             "advertised.listeners" => self.listeners.set_advertised(value)?,
@@ -687,6 +708,7 @@ impl BrokerConfig {
         let o = |v: Option<i64>| v.map_or("-1".to_string(), |v| v.to_string());
         let u = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
         let mut lines = self.listeners.describe();
+        lines.extend(self.security.describe());
         lines.extend([
             format!("log.dirs = {}", self.data_dir.display()),
             format!("node.id = {}", self.node_id),
@@ -883,6 +905,7 @@ mod tests {
                 "advertised.listeners" => "h:1",
                 "listener.security.protocol.map" => "PLAINTEXT:PLAINTEXT",
                 "inter.broker.listener.name" => "PLAINTEXT",
+                "sasl.enabled.mechanisms" => "PLAIN,SCRAM-SHA-512",
                 "log.dirs" => "/tmp/x",
                 "auto.create.topics.enable"
                 | "log.cleaner.enable"

@@ -2,7 +2,11 @@
 //! which listener, at which API version, and (once authentication exists) as whom.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use laminar_auth::{Authenticator, Exchange};
+use laminar_protocol::ApiKey;
 
 use crate::listeners::Listener;
 
@@ -16,9 +20,14 @@ pub struct Principal {
 impl Principal {
     /// Who a client is without authentication, as Kafka names it (`User:ANONYMOUS`).
     pub fn anonymous() -> Principal {
+        Principal::user("ANONYMOUS")
+    }
+
+    /// `User:NAME`, as Kafka names an authenticated user.
+    pub fn user(name: &str) -> Principal {
         Principal {
             kind: "User".into(),
-            name: "ANONYMOUS".into(),
+            name: name.into(),
         }
     }
 }
@@ -39,15 +48,96 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// The listener the connection came in on: clients are told its endpoints.
     pub listener: Arc<Listener>,
-    /// Who sent it. `User:ANONYMOUS` on a plaintext listener (the only kind there is yet).
+    /// Who sent it: `User:ANONYMOUS` on a listener without authentication.
     pub principal: Principal,
 }
 
-/// What the broker keeps of one connection.
-#[derive(Debug)]
+/// What the broker keeps of one connection: where it came in, and who it is.
 pub struct Session {
     pub peer: SocketAddr,
     pub listener: Arc<Listener>,
+    /// The listener's SASL exchanges, on a SASL listener.
+    pub sasl: Option<Arc<Authenticator>>,
+    auth: Mutex<Auth>,
+}
+
+/// Where a connection is in its authentication.
+pub enum Auth {
+    /// On a SASL listener, before SaslHandshake: only ApiVersions and the SASL requests.
+    Unauthenticated,
+    /// A mechanism was chosen; SaslAuthenticate requests carry the exchange. `current`: the
+    /// principal a re-authentication (KIP-368) must end as, while the connection serves on.
+    Exchanging {
+        exchange: Exchange,
+        current: Option<(Principal, Option<Instant>)>,
+    },
+    /// Authenticated (or on a listener without authentication), until `expires` if
+    /// `connections.max.reauth.ms` is set.
+    Authenticated {
+        principal: Principal,
+        expires: Option<Instant>,
+    },
+    /// An authentication failed: the connection only closes.
+    Failed,
+}
+
+/// What a connection may not do now, and why: the connection is closed with it.
+pub struct Refused(pub String);
+
+impl Session {
+    pub fn new(peer: SocketAddr, listener: Arc<Listener>, sasl: Option<Arc<Authenticator>>) -> Session {
+        let auth = if sasl.is_some() {
+            Auth::Unauthenticated
+        } else {
+            Auth::Authenticated {
+                principal: Principal::anonymous(),
+                expires: None,
+            }
+        };
+        Session {
+            peer,
+            listener,
+            sasl,
+            auth: Mutex::new(auth),
+        }
+    }
+
+    /// The connection's authentication state, to look at or change (SASL handlers only).
+    pub fn auth(&self) -> std::sync::MutexGuard<'_, Auth> {
+        self.auth.lock().unwrap()
+    }
+
+    /// Who sends `api` now, or why the connection must close instead (Kafka closes a
+    /// connection that sends anything else during its SASL exchange, and one whose session
+    /// expired). The SASL requests and ApiVersions pass with whoever it is so far.
+    pub fn principal_for(&self, api: ApiKey, now: Instant) -> Result<Principal, Refused> {
+        let sasl_request = matches!(
+            api,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        );
+        match &*self.auth() {
+            Auth::Authenticated { principal, expires } => {
+                if expires.is_some_and(|e| now >= e) && !sasl_request {
+                    return Err(Refused(format!(
+                        "{principal}'s session expired (connections.max.reauth.ms) before it authenticated again"
+                    )));
+                }
+                Ok(principal.clone())
+            }
+            Auth::Exchanging {
+                current: Some((principal, _)),
+                ..
+            } => Ok(principal.clone()),
+            Auth::Unauthenticated | Auth::Exchanging { current: None, .. } if sasl_request => {
+                Ok(Principal::anonymous())
+            }
+            Auth::Unauthenticated | Auth::Exchanging { .. } => Err(Refused(format!(
+                "unexpected {} request during SASL authentication",
+                api.name()
+            ))),
+            Auth::Failed => Err(Refused("a request after a failed authentication".into())),
+        }
+    }
 }
 
 impl RequestContext {

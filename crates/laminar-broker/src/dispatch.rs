@@ -9,7 +9,7 @@ use laminar_protocol::responses::{self, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 
 use crate::broker::Broker;
-use crate::context::{Principal, RequestContext, Session};
+use crate::context::{Refused, RequestContext, Session};
 use crate::handlers;
 use crate::response::{Dispatched, RecordsFile};
 use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
@@ -19,10 +19,11 @@ impl Service for Broker {
     type Session = Session;
 
     fn open(&self, peer: std::net::SocketAddr, listener: usize) -> Arc<Session> {
-        Arc::new(Session {
+        Arc::new(Session::new(
             peer,
-            listener: self.listeners[listener].clone(),
-        })
+            self.listeners[listener].clone(),
+            self.sasl[listener].clone(),
+        ))
     }
 
     fn kind(&self, frame: &[u8]) -> RequestKind {
@@ -72,6 +73,10 @@ impl Broker {
         if trace_requests() {
             eprintln!("TRACE api {api:?} v{version}");
         }
+        // Before a SASL client has authenticated, nothing but the SASL requests is decoded.
+        let principal = session
+            .principal_for(api, std::time::Instant::now())
+            .map_err(|Refused(why)| CloseConnection(why))?;
         let (header, request) = match requests::decode(frame) {
             Ok(r) => r,
             Err(
@@ -102,7 +107,7 @@ impl Broker {
             client_id: header.client_id.clone().unwrap_or_default(),
             peer: session.peer,
             listener: session.listener.clone(),
-            principal: Principal::anonymous(),
+            principal,
         };
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
@@ -175,6 +180,16 @@ impl Broker {
             Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(&b.txns, &ctx, r).await,
             Request::DescribeTransactions(r) => handlers::describe_transactions::handle(&b.txns, &ctx, r),
             Request::ListTransactions(r) => handlers::list_transactions::handle(&b.txns.coordinator, &ctx, r),
+            Request::SaslHandshake(r) => handlers::sasl_handshake::handle(session, &ctx, r),
+            Request::SaslAuthenticate(r) => {
+                handlers::sasl_authenticate::handle(session, &b.config.security, &ctx, r).await
+            }
+            Request::DescribeUserScramCredentials(r) => {
+                handlers::describe_user_scram_credentials::handle(&b.cluster, &ctx, r)
+            }
+            Request::AlterUserScramCredentials(r) => {
+                handlers::alter_user_scram_credentials::handle(&b.cluster, &ctx, r).await
+            }
         };
         encoded
             .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))

@@ -27,6 +27,7 @@ pub mod listeners;
 pub mod metrics;
 pub mod quotas;
 pub mod response;
+pub mod security;
 pub mod startup;
 pub mod stuck_reads;
 pub mod topics;

@@ -91,7 +91,7 @@ impl RunningBroker {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         for l in &settings.listeners {
             let protocol = settings.protocol(&l.name).expect("validated");
-            if protocol != SecurityProtocol::Plaintext {
+            if matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     format!("listener {}: {} is not supported yet", l.name, protocol.name()),
@@ -316,6 +316,8 @@ impl RunningBroker {
             stuck_reads: stuck_reads.clone(),
             cluster: cluster.clone(),
         });
+        let sasl = crate::security::authenticators(&config.security, &listeners, &cluster)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let broker = Arc::new(Broker {
             io,
             produce,
@@ -328,6 +330,7 @@ impl RunningBroker {
             data_arrived,
             cluster_id: "laminar-cluster".to_string(),
             listeners,
+            sasl,
             advertised,
             store,
             topics,

@@ -811,6 +811,46 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(resp.unknown_state_filters, [sb("Bogus")]);
                     assert!(resp.transaction_states.is_empty());
                 }
+                // SASL on a listener without it: Kafka's ILLEGAL_SASL_STATE.
+                17 => {
+                    let mut r = SaslHandshakeRequest::default();
+                    r.mechanism = sb("SCRAM-SHA-512");
+                    let resp: SaslHandshakeResponse = call(&mut s, ApiKey::SaslHandshake, v, next(), &r);
+                    assert_eq!(resp.error_code, 34, "SaslHandshake v{v}");
+                }
+                36 => {
+                    let mut r = SaslAuthenticateRequest::default();
+                    r.auth_bytes = Bytes::from_static(b"n,,n=alice,r=abc");
+                    let resp: SaslAuthenticateResponse =
+                        call(&mut s, ApiKey::SaslAuthenticate, v, next(), &r);
+                    assert_eq!(resp.error_code, 34, "SaslAuthenticate v{v}");
+                }
+                50 => {
+                    let mut r = DescribeUserScramCredentialsRequest::default();
+                    let mut u = describe_user_scram_credentials_request::UserName::default();
+                    u.name = sb("nobody");
+                    r.users = Some(vec![u]);
+                    let resp: DescribeUserScramCredentialsResponse =
+                        call(&mut s, ApiKey::DescribeUserScramCredentials, v, next(), &r);
+                    assert_eq!(
+                        resp.results[0].error_code, 91,
+                        "DescribeUserScramCredentials v{v}"
+                    );
+                }
+                51 => {
+                    // Too few iterations: UNACCEPTABLE_CREDENTIAL, nothing stored.
+                    let mut r = AlterUserScramCredentialsRequest::default();
+                    let mut u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+                    u.name = sb("alice");
+                    u.mechanism = 2;
+                    u.iterations = 1;
+                    u.salt = Bytes::from_static(b"salt");
+                    u.salted_password = Bytes::from(vec![0u8; 64]);
+                    r.upsertions = vec![u];
+                    let resp: AlterUserScramCredentialsResponse =
+                        call(&mut s, ApiKey::AlterUserScramCredentials, v, next(), &r);
+                    assert_eq!(resp.results[0].error_code, 93, "AlterUserScramCredentials v{v}");
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }

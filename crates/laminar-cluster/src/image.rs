@@ -185,6 +185,9 @@ pub struct ClusterImage {
     /// cluster default, else a broker's id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// SCRAM credentials (AlterUserScramCredentials), sorted by user and mechanism.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scram: Vec<crate::scram::ScramCredential>,
     /// The index of the last command applied (0: none).
     pub version: u64,
 }
@@ -256,6 +259,11 @@ pub enum Command {
         topic: String,
         partition: i32,
         target: Option<Vec<BrokerId>>,
+    },
+    /// AlterUserScramCredentials: (user, mechanism) pairs removed, then credentials set.
+    AlterScramCredentials {
+        deletions: Vec<(String, String)>,
+        upsertions: Vec<crate::scram::ScramCredential>,
     },
     /// AlterClientQuotas: per client-id (`None`: the default entity), quota values set or
     /// (`None`) removed; checked by the broker that took the request.
@@ -528,6 +536,13 @@ impl ClusterImage {
             } => self.reassign(topic, *partition, target.as_deref()),
             Command::AlterClientQuotas { changes } => {
                 crate::quotas::apply_changes(&mut self.quotas, changes);
+                CommandResult::ok()
+            }
+            Command::AlterScramCredentials {
+                deletions,
+                upsertions,
+            } => {
+                crate::scram::apply_changes(&mut self.scram, deletions, upsertions);
                 CommandResult::ok()
             }
             Command::AlterBrokerConfigs {

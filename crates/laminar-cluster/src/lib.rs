@@ -30,6 +30,7 @@ pub mod dynamic;
 pub mod names;
 pub mod quotas;
 pub mod replica;
+pub mod scram;
 pub mod topic_partition;
 pub mod voters;
 

@@ -76,6 +76,12 @@ pub enum ErrorCode {
     UnknownTopicId = 100,
     TransactionalIdNotFound = 105,
     IneligibleReplica = 107,
+    UnsupportedSaslMechanism = 33,
+    IllegalSaslState = 34,
+    SaslAuthenticationFailed = 58,
+    ResourceNotFound = 91,
+    DuplicateResource = 92,
+    UnacceptableCredential = 93,
 }
 
 impl ErrorCode {
@@ -169,6 +175,12 @@ impl ErrorCode {
             ErrorCode::UnknownTopicId => "UNKNOWN_TOPIC_ID",
             ErrorCode::TransactionalIdNotFound => "TRANSACTIONAL_ID_NOT_FOUND",
             ErrorCode::IneligibleReplica => "INELIGIBLE_REPLICA",
+            ErrorCode::UnsupportedSaslMechanism => "UNSUPPORTED_SASL_MECHANISM",
+            ErrorCode::IllegalSaslState => "ILLEGAL_SASL_STATE",
+            ErrorCode::SaslAuthenticationFailed => "SASL_AUTHENTICATION_FAILED",
+            ErrorCode::ResourceNotFound => "RESOURCE_NOT_FOUND",
+            ErrorCode::DuplicateResource => "DUPLICATE_RESOURCE",
+            ErrorCode::UnacceptableCredential => "UNACCEPTABLE_CREDENTIAL",
         }
     }
 }
@@ -267,6 +279,12 @@ const ALL: &[ErrorCode] = &[
     ErrorCode::UnknownTopicId,
     ErrorCode::TransactionalIdNotFound,
     ErrorCode::IneligibleReplica,
+    ErrorCode::UnsupportedSaslMechanism,
+    ErrorCode::IllegalSaslState,
+    ErrorCode::SaslAuthenticationFailed,
+    ErrorCode::ResourceNotFound,
+    ErrorCode::DuplicateResource,
+    ErrorCode::UnacceptableCredential,
 ];
 
 #[cfg(test)]

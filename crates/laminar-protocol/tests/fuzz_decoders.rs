@@ -496,6 +496,38 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             }
             frame(ApiKey::ListTransactions, v, &r)
         }
+        17 => {
+            let mut r = SaslHandshakeRequest::default();
+            r.mechanism = sb("SCRAM-SHA-512");
+            frame(ApiKey::SaslHandshake, v, &r)
+        }
+        36 => {
+            let mut r = SaslAuthenticateRequest::default();
+            r.auth_bytes = bytes::Bytes::from_static(b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL");
+            frame(ApiKey::SaslAuthenticate, v, &r)
+        }
+        50 => {
+            let mut r = DescribeUserScramCredentialsRequest::default();
+            let mut u = describe_user_scram_credentials_request::UserName::default();
+            u.name = sb("alice");
+            r.users = Some(vec![u.clone(), u]);
+            frame(ApiKey::DescribeUserScramCredentials, v, &r)
+        }
+        51 => {
+            let mut r = AlterUserScramCredentialsRequest::default();
+            let mut d = alter_user_scram_credentials_request::ScramCredentialDeletion::default();
+            d.name = sb("bob");
+            d.mechanism = 1;
+            let mut u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+            u.name = sb("alice");
+            u.mechanism = 2;
+            u.iterations = 4096;
+            u.salt = bytes::Bytes::from_static(b"salt");
+            u.salted_password = bytes::Bytes::from(vec![7u8; 64]);
+            r.deletions = vec![d];
+            r.upsertions = vec![u];
+            frame(ApiKey::AlterUserScramCredentials, v, &r)
+        }
         other => panic!("API {other} has no fuzz seed"),
     }
 }

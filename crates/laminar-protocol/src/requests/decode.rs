@@ -200,6 +200,54 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
             duration_filter_ms: if v >= 1 { r.i64()? } else { -1 },
             transactional_id_pattern: if v >= 2 { r.nullable_string()? } else { None },
         }),
+        ApiKey::SaslHandshake => Request::SaslHandshake(SaslHandshakeRequest {
+            mechanism: r.string()?,
+        }),
+        ApiKey::SaslAuthenticate => Request::SaslAuthenticate(SaslAuthenticateRequest {
+            auth_bytes: r.nullable_bytes()?.unwrap_or_default(),
+        }),
+        ApiKey::DescribeUserScramCredentials => {
+            let users = match r.nullable_array_len::<String>(2)? {
+                None => None,
+                Some(n) => Some(
+                    (0..n)
+                        .map(|_| {
+                            let name = r.string()?;
+                            r.tagged_fields()?;
+                            Ok(name)
+                        })
+                        .collect::<Result<Vec<String>>>()?,
+                ),
+            };
+            Request::DescribeUserScramCredentials(DescribeUserScramCredentialsRequest { users })
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let deletions = r.array(3, |r| {
+                let user = r.string()?;
+                let mechanism = r.i8()?;
+                r.tagged_fields()?;
+                Ok((user, mechanism))
+            })?;
+            let upsertions = r.array(11, |r| {
+                let user = r.string()?;
+                let mechanism = r.i8()?;
+                let iterations = r.i32()?;
+                let salt = r.nullable_bytes()?.unwrap_or_default();
+                let salted_password = r.nullable_bytes()?.unwrap_or_default();
+                r.tagged_fields()?;
+                Ok(ScramUpsertion {
+                    user,
+                    mechanism,
+                    iterations,
+                    salt,
+                    salted_password,
+                })
+            })?;
+            Request::AlterUserScramCredentials(AlterUserScramCredentialsRequest {
+                deletions,
+                upsertions,
+            })
+        }
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },

@@ -56,6 +56,45 @@ pub enum Request {
     WriteTxnMarkers(WriteTxnMarkersRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaslHandshakeRequest {
+    pub mechanism: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaslAuthenticateRequest {
+    pub auth_bytes: Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeUserScramCredentialsRequest {
+    /// `None`: every user.
+    pub users: Option<Vec<String>>,
+}
+
+/// One SCRAM credential to set: the client salts and hashes the password itself
+/// (`salted_password` is PBKDF2 of it), so the password never reaches the broker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScramUpsertion {
+    pub user: String,
+    /// 1: SCRAM-SHA-256, 2: SCRAM-SHA-512.
+    pub mechanism: i8,
+    pub iterations: i32,
+    pub salt: Bytes,
+    pub salted_password: Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterUserScramCredentialsRequest {
+    /// (user, mechanism).
+    pub deletions: Vec<(String, i8)>,
+    pub upsertions: Vec<ScramUpsertion>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

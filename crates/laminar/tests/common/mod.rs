@@ -1,6 +1,8 @@
 //! `laminar serve` as a child process, for tests that need a real process to kill.
 #![allow(dead_code)]
 
+pub mod tools;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,11 @@
+//! Authentication, apart from the broker: SASL exchanges (PLAIN, SCRAM-SHA-256,
+//! SCRAM-SHA-512, on the `rsasl` crate) and SCRAM credentials. It does no I/O and keeps no
+//! state of its own: the broker gives it the users (SCRAM credentials from the cluster
+//! metadata, PLAIN passwords from a listener's JAAS configuration) through [`Users`].
+
+pub mod jaas;
+pub mod sasl;
+pub mod scram;
+
+pub use sasl::{AuthError, Authenticator, Exchange, Step, Users};
+pub use scram::{ScramKeys, ScramMechanism};

@@ -1,0 +1,272 @@
+//! SASL exchanges as a Kafka broker runs them (SaslHandshake names the mechanism, then each
+//! SaslAuthenticate carries one client message and gets one server message back), on
+//! `rsasl`'s mechanisms. The principal is the authenticated user name (`User:NAME`).
+
+use std::sync::Arc;
+
+use rsasl::callback::{Context, Request, SessionCallback, SessionData};
+use rsasl::mechanisms::scram::properties::ScramStoredPassword;
+use rsasl::prelude::{Mechname, SASLConfig, SASLServer, Session, SessionError, State};
+use rsasl::property::{AuthId, AuthzId, Password};
+use rsasl::validate::{Validate, Validation, ValidationError};
+
+use crate::scram::{ScramKeys, ScramMechanism};
+
+/// Where an exchange finds its users.
+pub trait Users: Send + Sync + 'static {
+    /// The user's SCRAM credential for the mechanism, if it has one.
+    fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramKeys>;
+    /// Whether `password` is the user's PLAIN password.
+    fn plain(&self, user: &str, password: &[u8]) -> bool;
+}
+
+/// The mechanisms there is an exchange for.
+pub const SUPPORTED: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// Why an exchange failed. Its text is what the client is told, and it says no more than
+/// Kafka's does: never whether the user exists.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error(
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism {0}"
+    )]
+    InvalidCredentials(String),
+    #[error("Authentication failed: client requested an authorization id that is different from username")]
+    AuthorizationId,
+    /// Anything else the exchange refused (a malformed message, a wrong proof); `detail`
+    /// is for the broker's log, not the client.
+    #[error("Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}")]
+    Refused { mechanism: String, detail: String },
+}
+
+impl AuthError {
+    /// What the broker logs: the client's text, and why the mechanism refused.
+    pub fn detail(&self) -> String {
+        match self {
+            AuthError::Refused { detail, .. } => format!("{self} ({detail})"),
+            _ => self.to_string(),
+        }
+    }
+}
+
+/// Starts exchanges for the mechanisms a listener enables.
+pub struct Authenticator {
+    config: Arc<SASLConfig>,
+    enabled: Vec<String>,
+}
+
+impl Authenticator {
+    /// `enabled`: `sasl.enabled.mechanisms`; each must be one of [`SUPPORTED`].
+    pub fn new(enabled: Vec<String>, users: Arc<dyn Users>) -> Result<Authenticator, String> {
+        if let Some(m) = enabled.iter().find(|m| !SUPPORTED.contains(&m.as_str())) {
+            return Err(format!(
+                "SASL mechanism {m} is not supported (supported: {})",
+                SUPPORTED.join(", ")
+            ));
+        }
+        let config = SASLConfig::builder()
+            .with_defaults()
+            .with_callback(Callback { users })
+            .map_err(|e| format!("SASL configuration: {e}"))?;
+        Ok(Authenticator { config, enabled })
+    }
+
+    pub fn enabled(&self) -> &[String] {
+        &self.enabled
+    }
+
+    /// An exchange of `mechanism`, if it is enabled.
+    pub fn start(&self, mechanism: &str) -> Option<Exchange> {
+        if !self.enabled.iter().any(|m| m == mechanism) {
+            return None;
+        }
+        let name = Mechname::parse(mechanism.as_bytes()).ok()?;
+        let session = SASLServer::<Principal>::new(self.config.clone())
+            .start_suggested(name)
+            .ok()?;
+        Some(Exchange {
+            session,
+            mechanism: mechanism.to_string(),
+        })
+    }
+}
+
+/// One client's exchange, from its first message to its end.
+pub struct Exchange {
+    session: Session<Principal>,
+    mechanism: String,
+}
+
+/// What a step of an exchange answers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The server's next message; the client answers it.
+    Continue(Vec<u8>),
+    /// The client is this user; the last server message goes back with the success.
+    Authenticated { response: Vec<u8>, user: String },
+}
+
+impl Exchange {
+    pub fn mechanism(&self) -> &str {
+        &self.mechanism
+    }
+
+    /// Takes the client's next message.
+    pub fn step(&mut self, input: &[u8]) -> Result<Step, AuthError> {
+        let mut out = Vec::new();
+        let invalid = || AuthError::InvalidCredentials(self.mechanism.clone());
+        match self.session.step(Some(input), &mut out) {
+            Ok(State::Running) => Ok(Step::Continue(out)),
+            Ok(State::Finished(_)) => match self.session.validation() {
+                Some(Ok(user)) => Ok(Step::Authenticated { response: out, user }),
+                Some(Err(e)) => Err(e),
+                None => Err(invalid()),
+            },
+            // An unknown user: no credential was given for it.
+            Err(e) if e.is_missing_prop() => Err(invalid()),
+            // A wrong proof, a malformed message.
+            Err(e) => Err(AuthError::Refused {
+                mechanism: self.mechanism.clone(),
+                detail: format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
+                ),
+            }),
+        }
+    }
+}
+
+/// The validation an exchange ends with: the user, or why not.
+struct Principal;
+
+impl Validation for Principal {
+    type Value = Result<String, AuthError>;
+}
+
+struct Callback {
+    users: Arc<dyn Users>,
+}
+
+impl SessionCallback for Callback {
+    fn callback(
+        &self,
+        session: &SessionData,
+        context: &Context,
+        request: &mut Request,
+    ) -> Result<(), SessionError> {
+        let Some(mechanism) = ScramMechanism::from_name(session.mechanism().mechanism.as_str()) else {
+            return Ok(());
+        };
+        // No credential given: the exchange fails as a wrong password would.
+        if let Some(keys) = context
+            .get_ref::<AuthId>()
+            .and_then(|user| self.users.scram(user, mechanism))
+        {
+            request.satisfy::<ScramStoredPassword>(&ScramStoredPassword::new(
+                keys.iterations,
+                &keys.salt,
+                &keys.stored_key,
+                &keys.server_key,
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn validate(
+        &self,
+        session: &SessionData,
+        context: &Context,
+        validate: &mut Validate<'_>,
+    ) -> Result<(), ValidationError> {
+        let mechanism = session.mechanism().mechanism.as_str().to_string();
+        let user = context.get_ref::<AuthId>().map(str::to_string);
+        let authzid = context
+            .get_ref::<AuthzId>()
+            .filter(|a| !a.is_empty())
+            .map(str::to_string);
+        let password = context.get_ref::<Password>().map(<[u8]>::to_vec);
+        validate.with::<Principal, _>(|| {
+            let Some(user) = user else {
+                return Ok(Err(AuthError::InvalidCredentials(mechanism)));
+            };
+            // Kafka refuses to act for another user (no proxying).
+            if authzid.is_some_and(|a| a != user) {
+                return Ok(Err(AuthError::AuthorizationId));
+            }
+            // SCRAM's proof was checked against the stored keys before this is called.
+            if mechanism == "PLAIN" && !password.is_some_and(|p| self.users.plain(&user, &p)) {
+                return Ok(Err(AuthError::InvalidCredentials(mechanism)));
+            }
+            Ok(Ok(user))
+        })?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsasl::prelude::SASLClient;
+
+    struct Alice;
+
+    impl Users for Alice {
+        fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramKeys> {
+            (user == "alice").then(|| ScramKeys::from_password(mechanism, b"alice-secret", b"NaCl", 4096))
+        }
+        fn plain(&self, user: &str, password: &[u8]) -> bool {
+            user == "alice" && password == b"alice-secret"
+        }
+    }
+
+    /// Runs a whole exchange with rsasl's client as `user` with `password`.
+    fn exchange(mechanism: &str, user: &str, password: &str) -> Result<String, AuthError> {
+        let auth = Authenticator::new(SUPPORTED.map(String::from).to_vec(), Arc::new(Alice)).unwrap();
+        let mut server = auth.start(mechanism).unwrap();
+        let config = SASLConfig::with_credentials(None, user.into(), password.into()).unwrap();
+        let mut client = SASLClient::new(config)
+            .start_suggested(&[Mechname::parse(mechanism.as_bytes()).unwrap()])
+            .unwrap();
+        let mut to_server = Vec::new();
+        client.step(None, &mut to_server).unwrap();
+        loop {
+            match server.step(&to_server)? {
+                Step::Authenticated { response, user } => {
+                    if !response.is_empty() {
+                        // The client checks the server's signature too.
+                        client.step(Some(&response), &mut Vec::new()).unwrap();
+                    }
+                    return Ok(user);
+                }
+                Step::Continue(challenge) => {
+                    to_server.clear();
+                    client.step(Some(&challenge), &mut to_server).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_mechanism_authenticates_the_user_and_refuses_a_wrong_password() {
+        for m in SUPPORTED {
+            assert_eq!(exchange(m, "alice", "alice-secret").unwrap(), "alice", "{m}");
+            for (user, password) in [("alice", "wrong"), ("mallory", "alice-secret")] {
+                let e = exchange(m, user, password).unwrap_err();
+                assert!(
+                    e.to_string().starts_with(
+                        "Authentication failed during authentication due to invalid credentials"
+                    ),
+                    "{m} {user}: {e:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_mechanism_not_enabled_is_not_started() {
+        let auth = Authenticator::new(vec!["SCRAM-SHA-512".into()], Arc::new(Alice)).unwrap();
+        assert!(auth.start("PLAIN").is_none());
+        assert!(auth.start("SCRAM-SHA-512").is_some());
+        assert!(Authenticator::new(vec!["GSSAPI".into()], Arc::new(Alice)).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! Security settings and what the broker keeps per connection of who a client is: SASL
+//! (`sasl.enabled.mechanisms`, a listener's JAAS configuration for PLAIN, re-authentication)
+//! on the listeners whose protocol is SASL_PLAINTEXT or SASL_SSL. The exchanges themselves
+//! are `laminar-auth`'s; the SASL requests' handlers are `handlers::sasl_*`.
+
+pub mod users;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use laminar_auth::Authenticator;
+use laminar_cluster::Cluster;
+
+use crate::listeners::{Listener, SecurityProtocol};
+
+/// Each listener's SASL exchanges, in the order of `listeners` (`None` for a listener
+/// without SASL), or why the settings cannot serve.
+pub fn authenticators(
+    settings: &SecuritySettings,
+    listeners: &[Arc<Listener>],
+    cluster: &Arc<Cluster>,
+) -> Result<Vec<Option<Arc<Authenticator>>>, String> {
+    listeners
+        .iter()
+        .map(|l| {
+            if !matches!(l.protocol, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl) {
+                return Ok(None);
+            }
+            let mechanisms = settings.mechanisms_of(&l.name);
+            let plain = if mechanisms.iter().any(|m| m == "PLAIN") {
+                let jaas = settings.of_listener(&l.name, "plain.sasl.jaas.config").ok_or_else(|| {
+                    format!(
+                        "listener {} enables PLAIN but has no listener.name.{}.plain.sasl.jaas.config (its users)",
+                        l.name,
+                        l.name.to_ascii_lowercase()
+                    )
+                })?;
+                laminar_auth::jaas::plain_users(jaas)
+                    .map_err(|e| format!("listener.name.{}.plain.sasl.jaas.config: {e}", l.name.to_ascii_lowercase()))?
+            } else {
+                BTreeMap::new()
+            };
+            let users = users::BrokerUsers {
+                cluster: cluster.clone(),
+                plain,
+            };
+            Authenticator::new(mechanisms, Arc::new(users))
+                .map(|a| Some(Arc::new(a)))
+                .map_err(|e| format!("listener {}: {e}", l.name))
+        })
+        .collect()
+}
+
+/// The security settings, by Kafka's names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecuritySettings {
+    /// `sasl.enabled.mechanisms`: the broker-wide default of every SASL listener.
+    pub sasl_enabled_mechanisms: Vec<String>,
+    /// `connections.max.reauth.ms`: 0, a session never expires; else a client must
+    /// authenticate again within this long (KIP-368), or its connection is closed.
+    pub connections_max_reauth_ms: u64,
+    /// `connection.failed.authentication.delay.ms`: how long a failed authentication's
+    /// answer is held back (a client guessing passwords gets one guess per this).
+    pub failed_authentication_delay_ms: u64,
+    /// `listener.name.<listener>.<setting>`, by listener name (upper case).
+    pub per_listener: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Default for SecuritySettings {
+    fn default() -> SecuritySettings {
+        SecuritySettings {
+            sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
+            connections_max_reauth_ms: 0,
+            failed_authentication_delay_ms: 100,
+            per_listener: BTreeMap::new(),
+        }
+    }
+}
+
+/// The settings a listener may have its own of.
+const PER_LISTENER: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "plain.sasl.jaas.config",
+    "scram-sha-256.sasl.jaas.config",
+    "scram-sha-512.sasl.jaas.config",
+];
+
+impl SecuritySettings {
+    /// Sets `key` if it is one of these; `None` if it is not.
+    pub fn set(&mut self, key: &str, value: &str) -> Option<Result<(), String>> {
+        let number = || {
+            value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{key}: {value:?} is not a non-negative integer"))
+        };
+        let result = match key {
+            "sasl.enabled.mechanisms" => {
+                self.sasl_enabled_mechanisms = mechanisms(value);
+                Ok(())
+            }
+            "connections.max.reauth.ms" => number().map(|v| self.connections_max_reauth_ms = v),
+            "connection.failed.authentication.delay.ms" => {
+                number().map(|v| self.failed_authentication_delay_ms = v)
+            }
+            _ => {
+                let rest = key.strip_prefix("listener.name.")?;
+                let (listener, setting) = rest.split_once('.')?;
+                if !PER_LISTENER.contains(&setting.to_ascii_lowercase().as_str()) {
+                    return Some(Err(format!(
+                        "unknown setting {key:?} (a listener may set {} of its own)",
+                        PER_LISTENER.join(", ")
+                    )));
+                }
+                self.per_listener
+                    .entry(listener.to_ascii_uppercase())
+                    .or_default()
+                    .insert(setting.to_ascii_lowercase(), value.to_string());
+                Ok(())
+            }
+        };
+        Some(result)
+    }
+
+    /// A listener's own value of `setting`, if it set one.
+    pub fn of_listener(&self, listener: &str, setting: &str) -> Option<&str> {
+        self.per_listener
+            .get(&listener.to_ascii_uppercase())
+            .and_then(|s| s.get(setting))
+            .map(String::as_str)
+    }
+
+    /// The mechanisms a SASL listener enables: its own, else the broker's.
+    pub fn mechanisms_of(&self, listener: &str) -> Vec<String> {
+        self.of_listener(listener, "sasl.enabled.mechanisms")
+            .map(mechanisms)
+            .unwrap_or_else(|| self.sasl_enabled_mechanisms.clone())
+    }
+
+    /// `name = value` lines for the startup log. JAAS configurations are not printed: they
+    /// hold passwords.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!(
+                "sasl.enabled.mechanisms = {}",
+                self.sasl_enabled_mechanisms.join(",")
+            ),
+            format!("connections.max.reauth.ms = {}", self.connections_max_reauth_ms),
+            format!(
+                "connection.failed.authentication.delay.ms = {}",
+                self.failed_authentication_delay_ms
+            ),
+        ];
+        for (listener, settings) in &self.per_listener {
+            for (name, value) in settings {
+                let shown = if name.ends_with("jaas.config") {
+                    "[hidden]"
+                } else {
+                    value.as_str()
+                };
+                lines.push(format!(
+                    "listener.name.{}.{name} = {shown}",
+                    listener.to_ascii_lowercase()
+                ));
+            }
+        }
+        lines
+    }
+}
+
+fn mechanisms(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|m| m.trim().to_ascii_uppercase())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listener_settings_use_kafkas_prefix() {
+        let mut s = SecuritySettings::default();
+        assert!(s.set("num.partitions", "1").is_none());
+        s.set("sasl.enabled.mechanisms", "SCRAM-SHA-512")
+            .unwrap()
+            .unwrap();
+        s.set(
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms",
+            "PLAIN,SCRAM-SHA-256",
+        )
+        .unwrap()
+        .unwrap();
+        s.set(
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="pw";"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.mechanisms_of("SASL_SSL"), ["PLAIN", "SCRAM-SHA-256"]);
+        assert_eq!(s.mechanisms_of("OTHER"), ["SCRAM-SHA-512"]);
+        assert!(s.of_listener("sasl_ssl", "plain.sasl.jaas.config").is_some());
+        assert!(s.set("listener.name.x.ssl.bogus", "1").unwrap().is_err());
+        assert!(s.describe().iter().all(|l| !l.contains("user_alice")));
+    }
+}

@@ -1,0 +1,222 @@
+//! SASL on a SASL_PLAINTEXT listener, with real clients: SCRAM users made with Kafka's own
+//! `kafka-configs` (AlterUserScramCredentials) over the PLAINTEXT listener, then librdkafka
+//! and the Java client authenticating with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; a wrong
+//! password refused; a restart keeps the users; the stored credentials hold no password.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use common::tools::Tools;
+use common::{free_port, try_serve_with, Serve};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+const CONFIGS: &str = "kafka.admin.ConfigCommand";
+const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
+
+/// A broker with a PLAINTEXT listener and a SASL_PLAINTEXT one that enables PLAIN (user
+/// bob) and both SCRAM mechanisms. Returns it with the two addresses.
+fn start(data: &Path, ports: Option<(u16, u16)>) -> (Serve, String, String) {
+    for _ in 0..5 {
+        let (plain, sasl) = ports.unwrap_or_else(|| (free_port(), free_port()));
+        let settings = [
+            format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".to_string(),
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_bob=\"bob-secret\";".to_string(),
+        ];
+        let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+        if let Some(b) = try_serve_with(data, &format!("127.0.0.1:{plain}"), &args) {
+            return (b, format!("127.0.0.1:{plain}"), format!("127.0.0.1:{sasl}"));
+        }
+        assert!(ports.is_none(), "the broker restarts on its ports");
+    }
+    panic!("no free ports in five tries");
+}
+
+/// librdkafka's settings for `user` over SASL_PLAINTEXT.
+fn sasl_client(addr: &str, mechanism: &str, user: &str, password: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", addr)
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", mechanism)
+        .set("sasl.username", user)
+        .set("sasl.password", password);
+    c
+}
+
+/// The errors librdkafka reports to the application (an authentication failure is one).
+#[derive(Default)]
+struct Errors(std::sync::Mutex<Vec<String>>);
+
+impl rdkafka::ClientContext for Errors {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        self.0.lock().unwrap().push(format!("{error}: {reason}"));
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Errors {}
+
+/// How many brokers a librdkafka client with these settings is told of (it must
+/// authenticate first), or the errors it reported.
+fn metadata(config: &ClientConfig) -> Result<usize, String> {
+    let c: BaseConsumer<Errors> = config.create_with_context(Errors::default()).unwrap();
+    // A refused client would wait all of it: the answer comes in well under a second.
+    c.fetch_metadata(None, Duration::from_secs(3))
+        .map(|m| m.brokers().len())
+        .map_err(|e| {
+            // Errors reach the context when the client is polled.
+            for _ in 0..10 {
+                let _ = c.poll(Duration::from_millis(100));
+            }
+            format!("{e}; reported: {:?}", c.context().0.lock().unwrap())
+        })
+}
+
+/// Writes `n` records to `topic` as the client `config`, then reads them back.
+fn write_and_read(config: &ClientConfig, topic: &str, n: usize) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = config.clone().set("enable.idempotence", "true").create().unwrap();
+    common::block(async {
+        for i in 0..n {
+            let v = format!("{topic}-{i}");
+            p.send(
+                FutureRecord::<(), _>::to(topic).payload(&v),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {e}"));
+        }
+    });
+    let c: BaseConsumer = config
+        .clone()
+        .set("group.id", format!("{topic}-group"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let mut read = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while read < n && std::time::Instant::now() < deadline {
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            m.unwrap();
+            read += 1;
+        }
+    }
+    assert_eq!(read, n, "{topic}: every record read back through the group");
+}
+
+#[test]
+fn scram_and_plain_clients_authenticate_and_a_wrong_password_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (broker, plain, sasl) = start(&data, None);
+    let tools = Tools::new(&plain, tmp.path());
+    // Kafka's tool salts the password itself and sends AlterUserScramCredentials.
+    tools.ok(
+        CONFIGS,
+        &[
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-512=[iterations=4096,password=alice-secret],SCRAM-SHA-256=[password=alice-secret]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+        ],
+    );
+    let described = tools.ok(
+        CONFIGS,
+        &["--describe", "--entity-type", "users", "--entity-name", "alice"],
+    );
+    assert!(
+        described.contains("SCRAM-SHA-512=iterations=4096")
+            && described.contains("SCRAM-SHA-256=iterations="),
+        "{described}"
+    );
+
+    for mechanism in ["SCRAM-SHA-512", "SCRAM-SHA-256"] {
+        let alice = sasl_client(&sasl, mechanism, "alice", "alice-secret");
+        assert_eq!(metadata(&alice), Ok(1), "{mechanism}");
+        write_and_read(&alice, &format!("t-{}", &mechanism[10..]), 50);
+        let wrong = sasl_client(&sasl, mechanism, "alice", "not-her-password");
+        let refused = metadata(&wrong).unwrap_err();
+        // Laminar's answer reached the client, as Kafka words it.
+        assert!(
+            refused.contains("due to invalid credentials with SASL mechanism"),
+            "{mechanism}: {refused}"
+        );
+        let nobody = sasl_client(&sasl, mechanism, "mallory", "alice-secret");
+        assert!(
+            metadata(&nobody).unwrap_err().contains("Authentication"),
+            "{mechanism}"
+        );
+    }
+    let bob = sasl_client(&sasl, "PLAIN", "bob", "bob-secret");
+    write_and_read(&bob, "t-plain", 20);
+    assert!(metadata(&sasl_client(&sasl, "PLAIN", "bob", "bob"))
+        .unwrap_err()
+        .contains("Authentication"));
+
+    // The Java client (an Admin client, in Kafka's own kafka-topics) authenticates too.
+    let props = tmp.path().join("alice.properties");
+    std::fs::write(
+        &props,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"alice-secret\";\n",
+    )
+    .unwrap();
+    let java = Tools::new(&sasl, tmp.path());
+    let listed = java.ok(TOPICS, &["--list", "--command-config", props.to_str().unwrap()]);
+    assert!(listed.contains("t-512") && listed.contains("t-plain"), "{listed}");
+
+    // Before authenticating, a client gets nothing but the SASL requests: the connection
+    // closes on a Metadata request.
+    let mut raw = TcpStream::connect(&sasl).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // Metadata v1, correlation id 7, client id "x", all topics (null array).
+    let body: &[u8] = &[0, 3, 0, 1, 0, 0, 0, 7, 0, 1, b'x', 0xff, 0xff, 0xff, 0xff];
+    raw.write_all(&(body.len() as i32).to_be_bytes()).unwrap();
+    raw.write_all(body).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(raw.read(&mut buf).unwrap(), 0, "closed without an answer");
+
+    // The users are in the cluster metadata: a restart keeps them. No file holds a password.
+    broker.terminate();
+    for file in walk(&data) {
+        let bytes = std::fs::read(&file).unwrap();
+        for secret in [&b"alice-secret"[..], b"bob-secret"] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret),
+                "{} holds a password",
+                file.display()
+            );
+        }
+    }
+    let ports = (
+        plain.rsplit(':').next().unwrap().parse().unwrap(),
+        sasl.rsplit(':').next().unwrap().parse().unwrap(),
+    );
+    let (broker, _, sasl) = start(&data, Some(ports));
+    assert_eq!(
+        metadata(&sasl_client(&sasl, "SCRAM-SHA-512", "alice", "alice-secret")),
+        Ok(1)
+    );
+    broker.terminate();
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
