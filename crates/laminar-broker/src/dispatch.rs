@@ -18,7 +18,12 @@ impl Service for Broker {
     type File = RecordsFile;
     type Session = Session;
 
-    fn open(&self, peer: std::net::SocketAddr, listener: usize) -> Arc<Session> {
+    fn open(
+        &self,
+        peer: std::net::SocketAddr,
+        listener: usize,
+        _tls: Option<&laminar_net::TlsPeer>,
+    ) -> Arc<Session> {
         Arc::new(Session::new(
             peer,
             self.listeners[listener].clone(),

@@ -89,15 +89,20 @@ impl RunningBroker {
         settings
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        for l in &settings.listeners {
-            let protocol = settings.protocol(&l.name).expect("validated");
-            if matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("listener {}: {} is not supported yet", l.name, protocol.name()),
-                ));
-            }
-        }
+        // One TLS configuration for every TLS listener, built before anything binds.
+        let is_tls = |name: &str| {
+            matches!(
+                settings.protocol(name),
+                Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+            )
+        };
+        let tls = if settings.listeners.iter().any(|l| is_tls(&l.name)) {
+            let config = crate::security::tls::server_config(&config.security)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            Some(Arc::new(laminar_net::TlsServer::new(config)))
+        } else {
+            None
+        };
         let mut tcp_listeners = Vec::new();
         for l in &settings.listeners {
             let host = if l.host.is_empty() {
@@ -108,11 +113,14 @@ impl RunningBroker {
             let bound = TcpListener::bind((host, l.port)).await.map_err(|e| {
                 io::Error::new(e.kind(), format!("listener {}://{host}:{}: {e}", l.name, l.port))
             })?;
-            tcp_listeners.push(bound);
+            tcp_listeners.push(laminar_net::NetListener {
+                tcp: bound,
+                tls: if is_tls(&l.name) { tls.clone() } else { None },
+            });
         }
         let bound: Vec<std::net::SocketAddr> = tcp_listeners
             .iter()
-            .map(TcpListener::local_addr)
+            .map(|l| l.tcp.local_addr())
             .collect::<io::Result<_>>()?;
         let listeners: Vec<Arc<Listener>> = settings.resolve(&bound).into_iter().map(Arc::new).collect();
         let inter_broker = &listeners[settings.inter_broker_index()];

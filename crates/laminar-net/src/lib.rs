@@ -16,11 +16,13 @@
 //!   responses cannot hold a socket thread while other connections wait (seed 003).
 
 mod budget;
+mod conn_io;
 pub mod io_pool;
 pub mod observe;
 pub mod open_files;
 pub mod send;
 pub mod server;
+pub mod tls;
 pub mod watchdog;
 
 use std::future::Future;
@@ -34,7 +36,8 @@ use laminar_protocol::responses::{FileSlice, ResponseFrame};
 
 pub use io_pool::IoPool;
 pub use observe::{throttle, waiting, NetMetrics, RequestPhases};
-pub use server::{serve, ServerHandle, ServerLimits};
+pub use server::{serve, NetListener, ServerHandle, ServerLimits};
+pub use tls::{TlsPeer, TlsServer};
 
 /// A file range that can be sent without copying when it is resident.
 pub trait SendFile: FileSlice {
@@ -88,8 +91,8 @@ pub trait Service: Send + Sync + 'static {
     /// What the service keeps of one connection (who it is, once it has authenticated).
     type Session: Send + Sync + 'static;
     /// A connection accepted from `peer` on the listener at `listener` (its index in the
-    /// list [`serve`] was given).
-    fn open(&self, peer: std::net::SocketAddr, listener: usize) -> Arc<Self::Session>;
+    /// list [`serve`] was given), with what its TLS handshake learned on a TLS listener.
+    fn open(&self, peer: std::net::SocketAddr, listener: usize, tls: Option<&TlsPeer>) -> Arc<Self::Session>;
     fn kind(&self, frame: &[u8]) -> RequestKind;
     /// Handles one frame of the connection; a connection's frames are handled one at a
     /// time, in the order they arrived.

@@ -11,11 +11,15 @@ use laminar_protocol::responses::{Chunk, ResponseFrame};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
 
+use super::conn_io::WriteHalf;
 use super::{IoPool, NetMetrics, SendFile};
 
-async fn write_pieces(stream: &mut OwnedWriteHalf, bytes: &[u8], chunk_bytes: usize) -> io::Result<()> {
+async fn write_pieces(stream: &mut WriteHalf, bytes: &[u8], chunk_bytes: usize) -> io::Result<()> {
     for piece in bytes.chunks(chunk_bytes) {
-        stream.write_all(piece).await?;
+        match stream {
+            WriteHalf::Plain(s) => s.write_all(piece).await?,
+            WriteHalf::Tls(io) => io.write_all(piece).await?,
+        }
         tokio::task::yield_now().await;
     }
     Ok(())
@@ -63,8 +67,8 @@ async fn sendfile_pieces(
 /// cold data costs this much memory at a time, not 50 MB.
 pub const COLD_READ_PIECE_BYTES: u64 = 1 << 20;
 
-pub async fn send_response<F: SendFile>(
-    stream: &mut OwnedWriteHalf,
+pub(crate) async fn send_response<F: SendFile>(
+    stream: &mut WriteHalf,
     frame: ResponseFrame<F>,
     chunk_bytes: usize,
     io_pool: &IoPool,
@@ -90,8 +94,11 @@ pub async fn send_response<F: SendFile>(
 /// Sends `[offset, offset + len)` of a file range: with `sendfile` when it is resident,
 /// otherwise read into memory first on the I/O pool (which also brings it into the page
 /// cache), so that the socket thread never waits for the disk.
+///
+/// Over TLS (without kernel TLS) the bytes must pass through here to be encrypted: the range
+/// is always read on the I/O pool.
 async fn send_file_piece<F: SendFile>(
-    stream: &mut OwnedWriteHalf,
+    stream: &mut WriteHalf,
     f: &Arc<F>,
     offset: u64,
     len: u64,
@@ -99,9 +106,9 @@ async fn send_file_piece<F: SendFile>(
     io_pool: &IoPool,
     metrics: &NetMetrics,
 ) -> io::Result<()> {
-    match (f.raw_fd(), f.is_resident(offset, len)) {
-        (Some(fd), Some(true)) => {
-            sendfile_pieces(stream, fd, f.position() + offset, len, chunk_bytes, metrics).await
+    match (&mut *stream, f.raw_fd(), f.is_resident(offset, len)) {
+        (WriteHalf::Plain(plain), Some(fd), Some(true)) => {
+            sendfile_pieces(plain, fd, f.position() + offset, len, chunk_bytes, metrics).await
         }
         _ => {
             let f = f.clone();

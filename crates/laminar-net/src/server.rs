@@ -5,15 +5,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use laminar_protocol::frame::split_frame;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::budget::{FrameBudget, Held, RequestBudget};
+use super::conn_io::{self, ReadHalf, WriteHalf};
 use super::observe::{measure_waits, NetMetrics, RequestTimes};
 use super::send::send_response;
+use super::tls::TlsServer;
 use super::watchdog::{doing, Registry};
 use super::{CloseConnection, Handled, IoPool, RequestKind, ResponseOrClose, Service};
 
@@ -89,8 +91,14 @@ struct Conn<S: Service> {
 /// Serves connections accepted on every one of `listeners` (Kafka's listeners: the service
 /// is told which one each connection came in on). The limits are the broker's, over all of
 /// them.
+/// A bound listener, and its TLS if it has any.
+pub struct NetListener {
+    pub tcp: TcpListener,
+    pub tls: Option<Arc<TlsServer>>,
+}
+
 pub fn serve<S: Service>(
-    listeners: Vec<TcpListener>,
+    listeners: Vec<NetListener>,
     service: Arc<S>,
     limits: ServerLimits,
     io_pool: IoPool,
@@ -98,8 +106,10 @@ pub fn serve<S: Service>(
 ) -> ServerHandle {
     let local_addrs = listeners
         .iter()
-        .map(|l| l.local_addr().expect("bound listener has an address"))
+        .map(|l| l.tcp.local_addr().expect("bound listener has an address"))
         .collect();
+    let tls: Vec<Option<Arc<TlsServer>>> = listeners.iter().map(|l| l.tls.clone()).collect();
+    let listeners: Vec<TcpListener> = listeners.into_iter().map(|l| l.tcp).collect();
     let (shutdown, mut shutdown_rx) = watch::channel(false);
     let watchdog = Registry::new(limits.event_loop_stall_threshold, metrics.clone());
     watchdog.start();
@@ -158,21 +168,49 @@ pub fn serve<S: Service>(
                             laminar_metrics::warn!("socket.send.buffer.bytes on the connection from {peer}: {e}");
                         }
                     }
-                    let conn = Conn {
-                        peer,
-                        session: service.open(peer, index),
-                        request_bytes: request_bytes.clone(),
-                        service: service.clone(),
-                        limits: limits.clone(),
-                        io_pool: io_pool.clone(),
-                        metrics: metrics.clone(),
-                        watchdog: wd.clone(),
-                    };
+                    let tls = tls[index].clone();
+                    let (service, request_bytes, limits, io_pool, metrics, watchdog) = (
+                        service.clone(),
+                        request_bytes.clone(),
+                        limits.clone(),
+                        io_pool.clone(),
+                        metrics.clone(),
+                        wd.clone(),
+                    );
                     let rx = shutdown_rx.clone();
                     connections.spawn(async move {
-                        conn.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
-                        let metrics = conn.metrics.clone();
-                        connection(stream, conn, rx).await;
+                        metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+                        let (rd, wr, session) = match tls {
+                            None => {
+                                let (rd, wr) = conn_io::plain(stream);
+                                (rd, wr, service.open(peer, index, None))
+                            }
+                            Some(server) => match crate::tls::accept(&server, stream).await {
+                                Ok((io, tls_peer)) => {
+                                    let session = service.open(peer, index, Some(&tls_peer));
+                                    let (rd, wr) = conn_io::tls(io);
+                                    (rd, wr, session)
+                                }
+                                Err(e) => {
+                                    metrics.connections_closed_for_errors_total.fetch_add(1, Ordering::Relaxed);
+                                    laminar_metrics::warn!("closing connection from {peer}: {e}");
+                                    metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+                                    drop(permit);
+                                    return;
+                                }
+                            },
+                        };
+                        let conn = Conn {
+                            peer,
+                            session,
+                            request_bytes,
+                            service,
+                            limits,
+                            io_pool,
+                            metrics: metrics.clone(),
+                            watchdog,
+                        };
+                        connection(rd, wr, conn, rx).await;
                         metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
                         drop(permit);
                     });
@@ -240,7 +278,12 @@ impl AcceptBucket {
     }
 }
 
-async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: watch::Receiver<bool>) {
+async fn connection<S: Service>(
+    mut rd: ReadHalf,
+    mut wr: WriteHalf,
+    conn: Conn<S>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let Conn {
         peer,
         session,
@@ -251,16 +294,12 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
         metrics,
         watchdog,
     } = conn;
-    let (rd, mut wr) = stream.into_split();
     // Until its first bytes arrive, a connection is this one task, asleep: 10,000 idle
     // connections are 10,000 tasks, not 30,000, and closing them all at once wakes one each.
     // The bytes are only looked at here: the reader reads them within the request budget.
-    let mut rd = rd;
-    let mut one = [0u8; 1];
     tokio::select! {
-        peeked = rd.peek(&mut one) => match peeked {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        arrived = rd.first_bytes() => if !arrived {
+            return;
         },
         _ = shutdown.changed() => return,
     }
@@ -446,7 +485,7 @@ async fn connection<S: Service>(stream: TcpStream, conn: Conn<S>, mut shutdown: 
                         }
                     }
                     buf.reserve(room);
-                    let read = match rd.try_read_buf(&mut (&mut buf).limit(room)) {
+                    let read = match rd.try_read_buf(&mut buf, room) {
                         Ok(0) => break,
                         Ok(n) => n,
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,

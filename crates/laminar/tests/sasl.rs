@@ -76,39 +76,6 @@ fn metadata(config: &ClientConfig) -> Result<usize, String> {
         })
 }
 
-/// Writes `n` records to `topic` as the client `config`, then reads them back.
-fn write_and_read(config: &ClientConfig, topic: &str, n: usize) {
-    use rdkafka::producer::{FutureProducer, FutureRecord};
-    let p: FutureProducer = config.clone().set("enable.idempotence", "true").create().unwrap();
-    common::block(async {
-        for i in 0..n {
-            let v = format!("{topic}-{i}");
-            p.send(
-                FutureRecord::<(), _>::to(topic).payload(&v),
-                Duration::from_secs(30),
-            )
-            .await
-            .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {e}"));
-        }
-    });
-    let c: BaseConsumer = config
-        .clone()
-        .set("group.id", format!("{topic}-group"))
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    c.subscribe(&[topic]).unwrap();
-    let mut read = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while read < n && std::time::Instant::now() < deadline {
-        if let Some(m) = c.poll(Duration::from_millis(100)) {
-            m.unwrap();
-            read += 1;
-        }
-    }
-    assert_eq!(read, n, "{topic}: every record read back through the group");
-}
-
 #[test]
 fn scram_and_plain_clients_authenticate_and_a_wrong_password_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -141,7 +108,7 @@ fn scram_and_plain_clients_authenticate_and_a_wrong_password_is_refused() {
     for mechanism in ["SCRAM-SHA-512", "SCRAM-SHA-256"] {
         let alice = sasl_client(&sasl, mechanism, "alice", "alice-secret");
         assert_eq!(metadata(&alice), Ok(1), "{mechanism}");
-        write_and_read(&alice, &format!("t-{}", &mechanism[10..]), 50);
+        common::write_and_read_as(&alice, &format!("t-{}", &mechanism[10..]), 50);
         let wrong = sasl_client(&sasl, mechanism, "alice", "not-her-password");
         let refused = metadata(&wrong).unwrap_err();
         // Laminar's answer reached the client, as Kafka words it.
@@ -156,7 +123,7 @@ fn scram_and_plain_clients_authenticate_and_a_wrong_password_is_refused() {
         );
     }
     let bob = sasl_client(&sasl, "PLAIN", "bob", "bob-secret");
-    write_and_read(&bob, "t-plain", 20);
+    common::write_and_read_as(&bob, "t-plain", 20);
     assert!(metadata(&sasl_client(&sasl, "PLAIN", "bob", "bob"))
         .unwrap_err()
         .contains("Authentication"));

@@ -3,6 +3,7 @@
 //! on the listeners whose protocol is SASL_PLAINTEXT or SASL_SSL. The exchanges themselves
 //! are `laminar-auth`'s; the SASL requests' handlers are `handlers::sasl_*`.
 
+pub mod tls;
 pub mod users;
 
 use std::collections::BTreeMap;
@@ -64,6 +65,8 @@ pub struct SecuritySettings {
     pub failed_authentication_delay_ms: u64,
     /// `listener.name.<listener>.<setting>`, by listener name (upper case).
     pub per_listener: BTreeMap<String, BTreeMap<String, String>>,
+    /// The `ssl.*` settings of TLS listeners, by Kafka's names (see `tls.rs`).
+    pub ssl: BTreeMap<String, String>,
 }
 
 impl Default for SecuritySettings {
@@ -73,6 +76,7 @@ impl Default for SecuritySettings {
             connections_max_reauth_ms: 0,
             failed_authentication_delay_ms: 100,
             per_listener: BTreeMap::new(),
+            ssl: BTreeMap::new(),
         }
     }
 }
@@ -102,6 +106,10 @@ impl SecuritySettings {
             "connections.max.reauth.ms" => number().map(|v| self.connections_max_reauth_ms = v),
             "connection.failed.authentication.delay.ms" => {
                 number().map(|v| self.failed_authentication_delay_ms = v)
+            }
+            _ if tls::SETTINGS.contains(&key) => {
+                self.ssl.insert(key.to_string(), value.to_string());
+                Ok(())
             }
             _ => {
                 let rest = key.strip_prefix("listener.name.")?;
@@ -151,6 +159,14 @@ impl SecuritySettings {
                 self.failed_authentication_delay_ms
             ),
         ];
+        for (name, value) in &self.ssl {
+            let shown = if name.contains("password") {
+                "[hidden]"
+            } else {
+                value.as_str()
+            };
+            lines.push(format!("{name} = {shown}"));
+        }
         for (listener, settings) in &self.per_listener {
             for (name, value) in settings {
                 let shown = if name.ends_with("jaas.config") {

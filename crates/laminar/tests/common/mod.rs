@@ -412,3 +412,44 @@ pub fn assert_exactly_once_output(addr: &str, topic: &str, partitions: i32, n: u
     );
     assert_eq!(seen.len(), n);
 }
+
+/// Writes `n` records to `topic` as the client `config` (idempotent), then reads them back
+/// in a group and checks each is as written (sizes vary up to 700 bytes).
+pub fn write_and_read_as(config: &rdkafka::config::ClientConfig, topic: &str, n: usize) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = config.clone().set("enable.idempotence", "true").create().unwrap();
+    block(async {
+        for i in 0..n {
+            let v = format!("{topic}-{i}-{}", "x".repeat(i % 700));
+            p.send(
+                FutureRecord::<(), _>::to(topic).payload(&v),
+                std::time::Duration::from_secs(30),
+            )
+            .await
+            .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {e}"));
+        }
+    });
+    let c: rdkafka::consumer::BaseConsumer = config
+        .clone()
+        .set("group.id", format!("{topic}-group"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    rdkafka::consumer::Consumer::subscribe(&c, &[topic]).unwrap();
+    let mut read = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while read.len() < n && std::time::Instant::now() < deadline {
+        if let Some(m) = c.poll(std::time::Duration::from_millis(100)) {
+            let m = m.unwrap();
+            read.push(String::from_utf8(rdkafka::Message::payload(&m).unwrap().to_vec()).unwrap());
+        }
+    }
+    assert_eq!(read.len(), n, "{topic}: every record read back through the group");
+    for (i, v) in read.iter().enumerate() {
+        assert_eq!(
+            v,
+            &format!("{topic}-{i}-{}", "x".repeat(i % 700)),
+            "{topic}: record {i} as written"
+        );
+    }
+}

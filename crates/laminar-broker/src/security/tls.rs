@@ -1,0 +1,125 @@
+//! The TLS of SSL and SASL_SSL listeners, from Kafka's `ssl.*` settings with PEM files: the
+//! keystore holds the private key and the certificate chain (`ssl.keystore.type=PEM`,
+//! `ssl.keystore.location`, or the two inline as `ssl.keystore.key` and
+//! `ssl.keystore.certificate.chain`); the truststore the certificates client certificates
+//! must chain to (`ssl.truststore.location`), for `ssl.client.auth`.
+
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+
+use super::SecuritySettings;
+
+/// The `ssl.*` settings read.
+pub const SETTINGS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.keystore.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
+];
+
+/// rustls's configuration for a TLS listener, from the settings.
+pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerConfig>, String> {
+    let ssl = &settings.ssl;
+    let get = |k: &str| ssl.get(k).map(String::as_str);
+    for (key, want) in [("ssl.keystore.type", "PEM"), ("ssl.truststore.type", "PEM")] {
+        if let Some(t) = get(key) {
+            if !t.eq_ignore_ascii_case(want) {
+                return Err(format!("{key}={t}: only PEM is supported"));
+            }
+        }
+    }
+    if get("ssl.key.password").is_some_and(|p| !p.is_empty()) {
+        return Err("ssl.key.password: encrypted private keys are not supported; give the key unencrypted (PKCS#8 or PKCS#1 PEM)".into());
+    }
+    let (chain_pem, key_pem) =
+        match (
+            get("ssl.keystore.location"),
+            get("ssl.keystore.certificate.chain"),
+            get("ssl.keystore.key"),
+        ) {
+            (Some(path), None, None) => {
+                let text = std::fs::read(path).map_err(|e| format!("ssl.keystore.location {path}: {e}"))?;
+                (text.clone(), text)
+            }
+            (None, Some(chain), Some(key)) => (chain.as_bytes().to_vec(), key.as_bytes().to_vec()),
+            _ => return Err(
+                "a TLS listener needs ssl.keystore.location (a PEM file of its key and certificate chain), \
+                 or ssl.keystore.key and ssl.keystore.certificate.chain"
+                    .into(),
+            ),
+        };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&chain_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("the keystore's certificates: {e}"))?;
+    if chain.is_empty() {
+        return Err("the keystore holds no certificate".into());
+    }
+    let key =
+        PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| format!("the keystore's private key: {e}"))?;
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match get("ssl.enabled.protocols") {
+        None => vec![&rustls::version::TLS13, &rustls::version::TLS12],
+        Some(list) => list
+            .split(',')
+            .map(|v| match v.trim() {
+                "TLSv1.3" => Ok(&rustls::version::TLS13),
+                "TLSv1.2" => Ok(&rustls::version::TLS12),
+                other => Err(format!(
+                    "ssl.enabled.protocols: {other} is not supported (TLSv1.2, TLSv1.3)"
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS versions: {e}"))?;
+    let client_auth = get("ssl.client.auth").unwrap_or("none");
+    let builder = match client_auth {
+        "none" => builder.with_no_client_auth(),
+        "required" | "requested" => {
+            let mut roots = rustls::RootCertStore::empty();
+            let pem = match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
+                (Some(path), _) => {
+                    std::fs::read(path).map_err(|e| format!("ssl.truststore.location {path}: {e}"))?
+                }
+                (None, Some(inline)) => inline.as_bytes().to_vec(),
+                (None, None) => {
+                    return Err(format!(
+                        "ssl.client.auth={client_auth} needs ssl.truststore.location"
+                    ))
+                }
+            };
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| format!("the truststore: {e}"))?;
+                roots.add(cert).map_err(|e| format!("the truststore: {e}"))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if client_auth == "requested" {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| format!("client certificates: {e}"))?,
+            )
+        }
+        other => return Err(format!("ssl.client.auth={other}: required, requested or none")),
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    Ok(Arc::new(config))
+}
