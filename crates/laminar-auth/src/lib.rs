@@ -3,6 +3,7 @@
 //! state of its own: the broker gives it the users (SCRAM credentials from the cluster
 //! metadata, PLAIN passwords from a listener's JAAS configuration) through [`Users`].
 
+pub mod acl;
 pub mod jaas;
 pub mod sasl;
 pub mod scram;

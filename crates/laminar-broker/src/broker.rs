@@ -45,6 +45,8 @@ pub struct Broker {
     pub listeners: Vec<Arc<crate::listeners::Listener>>,
     /// Each listener's SASL exchanges (`None`: a listener without SASL), in the same order.
     pub sasl: Vec<Option<Arc<laminar_auth::Authenticator>>>,
+    /// What each request may do (`authorizer.class.name`).
+    pub authz: Arc<crate::security::authz::Authz>,
     /// What this broker's registration advertises: the inter-broker listener's endpoint and
     /// every listener's.
     pub advertised: laminar_cluster::Advertised,

@@ -9,6 +9,8 @@ use laminar_auth::{Authenticator, Exchange};
 use laminar_protocol::ApiKey;
 
 use crate::listeners::Listener;
+use crate::security::authz::Authz;
+use laminar_auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 /// Kafka's `KafkaPrincipal`: a type and a name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,6 +52,8 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     /// Who sent it: `User:ANONYMOUS` on a listener without authentication.
     pub principal: Principal,
+    /// What it may do.
+    pub authz: Arc<Authz>,
 }
 
 /// What the broker keeps of one connection: where it came in, and who it is.
@@ -141,6 +145,22 @@ impl Session {
 }
 
 impl RequestContext {
+    /// Whether the request's principal, from its host, may do `operation` on the resource.
+    pub fn may(&self, operation: Operation, resource: ResourceType, name: &str) -> bool {
+        self.authz.allows(
+            &self.principal.to_string(),
+            &self.peer.ip().to_string(),
+            operation,
+            resource,
+            name,
+        )
+    }
+
+    /// Whether it may do `operation` on the cluster.
+    pub fn may_on_cluster(&self, operation: Operation) -> bool {
+        self.may(operation, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
     /// The client's host as Kafka reports it in group descriptions (`/127.0.0.1`).
     pub fn client_host(&self) -> String {
         format!("/{}", self.peer.ip())

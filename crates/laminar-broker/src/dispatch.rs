@@ -113,6 +113,7 @@ impl Broker {
             peer: session.peer,
             listener: session.listener.clone(),
             principal,
+            authz: b.authz.clone(),
         };
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
@@ -192,6 +193,9 @@ impl Broker {
             Request::DescribeUserScramCredentials(r) => {
                 handlers::describe_user_scram_credentials::handle(&b.cluster, &ctx, r)
             }
+            Request::DescribeAcls(r) => handlers::acls::describe(&b.cluster, &ctx, r),
+            Request::CreateAcls(r) => handlers::acls::create(&b.cluster, &ctx, r).await,
+            Request::DeleteAcls(r) => handlers::acls::delete(&b.cluster, &ctx, r).await,
             Request::AlterUserScramCredentials(r) => {
                 handlers::alter_user_scram_credentials::handle(&b.cluster, &ctx, r).await
             }

@@ -339,6 +339,7 @@ impl RunningBroker {
             cluster_id: "laminar-cluster".to_string(),
             listeners,
             sasl,
+            authz: crate::security::authz(&config.security, &cluster),
             advertised,
             store,
             topics,

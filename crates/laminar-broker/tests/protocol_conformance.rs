@@ -851,6 +851,22 @@ fn every_advertised_version_round_trips() {
                         call(&mut s, ApiKey::AlterUserScramCredentials, v, next(), &r);
                     assert_eq!(resp.results[0].error_code, 93, "AlterUserScramCredentials v{v}");
                 }
+                // No authorizer: Kafka's SECURITY_DISABLED.
+                29 => {
+                    let resp: DescribeAclsResponse =
+                        call(&mut s, ApiKey::DescribeAcls, v, next(), &acl_requests().0);
+                    assert_eq!(resp.error_code, 54, "DescribeAcls v{v}");
+                }
+                30 => {
+                    let resp: CreateAclsResponse =
+                        call(&mut s, ApiKey::CreateAcls, v, next(), &acl_requests().1);
+                    assert_eq!(resp.results[0].error_code, 54, "CreateAcls v{v}");
+                }
+                31 => {
+                    let resp: DeleteAclsResponse =
+                        call(&mut s, ApiKey::DeleteAcls, v, next(), &acl_requests().2);
+                    assert_eq!(resp.filter_results[0].error_code, 54, "DeleteAcls v{v}");
+                }
                 other => panic!("API {other} has no conformance case"),
             }
         }
@@ -860,4 +876,33 @@ fn every_advertised_version_round_trips() {
 /// Keeps only the known partition of an AddPartitionsToTxn request, so that it is attempted.
 fn t_only_known(r: &mut AddPartitionsToTxnRequest) {
     r.v3_and_below_topics[0].partitions = vec![0];
+}
+
+fn acl_requests() -> (DescribeAclsRequest, CreateAclsRequest, DeleteAclsRequest) {
+    let mut d = DescribeAclsRequest::default();
+    d.resource_type_filter = 2;
+    d.resource_name_filter = Some(sb("t"));
+    d.pattern_type_filter = 3;
+    d.principal_filter = Some(sb("User:alice"));
+    d.host_filter = None;
+    d.operation = 1;
+    d.permission_type = 1;
+    let mut c = create_acls_request::AclCreation::default();
+    c.resource_type = 2;
+    c.resource_name = sb("t");
+    c.resource_pattern_type = 3;
+    c.principal = sb("User:alice");
+    c.host = sb("*");
+    c.operation = 4;
+    c.permission_type = 3;
+    let mut cr = CreateAclsRequest::default();
+    cr.creations = vec![c];
+    let mut f = delete_acls_request::DeleteAclsFilter::default();
+    f.resource_type_filter = 1;
+    f.pattern_type_filter = 1;
+    f.operation = 1;
+    f.permission_type = 1;
+    let mut dr = DeleteAclsRequest::default();
+    dr.filters = vec![f];
+    (d, cr, dr)
 }

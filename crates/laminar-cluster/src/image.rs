@@ -188,6 +188,9 @@ pub struct ClusterImage {
     /// SCRAM credentials (AlterUserScramCredentials), sorted by user and mechanism.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scram: Vec<crate::scram::ScramCredential>,
+    /// ACLs (CreateAcls), sorted, each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acls: Vec<laminar_auth::acl::AclBinding>,
     /// The index of the last command applied (0: none).
     pub version: u64,
 }
@@ -259,6 +262,14 @@ pub enum Command {
         topic: String,
         partition: i32,
         target: Option<Vec<BrokerId>>,
+    },
+    /// CreateAcls: bindings added (one already there stays once).
+    CreateAcls {
+        bindings: Vec<laminar_auth::acl::AclBinding>,
+    },
+    /// DeleteAcls: these bindings removed (the broker found them with the request's filters).
+    DeleteAcls {
+        bindings: Vec<laminar_auth::acl::AclBinding>,
     },
     /// AlterUserScramCredentials: (user, mechanism) pairs removed, then credentials set.
     AlterScramCredentials {
@@ -536,6 +547,16 @@ impl ClusterImage {
             } => self.reassign(topic, *partition, target.as_deref()),
             Command::AlterClientQuotas { changes } => {
                 crate::quotas::apply_changes(&mut self.quotas, changes);
+                CommandResult::ok()
+            }
+            Command::CreateAcls { bindings } => {
+                self.acls.extend(bindings.iter().cloned());
+                self.acls.sort();
+                self.acls.dedup();
+                CommandResult::ok()
+            }
+            Command::DeleteAcls { bindings } => {
+                self.acls.retain(|b| !bindings.contains(b));
                 CommandResult::ok()
             }
             Command::AlterScramCredentials {

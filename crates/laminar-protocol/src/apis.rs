@@ -48,6 +48,9 @@ pub enum ApiKey {
     SaslAuthenticate = 36,
     DescribeUserScramCredentials = 50,
     AlterUserScramCredentials = 51,
+    DescribeAcls = 29,
+    CreateAcls = 30,
+    DeleteAcls = 31,
 }
 
 pub struct ApiSpec {
@@ -332,6 +335,25 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 0,
         first_flexible: 0,
     },
+    // Kafka 4 removed v0 (no pattern types) of the three.
+    ApiSpec {
+        key: ApiKey::DescribeAcls,
+        min_version: 1,
+        max_version: 3,
+        first_flexible: 2,
+    },
+    ApiSpec {
+        key: ApiKey::CreateAcls,
+        min_version: 1,
+        max_version: 3,
+        first_flexible: 2,
+    },
+    ApiSpec {
+        key: ApiKey::DeleteAcls,
+        min_version: 1,
+        max_version: 3,
+        first_flexible: 2,
+    },
 ];
 
 impl ApiKey {
@@ -394,6 +416,9 @@ impl ApiKey {
             ApiKey::SaslAuthenticate => "SaslAuthenticate",
             ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
             ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+            ApiKey::DescribeAcls => "DescribeAcls",
+            ApiKey::CreateAcls => "CreateAcls",
+            ApiKey::DeleteAcls => "DeleteAcls",
         }
     }
 
@@ -429,6 +454,6 @@ mod tests {
             assert_eq!(ApiKey::from_i16(s.key as i16), Some(s.key));
             assert!(s.min_version <= s.max_version);
         }
-        assert_eq!(API_TABLE.len(), 44);
+        assert_eq!(API_TABLE.len(), 47);
     }
 }

@@ -82,6 +82,10 @@ pub enum ErrorCode {
     ResourceNotFound = 91,
     DuplicateResource = 92,
     UnacceptableCredential = 93,
+    TopicAuthorizationFailed = 29,
+    GroupAuthorizationFailed = 30,
+    TransactionalIdAuthorizationFailed = 53,
+    SecurityDisabled = 54,
 }
 
 impl ErrorCode {
@@ -181,6 +185,10 @@ impl ErrorCode {
             ErrorCode::ResourceNotFound => "RESOURCE_NOT_FOUND",
             ErrorCode::DuplicateResource => "DUPLICATE_RESOURCE",
             ErrorCode::UnacceptableCredential => "UNACCEPTABLE_CREDENTIAL",
+            ErrorCode::TopicAuthorizationFailed => "TOPIC_AUTHORIZATION_FAILED",
+            ErrorCode::GroupAuthorizationFailed => "GROUP_AUTHORIZATION_FAILED",
+            ErrorCode::TransactionalIdAuthorizationFailed => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+            ErrorCode::SecurityDisabled => "SECURITY_DISABLED",
         }
     }
 }
@@ -285,6 +293,10 @@ const ALL: &[ErrorCode] = &[
     ErrorCode::ResourceNotFound,
     ErrorCode::DuplicateResource,
     ErrorCode::UnacceptableCredential,
+    ErrorCode::TopicAuthorizationFailed,
+    ErrorCode::GroupAuthorizationFailed,
+    ErrorCode::TransactionalIdAuthorizationFailed,
+    ErrorCode::SecurityDisabled,
 ];
 
 #[cfg(test)]

@@ -528,6 +528,9 @@ fn seed(key: i16, v: i16) -> Vec<u8> {
             r.upsertions = vec![u];
             frame(ApiKey::AlterUserScramCredentials, v, &r)
         }
+        29 => frame(ApiKey::DescribeAcls, v, &acl_requests().0),
+        30 => frame(ApiKey::CreateAcls, v, &acl_requests().1),
+        31 => frame(ApiKey::DeleteAcls, v, &acl_requests().2),
         other => panic!("API {other} has no fuzz seed"),
     }
 }
@@ -705,4 +708,33 @@ fn a_reassignment_request_decodes_its_moves_and_cancellations() {
         r.topics,
         vec![("t".to_string(), vec![(0, Some(vec![2, 3])), (1, None)])]
     );
+}
+
+fn acl_requests() -> (DescribeAclsRequest, CreateAclsRequest, DeleteAclsRequest) {
+    let mut d = DescribeAclsRequest::default();
+    d.resource_type_filter = 2;
+    d.resource_name_filter = Some(sb("t"));
+    d.pattern_type_filter = 3;
+    d.principal_filter = Some(sb("User:alice"));
+    d.host_filter = None;
+    d.operation = 1;
+    d.permission_type = 1;
+    let mut c = create_acls_request::AclCreation::default();
+    c.resource_type = 2;
+    c.resource_name = sb("t");
+    c.resource_pattern_type = 3;
+    c.principal = sb("User:alice");
+    c.host = sb("*");
+    c.operation = 4;
+    c.permission_type = 3;
+    let mut cr = CreateAclsRequest::default();
+    cr.creations = vec![c];
+    let mut f = delete_acls_request::DeleteAclsFilter::default();
+    f.resource_type_filter = 1;
+    f.pattern_type_filter = 1;
+    f.operation = 1;
+    f.permission_type = 1;
+    let mut dr = DeleteAclsRequest::default();
+    dr.filters = vec![f];
+    (d, cr, dr)
 }

@@ -72,6 +72,22 @@ fn start(data: &Path, keystore: &Path) -> Broker {
     panic!("no free ports in five tries");
 }
 
+/// Kafka's `kafka-configs` gives alice a SCRAM-SHA-512 password.
+fn add_alice(tools: &Tools) {
+    tools.ok(
+        "kafka.admin.ConfigCommand",
+        &[
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-512=[iterations=4096,password=alice-secret]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+        ],
+    );
+}
+
 #[test]
 fn ssl_and_sasl_ssl_listeners_serve_real_clients() {
     let tmp = tempfile::tempdir().unwrap();
@@ -87,18 +103,7 @@ fn ssl_and_sasl_ssl_listeners_serve_real_clients() {
 
     // SASL_SSL with SCRAM-SHA-512: the user made over PLAINTEXT with Kafka's tool.
     let tools = Tools::new(&b.plain, tmp.path());
-    tools.ok(
-        "kafka.admin.ConfigCommand",
-        &[
-            "--alter",
-            "--add-config",
-            "SCRAM-SHA-512=[iterations=4096,password=alice-secret]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "alice",
-        ],
-    );
+    add_alice(&tools);
     let mut alice = ssl.clone();
     alice
         .set("bootstrap.servers", &b.sasl_ssl)
@@ -149,4 +154,107 @@ fn ssl_and_sasl_ssl_listeners_serve_real_clients() {
     // And the broker serves on.
     common::write_and_read_as(&ssl, "after", 10);
     b.serve.terminate();
+}
+
+/// Issue 30's acceptance as far as it is built: a `--config` file with Kafka's names (a
+/// PLAINTEXT and a SASL_SSL listener, a PEM keystore, SCRAM-SHA-512, the StandardAuthorizer,
+/// `User:ANONYMOUS` a super user); Kafka's `kafka-configs` makes alice and `kafka-acls` lets
+/// her write topic `t`, over PLAINTEXT; librdkafka as alice over SASL_SSL writes `t`, is
+/// refused on `u` as unauthorized, a wrong password is refused as an authentication failure,
+/// and after a restart alice still authenticates and may still write `t`.
+#[test]
+fn scram_users_and_acls_made_with_kafkas_tools_hold_across_a_restart() {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let tmp = tempfile::tempdir().unwrap();
+    let (keystore, ca) = certificates(tmp.path());
+    let (plain_port, sasl_port) = (free_port(), free_port());
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#""listeners" = "PLAINTEXT://127.0.0.1:{plain_port},SASL_SSL://127.0.0.1:{sasl_port}"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "{}"
+"sasl.enabled.mechanisms" = "SCRAM-SHA-512"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:ANONYMOUS"
+"#,
+            keystore.display()
+        ),
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let plain = format!("127.0.0.1:{plain_port}");
+    let sasl = format!("127.0.0.1:{sasl_port}");
+    let serve = || {
+        common::try_serve_args(&data, &["--config", config.to_str().unwrap()])
+            .expect("the broker starts on its ports")
+    };
+    let broker = serve();
+    let tools = Tools::new(&plain, tmp.path());
+    add_alice(&tools);
+    for t in ["t", "u"] {
+        tools.ok(
+            "org.apache.kafka.tools.TopicCommand",
+            &["--create", "--topic", t, "--partitions", "1"],
+        );
+    }
+    tools.ok(
+        "org.apache.kafka.tools.AclCommand",
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "t",
+        ],
+    );
+    let listed = tools.ok("org.apache.kafka.tools.AclCommand", &["--list", "--topic", "t"]);
+    assert!(
+        listed.contains("User:alice") && listed.contains("WRITE"),
+        "{listed}"
+    );
+
+    let alice = |password: &str| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &sasl)
+            .set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.location", ca.to_str().unwrap())
+            .set("sasl.mechanism", "SCRAM-SHA-512")
+            .set("sasl.username", "alice")
+            .set("sasl.password", password)
+            .set("message.timeout.ms", "10000");
+        c
+    };
+    let produce = |topic: &str| -> Result<(), String> {
+        let p: FutureProducer = alice("alice-secret").create().unwrap();
+        common::block(async {
+            p.send(
+                FutureRecord::<(), _>::to(topic).payload("hello"),
+                Duration::from_secs(15),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| e.to_string())
+        })
+    };
+    produce("t").expect("alice may write t");
+    let refused = produce("u").unwrap_err();
+    assert!(
+        refused.contains("TopicAuthorizationFailed") || refused.contains("authorization"),
+        "{refused}"
+    );
+    let wrong: BaseConsumer = alice("not-hers").create().unwrap();
+    assert!(
+        wrong.fetch_metadata(None, Duration::from_secs(3)).is_err(),
+        "a wrong password gets nothing"
+    );
+
+    broker.terminate();
+    let broker = serve();
+    produce("t").expect("after a restart, alice still authenticates and may write t");
+    assert!(produce("u").is_err());
+    broker.terminate();
 }

@@ -11,8 +11,10 @@ use std::collections::BTreeMap;
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::image::TopicInfo;
 use laminar_cluster::rpc::TopicRequest;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
@@ -25,6 +27,18 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Crea
             .into_iter()
             .filter_map(|(k, v)| v.map(|v| (k, v)))
             .collect();
+        // CREATE on the cluster or on the topic, as Kafka checks it.
+        if !ctx.may_on_cluster(Operation::Create) && !ctx.may(Operation::Create, ResourceType::Topic, &t.name)
+        {
+            out.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            out.error_message = Some(sb(&format!("{} may not create topic {}", ctx.principal, t.name)));
+            if version >= 5 {
+                out.num_partitions = -1;
+                out.replication_factor = -1;
+            }
+            resp.topics.push(out);
+            continue;
+        }
         let created = create_in_cluster(
             changes,
             &t.name,

@@ -23,6 +23,7 @@ use crate::quotas::Quotas;
 use crate::response::RecordsFile;
 use crate::stuck_reads::StuckReads;
 use crate::topics::Topics;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
@@ -314,43 +315,65 @@ pub async fn handle(
 ) -> ResponseFrame<RecordsFile> {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let client_id = ctx.client_id.as_str();
-    let wanted: Arc<Vec<Wanted>> = Arc::new(
-        r.topics
+    let follower = r.replica_id >= 0;
+    // A follower's fetch is a broker's: it needs CLUSTER_ACTION (only brokers have it, with an
+    // authorizer). A consumer's needs READ on each topic; the others are answered
+    // TOPIC_AUTHORIZATION_FAILED, nothing read.
+    if follower && !ctx.may_on_cluster(Operation::ClusterAction) {
+        crate::warn!(
+            "fetch from {client_id} ({}) as broker {}: refused, no CLUSTER_ACTION",
+            ctx.principal,
+            r.replica_id
+        );
+        let mut resp = response(s, ctx, Vec::new(), 0);
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        return encode_fetch(version, correlation_id, resp);
+    }
+    let (wanted, refused): (Vec<Wanted>, Vec<Wanted>) = r
+        .topics
+        .iter()
+        .map(|t| {
+            let meta = match (&t.name, t.topic_id) {
+                (Some(name), _) => s.topics.get(name),
+                (None, Some(id)) => s.topics.by_id(&id),
+                _ => None,
+            };
+            Wanted {
+                name: meta
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .or(t.name.clone())
+                    .unwrap_or_default(),
+                topic_id: meta.as_ref().map(|m| m.uuid()).or(t.topic_id).unwrap_or_default(),
+                known: meta.is_some(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| WantedPartition {
+                        partition: p.partition,
+                        fetch_offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes,
+                        current_epoch: p.current_leader_epoch,
+                        last_fetched_epoch: p.last_fetched_epoch,
+                    })
+                    .collect(),
+            }
+        })
+        .partition(|w| follower || ctx.may(Operation::Read, ResourceType::Topic, &w.name));
+    let wanted = Arc::new(wanted);
+    let refused_topic = |w: &Wanted| FetchTopicResponse {
+        name: w.name.clone(),
+        topic_id: w.topic_id,
+        partitions: w
+            .partitions
             .iter()
-            .map(|t| {
-                let meta = match (&t.name, t.topic_id) {
-                    (Some(name), _) => s.topics.get(name),
-                    (None, Some(id)) => s.topics.by_id(&id),
-                    _ => None,
-                };
-                Wanted {
-                    name: meta
-                        .as_ref()
-                        .map(|m| m.name.clone())
-                        .or(t.name.clone())
-                        .unwrap_or_default(),
-                    topic_id: meta.as_ref().map(|m| m.uuid()).or(t.topic_id).unwrap_or_default(),
-                    known: meta.is_some(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| WantedPartition {
-                            partition: p.partition,
-                            fetch_offset: p.fetch_offset,
-                            max_bytes: p.partition_max_bytes,
-                            current_epoch: p.current_leader_epoch,
-                            last_fetched_epoch: p.last_fetched_epoch,
-                        })
-                        .collect(),
-                }
-            })
+            .map(|p| answer(p.partition, ErrorCode::TopicAuthorizationFailed))
             .collect(),
-    );
+    };
     // A follower's fetch offset acknowledges everything before it (on its disk): taken
     // before any read or wait, so that `acks=all` producers waiting on it go on now. Only a
     // registered broker's is: a client naming a follower would otherwise move the high
     // watermark past what that follower holds, and read past it.
-    let follower = r.replica_id >= 0;
     if follower {
         if let Err(why) = registered_follower(s, version, r.replica_id, r.replica_epoch) {
             crate::warn!(
@@ -375,7 +398,7 @@ pub async fn handle(
             Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
             None => r.max_bytes,
         };
-        let (topics, total) = read_unstuck(
+        let (mut topics, total) = read_unstuck(
             s,
             &wanted,
             max_bytes,
@@ -383,6 +406,7 @@ pub async fn handle(
             follower,
         )
         .await;
+        topics.extend(refused.iter().map(refused_topic));
         let any_error = topics
             .iter()
             .flat_map(|t| &t.partitions)

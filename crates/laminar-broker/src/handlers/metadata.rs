@@ -11,6 +11,7 @@ use super::{sb, topic_name, uuid, Encoded};
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::topics::TopicMeta;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::image::{ClusterImage, TopicInfo, NO_LEADER};
 use laminar_protocol::ErrorCode;
 
@@ -138,9 +139,11 @@ pub async fn handle(
     }
     match r.topics {
         None => {
+            // Only the topics the client may describe, as Kafka lists them.
             resp.topics = topics
                 .list()
                 .iter()
+                .filter(|t| ctx.may(Operation::Describe, ResourceType::Topic, &t.name))
                 .map(|t| topic_entry(&image, version, t))
                 .collect()
         }
@@ -156,6 +159,18 @@ pub async fn handle(
                     (None, Some(id)) => topics.by_id(&id),
                     (None, None) => None,
                 };
+                let named = found.as_ref().map(|t| t.name.clone()).or(w.name.clone());
+                if let Some(name) = named.filter(|n| !ctx.may(Operation::Describe, ResourceType::Topic, n)) {
+                    // Whether it exists or not, a client that may not describe it learns
+                    // nothing more (and nothing is created).
+                    resp.topics.push(missing(
+                        version,
+                        Some(name),
+                        w.topic_id,
+                        ErrorCode::TopicAuthorizationFailed,
+                    ));
+                    continue;
+                }
                 if let Some(t) = found {
                     resp.topics.push(topic_entry(&c.image(), version, &t));
                     continue;
@@ -165,7 +180,10 @@ pub async fn handle(
                         .push(missing(version, None, w.topic_id, ErrorCode::UnknownTopicId));
                     continue;
                 };
-                if r.allow_auto_topic_creation && changes.config.auto_create_topics_enable {
+                // Creating it takes CREATE on the cluster or the topic, as Kafka checks it.
+                let may_create = ctx.may_on_cluster(Operation::Create)
+                    || ctx.may(Operation::Create, ResourceType::Topic, &name);
+                if r.allow_auto_topic_creation && changes.config.auto_create_topics_enable && may_create {
                     let created = crate::handlers::create_topics::create_in_cluster(
                         changes,
                         &name,

@@ -1,6 +1,7 @@
 //! One module per Kafka API. Each `handle` takes the request version and correlation id and
 //! returns the encoded response. Version ranges are in `laminar_protocol::API_TABLE`.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_client_quotas;

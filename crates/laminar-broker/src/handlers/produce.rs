@@ -29,6 +29,7 @@ use crate::context::RequestContext;
 use crate::quotas::Quotas;
 use crate::response::{Dispatched, RecordsFile};
 use crate::topics::Topics;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
 use laminar_coordinators::txn::service::Txns;
 use laminar_data::partition::{Partition, Partitions};
@@ -752,7 +753,33 @@ pub async fn handle(
             timeout,
             transactional_id: r.transactional_id.clone(),
         });
+        // A transactional producer must be allowed to WRITE its transactional id, as in Kafka.
+        let txn_allowed = r
+            .transactional_id
+            .as_deref()
+            .is_none_or(|id| ctx.may(Operation::Write, ResourceType::TransactionalId, id));
         for t in r.topics {
+            // Refused partitions are answered without being appended; the others go on.
+            let refused = if !txn_allowed {
+                Some(ErrorCode::TransactionalIdAuthorizationFailed)
+            } else if !ctx.may(Operation::Write, ResourceType::Topic, &t.name) {
+                Some(ErrorCode::TopicAuthorizationFailed)
+            } else {
+                None
+            };
+            if let Some(code) = refused {
+                let mut tr = TopicProduceResponse::default();
+                tr.name = topic_name(&t.name);
+                for p in &t.partitions {
+                    let mut pr = PartitionProduceResponse::default();
+                    pr.index = p.index;
+                    pr.error_code = code.code();
+                    pr.base_offset = -1;
+                    tr.partition_responses.push(pr);
+                }
+                pending.push((t.name, Err(tr)));
+                continue;
+            }
             let handles: Vec<_> = t
                 .partitions
                 .into_iter()
@@ -766,9 +793,16 @@ pub async fn handle(
                     ))
                 })
                 .collect();
-            pending.push((t.name, handles));
+            pending.push((t.name, Ok(handles)));
         }
         for (name, handles) in pending {
+            let handles = match handles {
+                Ok(handles) => handles,
+                Err(refused) => {
+                    resp.responses.push(refused);
+                    continue;
+                }
+            };
             let mut tr = TopicProduceResponse::default();
             tr.name = topic_name(&name);
             for h in handles {

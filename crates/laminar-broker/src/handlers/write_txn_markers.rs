@@ -36,6 +36,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::Operation;
 use laminar_coordinators::txn::complete::{abort_from_client, write_marker};
 use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
@@ -52,7 +53,13 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: WriteTxnMarkersRe
             for &p in partitions {
                 let mut pr = WritableTxnMarkerPartitionResult::default();
                 pr.partition_index = p;
-                pr.error_code = match refused(txns, m.committed, m.coordinator_epoch) {
+                // With an authorizer, only brokers (CLUSTER_ACTION) send markers.
+                let refused = if ctx.may_on_cluster(Operation::ClusterAction) {
+                    refused(txns, m.committed, m.coordinator_epoch)
+                } else {
+                    Some(ErrorCode::ClusterAuthorizationFailed.code())
+                };
+                pr.error_code = match refused {
                     Some(code) => code,
                     // Alone, this broker writes its own markers: an abort from the wire is
                     // a client's, and may not end a transaction behind its coordinator.

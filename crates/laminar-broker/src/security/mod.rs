@@ -3,6 +3,7 @@
 //! on the listeners whose protocol is SASL_PLAINTEXT or SASL_SSL. The exchanges themselves
 //! are `laminar-auth`'s; the SASL requests' handlers are `handlers::sasl_*`.
 
+pub mod authz;
 pub mod tls;
 pub mod users;
 
@@ -13,6 +14,17 @@ use laminar_auth::Authenticator;
 use laminar_cluster::Cluster;
 
 use crate::listeners::{Listener, SecurityProtocol};
+
+/// The authorizer requests are checked with.
+pub fn authz(settings: &SecuritySettings, cluster: &Arc<Cluster>) -> Arc<authz::Authz> {
+    Arc::new(authz::Authz {
+        authorizer: settings.authorizer.then(|| laminar_auth::acl::Authorizer {
+            super_users: settings.super_users.clone(),
+            allow_if_no_acl: settings.allow_everyone_if_no_acl_found,
+        }),
+        cluster: cluster.clone(),
+    })
+}
 
 /// Each listener's SASL exchanges, in the order of `listeners` (`None` for a listener
 /// without SASL), or why the settings cannot serve.
@@ -67,6 +79,12 @@ pub struct SecuritySettings {
     pub per_listener: BTreeMap<String, BTreeMap<String, String>>,
     /// The `ssl.*` settings of TLS listeners, by Kafka's names (see `tls.rs`).
     pub ssl: BTreeMap<String, String>,
+    /// `authorizer.class.name` set to Kafka's standard authorizer.
+    pub authorizer: bool,
+    /// `super.users`: `User:NAME;User:OTHER`.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_everyone_if_no_acl_found: bool,
 }
 
 impl Default for SecuritySettings {
@@ -77,6 +95,9 @@ impl Default for SecuritySettings {
             failed_authentication_delay_ms: 100,
             per_listener: BTreeMap::new(),
             ssl: BTreeMap::new(),
+            authorizer: false,
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
         }
     }
 }
@@ -107,6 +128,34 @@ impl SecuritySettings {
             "connection.failed.authentication.delay.ms" => {
                 number().map(|v| self.failed_authentication_delay_ms = v)
             }
+            "authorizer.class.name" => match value.trim() {
+                "" => {
+                    self.authorizer = false;
+                    Ok(())
+                }
+                v if authz::STANDARD_AUTHORIZERS.contains(&v) => {
+                    self.authorizer = true;
+                    Ok(())
+                }
+                v => Err(format!(
+                    "authorizer.class.name={v}: only Kafka's standard authorizer is supported ({})",
+                    authz::STANDARD_AUTHORIZERS[0]
+                )),
+            },
+            "super.users" => {
+                self.super_users = value
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                Ok(())
+            }
+            "allow.everyone.if.no.acl.found" => value
+                .trim()
+                .parse::<bool>()
+                .map(|v| self.allow_everyone_if_no_acl_found = v)
+                .map_err(|_| format!("{key}: {value:?} is not true or false")),
             _ if tls::SETTINGS.contains(&key) => {
                 self.ssl.insert(key.to_string(), value.to_string());
                 Ok(())
@@ -149,6 +198,19 @@ impl SecuritySettings {
     /// hold passwords.
     pub fn describe(&self) -> Vec<String> {
         let mut lines = vec![
+            format!(
+                "authorizer.class.name = {}",
+                if self.authorizer {
+                    authz::STANDARD_AUTHORIZERS[0]
+                } else {
+                    ""
+                }
+            ),
+            format!("super.users = {}", self.super_users.join(";")),
+            format!(
+                "allow.everyone.if.no.acl.found = {}",
+                self.allow_everyone_if_no_acl_found
+            ),
             format!(
                 "sasl.enabled.mechanisms = {}",
                 self.sasl_enabled_mechanisms.join(",")

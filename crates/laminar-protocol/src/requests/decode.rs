@@ -248,6 +248,21 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
                 upsertions,
             })
         }
+        ApiKey::DescribeAcls => Request::DescribeAcls(acl_spec(&mut r, true)?),
+        ApiKey::CreateAcls => Request::CreateAcls(CreateAclsRequest {
+            creations: r.array(7, |r| {
+                let spec = acl_spec(r, false)?;
+                r.tagged_fields()?;
+                Ok(spec)
+            })?,
+        }),
+        ApiKey::DeleteAcls => Request::DeleteAcls(DeleteAclsRequest {
+            filters: r.array(7, |r| {
+                let spec = acl_spec(r, true)?;
+                r.tagged_fields()?;
+                Ok(spec)
+            })?,
+        }),
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest {
             include_cluster_authorized_operations: r.bool()?,
             endpoint_type: if v >= 1 { r.i8()? } else { 1 },
@@ -883,6 +898,37 @@ fn alter_client_quotas(r: &mut Reader) -> Result<AlterClientQuotasRequest> {
     Ok(AlterClientQuotasRequest {
         entries,
         validate_only,
+    })
+}
+
+/// An ACL binding (CreateAcls: names are not null) or filter (DescribeAcls, DeleteAcls:
+/// null names match anything), v1+ (with its pattern type).
+fn acl_spec(r: &mut Reader, filter: bool) -> Result<AclFilterSpec> {
+    let resource_type = r.i8()?;
+    let name = if filter {
+        r.nullable_string()?
+    } else {
+        Some(r.string()?)
+    };
+    let pattern_type = r.i8()?;
+    let principal = if filter {
+        r.nullable_string()?
+    } else {
+        Some(r.string()?)
+    };
+    let host = if filter {
+        r.nullable_string()?
+    } else {
+        Some(r.string()?)
+    };
+    Ok(AclFilterSpec {
+        resource_type,
+        name,
+        pattern_type,
+        principal,
+        host,
+        operation: r.i8()?,
+        permission: r.i8()?,
     })
 }
 

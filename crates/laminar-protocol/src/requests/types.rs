@@ -60,6 +60,32 @@ pub enum Request {
     SaslAuthenticate(SaslAuthenticateRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    DescribeAcls(AclFilterSpec),
+    CreateAcls(CreateAclsRequest),
+    DeleteAcls(DeleteAclsRequest),
+}
+
+/// An ACL binding or filter as the wire carries it: Kafka's numbers for the resource type,
+/// pattern type, operation and permission; `None` names match anything (filters only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AclFilterSpec {
+    pub resource_type: i8,
+    pub name: Option<String>,
+    pub pattern_type: i8,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateAclsRequest {
+    pub creations: Vec<AclFilterSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteAclsRequest {
+    pub filters: Vec<AclFilterSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -30,15 +30,16 @@ pub fn serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Serve {
 
 /// Like [`serve_with`], `None` if the broker exits before it listens (a port taken).
 pub fn try_serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Option<Serve> {
+    let mut args = vec!["--listen", listen];
+    args.extend_from_slice(extra);
+    try_serve_args(dir, &args)
+}
+
+/// `laminar serve --data-dir DIR ARGS` (its listeners from ARGS, a `--config` file for
+/// example), `None` if it exits before it listens.
+pub fn try_serve_args(dir: &Path, extra: &[&str]) -> Option<Serve> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
-        .args([
-            "serve",
-            "--listen",
-            listen,
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
+        .args(["serve", "--metrics-listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .args(extra)
         .stderr(Stdio::piped())

@@ -1,0 +1,416 @@
+//! ACLs with the semantics of Kafka's StandardAuthorizer (KIP-801): a binding allows or denies
+//! a principal, from a host, an operation on resources named literally, by prefix, or all of
+//! a type (the literal `*`). A matching DENY wins; ALLOW on READ, WRITE, DELETE or ALTER
+//! implies DESCRIBE, and ALTER_CONFIGS implies DESCRIBE_CONFIGS; ALL is every operation;
+//! `User:*` is every principal, `*` every host. Super users may do everything; a resource no
+//! binding names is open to all only with `allow.everyone.if.no.acl.found`.
+
+use serde::{Deserialize, Serialize};
+
+/// Kafka's `ResourceType`, by its wire number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ResourceType {
+    Any = 1,
+    Topic = 2,
+    Group = 3,
+    Cluster = 4,
+    TransactionalId = 5,
+    DelegationToken = 6,
+    User = 7,
+}
+
+/// Kafka's `PatternType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PatternType {
+    /// Filters only: any pattern type.
+    Any = 1,
+    /// Filters only: the bindings that apply to a name (literal, `*` or a prefix of it).
+    Match = 2,
+    Literal = 3,
+    Prefixed = 4,
+}
+
+/// Kafka's `AclOperation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Operation {
+    Any = 1,
+    All = 2,
+    Read = 3,
+    Write = 4,
+    Create = 5,
+    Delete = 6,
+    Alter = 7,
+    Describe = 8,
+    ClusterAction = 9,
+    DescribeConfigs = 10,
+    AlterConfigs = 11,
+    IdempotentWrite = 12,
+    CreateTokens = 13,
+    DescribeTokens = 14,
+    TwoPhaseCommit = 15,
+}
+
+/// Kafka's `AclPermissionType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Permission {
+    Any = 1,
+    Deny = 2,
+    Allow = 3,
+}
+
+macro_rules! wire {
+    ($t:ty, $($v:ident),+) => {
+        impl $t {
+            pub fn from_code(code: i8) -> Option<$t> {
+                [$(<$t>::$v),+].into_iter().find(|v| *v as i8 == code)
+            }
+            pub fn code(self) -> i8 {
+                self as i8
+            }
+        }
+    };
+}
+wire!(
+    ResourceType,
+    Any,
+    Topic,
+    Group,
+    Cluster,
+    TransactionalId,
+    DelegationToken,
+    User
+);
+wire!(PatternType, Any, Match, Literal, Prefixed);
+wire!(
+    Operation,
+    Any,
+    All,
+    Read,
+    Write,
+    Create,
+    Delete,
+    Alter,
+    Describe,
+    ClusterAction,
+    DescribeConfigs,
+    AlterConfigs,
+    IdempotentWrite,
+    CreateTokens,
+    DescribeTokens,
+    TwoPhaseCommit
+);
+wire!(Permission, Any, Deny, Allow);
+
+/// The name every literal binding of `*` matches.
+pub const WILDCARD: &str = "*";
+/// The principal every principal matches.
+pub const WILDCARD_PRINCIPAL: &str = "User:*";
+/// The name of the one cluster resource.
+pub const CLUSTER_NAME: &str = "kafka-cluster";
+
+/// One ACL: a resource pattern and an entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AclBinding {
+    pub resource_type: ResourceType,
+    pub name: String,
+    pub pattern: PatternType,
+    /// `User:alice`, or `User:*`.
+    pub principal: String,
+    /// An IP address, or `*`.
+    pub host: String,
+    pub operation: Operation,
+    pub permission: Permission,
+}
+
+/// What DescribeAcls and DeleteAcls select; `None` and the `Any` values match everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclFilter {
+    pub resource_type: ResourceType,
+    pub name: Option<String>,
+    pub pattern: PatternType,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: Operation,
+    pub permission: Permission,
+}
+
+impl AclFilter {
+    pub fn matches(&self, b: &AclBinding) -> bool {
+        let resource_type = self.resource_type == ResourceType::Any || self.resource_type == b.resource_type;
+        let resource = match (self.pattern, &self.name) {
+            (PatternType::Any, None) => true,
+            (PatternType::Any, Some(n)) => &b.name == n,
+            (PatternType::Match, None) => true,
+            (PatternType::Match, Some(n)) => applies_to(b, n),
+            (p, None) => b.pattern == p,
+            (p, Some(n)) => b.pattern == p && &b.name == n,
+        };
+        resource_type
+            && resource
+            && self.principal.as_ref().is_none_or(|p| p == &b.principal)
+            && self.host.as_ref().is_none_or(|h| h == &b.host)
+            && (self.operation == Operation::Any || self.operation == b.operation)
+            && (self.permission == Permission::Any || self.permission == b.permission)
+    }
+}
+
+/// Whether binding `b`'s resource pattern covers the resource named `name` (of its type).
+fn applies_to(b: &AclBinding, name: &str) -> bool {
+    match b.pattern {
+        PatternType::Literal => b.name == name || b.name == WILDCARD,
+        PatternType::Prefixed => name.starts_with(b.name.as_str()),
+        PatternType::Any | PatternType::Match => false,
+    }
+}
+
+/// Whether an entry with operation `granted` covers a request for `wanted`.
+fn covers(granted: Operation, wanted: Operation, permission: Permission) -> bool {
+    if granted == Operation::All || granted == wanted {
+        return true;
+    }
+    // Implications hold for ALLOW only: DENY READ does not deny DESCRIBE.
+    permission == Permission::Allow
+        && match wanted {
+            Operation::Describe => matches!(
+                granted,
+                Operation::Read | Operation::Write | Operation::Delete | Operation::Alter
+            ),
+            Operation::DescribeConfigs => granted == Operation::AlterConfigs,
+            _ => false,
+        }
+}
+
+/// The authorizer's settings and its bindings.
+#[derive(Debug, Clone, Default)]
+pub struct Authorizer {
+    /// `super.users`: principals that may do everything.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_if_no_acl: bool,
+}
+
+/// Who asks, and from where.
+pub struct Requester<'a> {
+    /// `User:alice`.
+    pub principal: &'a str,
+    pub host: &'a str,
+}
+
+impl Authorizer {
+    /// Whether `who` may do `operation` on the resource `resource_type`:`name`, given
+    /// `acls`.
+    pub fn authorize(
+        &self,
+        acls: &[AclBinding],
+        who: &Requester<'_>,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        if self.super_users.iter().any(|s| s == who.principal) {
+            return true;
+        }
+        let mut any_acl = false;
+        let mut allowed = false;
+        for b in acls
+            .iter()
+            .filter(|b| b.resource_type == resource_type && applies_to(b, name))
+        {
+            any_acl = true;
+            let principal = b.principal == who.principal || b.principal == WILDCARD_PRINCIPAL;
+            let host = b.host == WILDCARD || b.host == who.host;
+            if !(principal && host && covers(b.operation, operation, b.permission)) {
+                continue;
+            }
+            match b.permission {
+                Permission::Deny => return false,
+                Permission::Allow => allowed = true,
+                Permission::Any => {}
+            }
+        }
+        allowed || (!any_acl && self.allow_if_no_acl)
+    }
+
+    /// Whether `who` may do `operation` on some resource of `resource_type` (Kafka's
+    /// `authorizeByResourceType`, e.g. IDEMPOTENT_WRITE for an idempotent producer that may
+    /// WRITE some topic): some ALLOW applies to it and no DENY covers every such resource.
+    pub fn authorize_any(
+        &self,
+        acls: &[AclBinding],
+        who: &Requester<'_>,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        if self.super_users.iter().any(|s| s == who.principal) {
+            return true;
+        }
+        let mine = |b: &&AclBinding| {
+            b.resource_type == resource_type
+                && (b.principal == who.principal || b.principal == WILDCARD_PRINCIPAL)
+                && (b.host == WILDCARD || b.host == who.host)
+                && covers(b.operation, operation, b.permission)
+        };
+        let denied_all = acls.iter().filter(mine).any(|b| {
+            b.permission == Permission::Deny && b.pattern == PatternType::Literal && b.name == WILDCARD
+        });
+        if denied_all {
+            return false;
+        }
+        acls.iter().filter(mine).any(|b| {
+            b.permission == Permission::Allow
+                // An allowed name some DENY covers does not count.
+                && !acls.iter().filter(mine).any(|d| {
+                    d.permission == Permission::Deny && d.pattern == b.pattern && d.name == b.name
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(
+        rt: ResourceType,
+        name: &str,
+        pattern: PatternType,
+        principal: &str,
+        op: Operation,
+        perm: Permission,
+    ) -> AclBinding {
+        AclBinding {
+            resource_type: rt,
+            name: name.into(),
+            pattern,
+            principal: principal.into(),
+            host: "*".into(),
+            operation: op,
+            permission: perm,
+        }
+    }
+
+    fn alice() -> Requester<'static> {
+        Requester {
+            principal: "User:alice",
+            host: "10.0.0.1",
+        }
+    }
+
+    #[test]
+    fn standard_authorizer_semantics() {
+        use Operation::*;
+        use PatternType::*;
+        use Permission::*;
+        use ResourceType::*;
+        let a = Authorizer {
+            super_users: vec!["User:admin".into()],
+            allow_if_no_acl: false,
+        };
+        let acls = vec![
+            acl(Topic, "t", Literal, "User:alice", Write, Allow),
+            acl(Topic, "logs-", Prefixed, "User:alice", Read, Allow),
+            acl(Topic, "logs-secret", Literal, "User:*", Read, Deny),
+            acl(Group, "*", Literal, "User:alice", All, Allow),
+            acl(Topic, "cfg", Literal, "User:alice", AlterConfigs, Allow),
+            acl(Topic, "t2", Literal, "User:alice", Read, Deny),
+        ];
+        let who = alice();
+        assert!(a.authorize(&acls, &who, Write, Topic, "t"));
+        assert!(
+            a.authorize(&acls, &who, Describe, Topic, "t"),
+            "WRITE implies DESCRIBE"
+        );
+        assert!(!a.authorize(&acls, &who, Read, Topic, "t"));
+        assert!(!a.authorize(&acls, &who, Write, Topic, "other"), "no ACL: denied");
+        assert!(a.authorize(&acls, &who, Read, Topic, "logs-app"), "a prefix");
+        assert!(
+            !a.authorize(&acls, &who, Read, Topic, "logs-secret"),
+            "a DENY wins"
+        );
+        assert!(
+            a.authorize(&acls, &who, Read, Group, "any-group"),
+            "ALL on the wildcard"
+        );
+        assert!(
+            a.authorize(&acls, &who, DescribeConfigs, Topic, "cfg"),
+            "ALTER_CONFIGS implies DESCRIBE_CONFIGS"
+        );
+        assert!(
+            !a.authorize(&acls, &who, Describe, Topic, "t2"),
+            "DENY READ implies nothing, and nothing allows"
+        );
+        assert!(
+            a.authorize(
+                &acls,
+                &Requester {
+                    principal: "User:admin",
+                    host: "h"
+                },
+                Write,
+                Topic,
+                "x"
+            ),
+            "a super user"
+        );
+        let bob = Requester {
+            principal: "User:bob",
+            host: "10.0.0.1",
+        };
+        assert!(!a.authorize(&acls, &bob, Write, Topic, "t"));
+        // allow.everyone.if.no.acl.found: a resource no binding names is open; one with
+        // bindings for others is not.
+        let open = Authorizer {
+            allow_if_no_acl: true,
+            ..a.clone()
+        };
+        assert!(open.authorize(&acls, &bob, Write, Topic, "unnamed"));
+        assert!(!open.authorize(&acls, &bob, Write, Topic, "t"));
+        // Hosts.
+        let mut from = acls.clone();
+        from.push(AclBinding {
+            host: "10.0.0.9".into(),
+            ..acl(Topic, "h", Literal, "User:alice", Write, Allow)
+        });
+        assert!(!a.authorize(&from, &who, Write, Topic, "h"));
+        // By resource type: alice may write some topic.
+        assert!(a.authorize_any(&acls, &who, Write, Topic));
+        assert!(!a.authorize_any(&acls, &bob, Write, Topic));
+    }
+
+    #[test]
+    fn filters_select_as_kafka_does() {
+        use PatternType::*;
+        let b = acl(
+            ResourceType::Topic,
+            "logs-",
+            Prefixed,
+            "User:alice",
+            Operation::Read,
+            Permission::Allow,
+        );
+        let all = AclFilter {
+            resource_type: ResourceType::Any,
+            name: None,
+            pattern: Any,
+            principal: None,
+            host: None,
+            operation: Operation::Any,
+            permission: Permission::Any,
+        };
+        assert!(all.matches(&b));
+        let matching = AclFilter {
+            name: Some("logs-app".into()),
+            pattern: Match,
+            ..all.clone()
+        };
+        assert!(matching.matches(&b));
+        let literal = AclFilter {
+            name: Some("logs-".into()),
+            pattern: Literal,
+            ..all.clone()
+        };
+        assert!(!literal.matches(&b));
+        assert_eq!(Operation::from_code(8), Some(Operation::Describe));
+        assert_eq!(ResourceType::from_code(5), Some(ResourceType::TransactionalId));
+    }
+}
