@@ -156,6 +156,16 @@ impl RequestContext {
         )
     }
 
+    /// Whether it may do `operation` on some resource of the type.
+    pub fn may_any(&self, operation: Operation, resource: ResourceType) -> bool {
+        self.authz.allows_any(
+            &self.principal.to_string(),
+            &self.peer.ip().to_string(),
+            operation,
+            resource,
+        )
+    }
+
     /// Whether it may do `operation` on the cluster.
     pub fn may_on_cluster(&self, operation: Operation) -> bool {
         self.may(operation, ResourceType::Cluster, CLUSTER_NAME)

@@ -115,6 +115,25 @@ impl Broker {
             principal,
             authz: b.authz.clone(),
         };
+        // A group request the principal may not make is refused whole, in its own shape.
+        let denied = crate::security::authz::whole_request(&request)
+            .into_iter()
+            .find(|(op, resource, name, _)| !ctx.may(*op, *resource, name))
+            .map(|(.., code)| code);
+        if let Some(code) = denied {
+            if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code) {
+                return refused
+                    .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
+                    .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
+            }
+        }
+        if let Some(op) = handlers::cluster_refused::needs(&request) {
+            if !ctx.may_on_cluster(op) {
+                return handlers::cluster_refused::refuse(&request, v, c)
+                    .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
+                    .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
+            }
+        }
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
             Request::Metadata(r) => handlers::metadata::handle(&b.changes(), &b.cluster_id, &ctx, r).await,

@@ -22,6 +22,9 @@ pub enum BrokerError {
     InvalidRequest(String),
     #[error("{0}")]
     UnknownTopicOrPartition(String),
+    /// The principal may not do it (TOPIC_ or CLUSTER_AUTHORIZATION_FAILED).
+    #[error("{} ({})", .0.name(), "not authorized")]
+    Authorization(ErrorCode),
     /// The control plane: the controller refused it or did not answer.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -36,6 +39,7 @@ impl BrokerError {
             BrokerError::InvalidReplicationFactor(_) => ErrorCode::InvalidReplicationFactor,
             BrokerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
             BrokerError::UnknownTopicOrPartition(_) => ErrorCode::UnknownTopicOrPartition,
+            BrokerError::Authorization(code) => *code,
             BrokerError::Cluster(e) => e.code(),
         }
     }

@@ -15,6 +15,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::TopicPartition;
 use laminar_coordinators::txn::complete::add_partitions;
 use laminar_coordinators::txn::offsets_partition;
@@ -33,7 +34,36 @@ pub async fn handle(
         let Some(txn) = r.transactions.first() else {
             return responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp);
         };
-        resp.results_by_topic_v3_and_below = handle_one(txns, topics, version, txn).await;
+        // A client's: WRITE on its transactional id, then on each topic (the partitions of
+        // the others are not attempted), as Kafka checks them.
+        let denied = if !ctx.may(
+            Operation::Write,
+            ResourceType::TransactionalId,
+            &txn.producer.transactional_id,
+        ) {
+            Some(None)
+        } else if txn
+            .topics
+            .iter()
+            .any(|(t, _)| !ctx.may(Operation::Write, ResourceType::Topic, t))
+        {
+            Some(Some(()))
+        } else {
+            None
+        };
+        resp.results_by_topic_v3_and_below = match denied {
+            None => handle_one(txns, topics, version, txn).await,
+            Some(topic_level) => results(txn, |t| match topic_level {
+                None => ErrorCode::TransactionalIdAuthorizationFailed,
+                Some(()) if !ctx.may(Operation::Write, ResourceType::Topic, t) => {
+                    ErrorCode::TopicAuthorizationFailed
+                }
+                Some(()) => ErrorCode::OperationNotAttempted,
+            }),
+        };
+    } else if !ctx.may_on_cluster(Operation::ClusterAction) {
+        // A partition leader's: brokers only.
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
     } else {
         // A partition leader's, for its producers' transactional batches (KIP-890).
         resp.error_code = txns.epoch().err().unwrap_or(ErrorCode::None).code();
@@ -99,6 +129,19 @@ async fn handle_one(
         };
         done.err().unwrap_or(ErrorCode::None)
     };
+    results_by(txn, |t, p| code_for(t, p, code))
+}
+
+/// Every partition of the transaction answered with its topic's code.
+fn results(txn: &TxnPartitions, code: impl Fn(&str) -> ErrorCode) -> Vec<AddPartitionsToTxnTopicResult> {
+    results_by(txn, |t, _| code(t))
+}
+
+/// Every partition of the transaction answered with its code.
+fn results_by(
+    txn: &TxnPartitions,
+    code: impl Fn(&str, i32) -> ErrorCode,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     txn.topics
         .iter()
         .map(|(t, ps)| {
@@ -109,7 +152,7 @@ async fn handle_one(
                 .map(|p| {
                     let mut pr = AddPartitionsToTxnPartitionResult::default();
                     pr.partition_index = *p;
-                    pr.partition_error_code = code_for(t, *p, code).code();
+                    pr.partition_error_code = code(t, *p).code();
                     pr
                 })
                 .collect();

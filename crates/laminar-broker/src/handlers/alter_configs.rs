@@ -21,6 +21,7 @@ use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::dynamic_configs::Level;
 use crate::error::BrokerError;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::image::ConfigTarget;
 use laminar_cluster::ClusterError;
 use laminar_protocol::ErrorCode;
@@ -44,7 +45,18 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Alte
     let mut results: Vec<(i8, String, i16, Option<String>)> = Vec::new();
     for res in r.resources {
         // A topic's configs, and the dynamic broker configs, change through the controller.
+        let allowed = match res.resource_type {
+            RESOURCE_TOPIC => ctx.may(Operation::AlterConfigs, ResourceType::Topic, &res.resource_name),
+            _ => ctx.may_on_cluster(Operation::AlterConfigs),
+        };
         let outcome = match res.resource_type {
+            _ if !allowed => Err(BrokerError::Authorization(
+                if res.resource_type == RESOURCE_TOPIC {
+                    ErrorCode::TopicAuthorizationFailed
+                } else {
+                    ErrorCode::ClusterAuthorizationFailed
+                },
+            )),
             RESOURCE_TOPIC => alter_topic(changes, &res, incremental, validate_only).await,
             RESOURCE_BROKER => alter_broker(changes, &res, incremental, validate_only).await,
             other => Err(BrokerError::InvalidRequest(format!(

@@ -9,7 +9,9 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, Encoded};
 use crate::applied::AppliedImages;
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     cluster: &Cluster,
@@ -23,7 +25,10 @@ pub async fn handle(
     for (name, count) in r.topics {
         let mut out = CreatePartitionsTopicResult::default();
         out.name = topic_name(&name);
-        if let Err(e) = cluster.add_partitions_here(&name, count, r.validate_only).await {
+        if !ctx.may(Operation::Alter, ResourceType::Topic, &name) {
+            out.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            out.error_message = Some(sb(&format!("{} may not alter topic {name}", ctx.principal)));
+        } else if let Err(e) = cluster.add_partitions_here(&name, count, r.validate_only).await {
             out.error_code = e.code().code();
             out.error_message = Some(sb(&e.to_string()));
         }

@@ -9,6 +9,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
@@ -17,7 +18,11 @@ pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: DeleteGroupsR
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DeleteGroupsResponse::default();
     for g in r.groups {
-        let mut code = groups.coordinator.delete_group_check(&g);
+        let mut code = if ctx.may(Operation::Delete, ResourceType::Group, &g) {
+            groups.coordinator.delete_group_check(&g)
+        } else {
+            ErrorCode::GroupAuthorizationFailed
+        };
         if code == ErrorCode::None {
             code = groups
                 .persist_records(vec![GroupRecord::GroupDeleted { group: g.clone() }])

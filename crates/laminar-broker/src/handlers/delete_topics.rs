@@ -9,6 +9,7 @@ use super::{sb, topic_name, uuid, Encoded};
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_protocol::ErrorCode;
 
 pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
@@ -29,6 +30,12 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Dele
             .map(topic_name);
         if let Some(id) = t.topic_id.filter(|_| version >= 6) {
             out.topic_id = uuid(id);
+        }
+        let named = meta.as_ref().map(|m| m.name.clone()).or(t.name.clone());
+        if named.is_some_and(|n| !ctx.may(Operation::Delete, ResourceType::Topic, &n)) {
+            out.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            resp.responses.push(out);
+            continue;
         }
         let Some(meta) = meta else {
             out.error_code = if t.name.as_deref().is_some_and(|n| !n.is_empty()) {

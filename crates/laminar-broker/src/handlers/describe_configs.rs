@@ -16,6 +16,7 @@ use crate::context::RequestContext;
 use crate::dynamic_configs::{DynamicConfigs, DYNAMIC_SETTINGS};
 use crate::topics::Topics;
 use crate::topics::TOPIC_CONFIGS;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -225,6 +226,24 @@ pub fn handle(
                 .as_ref()
                 .is_none_or(|keys| keys.iter().any(|k| k == name))
         };
+        let allowed = match res.resource_type {
+            RESOURCE_TOPIC => ctx.may(
+                Operation::DescribeConfigs,
+                ResourceType::Topic,
+                &res.resource_name,
+            ),
+            _ => ctx.may_on_cluster(Operation::DescribeConfigs),
+        };
+        if !allowed {
+            out.error_code = if res.resource_type == RESOURCE_TOPIC {
+                ErrorCode::TopicAuthorizationFailed
+            } else {
+                ErrorCode::ClusterAuthorizationFailed
+            }
+            .code();
+            resp.results.push(out);
+            continue;
+        }
         match res.resource_type {
             RESOURCE_TOPIC => match topics.get(&res.resource_name) {
                 Some(t) => {

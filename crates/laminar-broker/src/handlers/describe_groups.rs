@@ -7,6 +7,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::Coordinator;
 use laminar_coordinators::groups::GroupState;
 
@@ -17,6 +18,11 @@ pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroups
     for id in r.groups {
         let mut d = DescribedGroup::default();
         d.group_id = GroupId(sb(&id));
+        if !ctx.may(Operation::Describe, ResourceType::Group, &id) {
+            d.error_code = laminar_protocol::ErrorCode::GroupAuthorizationFailed.code();
+            resp.groups.push(d);
+            continue;
+        }
         match groups.get(&id) {
             None => d.group_state = sb(GroupState::Dead.name()),
             Some(g) => {

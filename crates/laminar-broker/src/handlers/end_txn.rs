@@ -11,13 +11,24 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::txn::complete::{run, Written};
 use laminar_coordinators::txn::decide_end;
 use laminar_coordinators::txn::service::Txns;
+use laminar_protocol::ErrorCode;
 
 pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: EndTxnRequest) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let pr = &r.producer;
+    if !ctx.may(
+        Operation::Write,
+        ResourceType::TransactionalId,
+        &pr.transactional_id,
+    ) {
+        let mut resp = EndTxnResponse::default();
+        resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
+        return responses::encode(ApiKey::EndTxn, version, correlation_id, &resp);
+    }
     let now = laminar_storage::now_ms();
     let mut allocate = || txns.producer_ids.allocate();
     let bump = version >= 5;

@@ -8,6 +8,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
@@ -36,6 +37,14 @@ pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest
         (e, _) => (e, (-1, String::new(), -1)),
     };
     let host = host.as_str();
+    // DESCRIBE on the group or transactional id, as Kafka checks it.
+    let denied = |key: &str| match r.key_type {
+        0 => (!ctx.may(Operation::Describe, ResourceType::Group, key))
+            .then_some(ErrorCode::GroupAuthorizationFailed),
+        1 => (!ctx.may(Operation::Describe, ResourceType::TransactionalId, key))
+            .then_some(ErrorCode::TransactionalIdAuthorizationFailed),
+        _ => None,
+    };
     if version >= 4 {
         resp.coordinators = r
             .keys
@@ -43,13 +52,26 @@ pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest
             .map(|k| {
                 let mut c = Coordinator::default();
                 c.key = sb(k);
-                c.error_code = error.code();
-                c.node_id = BrokerId(node_id);
-                c.host = sb(host);
-                c.port = port;
+                match denied(k) {
+                    Some(code) => {
+                        c.error_code = code.code();
+                        c.node_id = BrokerId(-1);
+                        c.port = -1;
+                    }
+                    None => {
+                        c.error_code = error.code();
+                        c.node_id = BrokerId(node_id);
+                        c.host = sb(host);
+                        c.port = port;
+                    }
+                }
                 c
             })
             .collect();
+    } else if let Some(code) = r.keys.first().and_then(|k| denied(k)) {
+        resp.error_code = code.code();
+        resp.node_id = BrokerId(-1);
+        resp.port = -1;
     } else {
         resp.error_code = error.code();
         resp.node_id = BrokerId(node_id);

@@ -9,6 +9,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::Encoded;
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::txn::complete::{run, Written};
 use laminar_coordinators::txn::service::Txns;
 use laminar_coordinators::txn::{decide_init, TxnStatus};
@@ -19,6 +20,19 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: InitProducerIdReq
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
+    // A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on
+    // the cluster or WRITE on some topic (KIP-679), as Kafka checks them.
+    let refused = match &r.transactional_id {
+        Some(id) if !id.is_empty() => (!ctx.may(Operation::Write, ResourceType::TransactionalId, id))
+            .then_some(ErrorCode::TransactionalIdAuthorizationFailed),
+        _ => (!ctx.may_on_cluster(Operation::IdempotentWrite)
+            && !ctx.may_any(Operation::Write, ResourceType::Topic))
+        .then_some(ErrorCode::ClusterAuthorizationFailed),
+    };
+    if let Some(code) = refused {
+        resp.error_code = code.code();
+        return responses::encode(ApiKey::InitProducerId, version, correlation_id, &resp);
+    }
     match &r.transactional_id {
         None => {
             // An idempotent producer that already has an id and asks for a new epoch gets a

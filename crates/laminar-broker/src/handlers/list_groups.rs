@@ -7,6 +7,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::Coordinator;
 
 pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: ListGroupsRequest) -> Encoded {
@@ -15,6 +16,12 @@ pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: ListGroupsRequ
     let groups = coordinator.groups.lock().unwrap();
     let mut listed: Vec<ListedGroup> = groups
         .values()
+        // Kafka lists the groups the principal may describe (all of them with DESCRIBE on
+        // the cluster).
+        .filter(|g| {
+            ctx.may_on_cluster(Operation::Describe)
+                || ctx.may(Operation::Describe, ResourceType::Group, &g.id)
+        })
         .filter(|g| {
             r.states_filter.is_empty()
                 || r.states_filter

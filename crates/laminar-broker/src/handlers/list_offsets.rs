@@ -12,6 +12,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
@@ -79,18 +80,33 @@ pub async fn handle(
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let hosted = hosted.clone();
+    // DESCRIBE on each topic, as Kafka checks it.
+    let allowed: Vec<bool> = r
+        .topics
+        .iter()
+        .map(|t| ctx.may(Operation::Describe, ResourceType::Topic, &t.name))
+        .collect();
     // Timestamp lookups read batch headers from disk: the I/O pool, not here.
     let topics = io
         .run(move || {
             r.topics
                 .iter()
-                .map(|t| {
+                .zip(allowed)
+                .map(|(t, allowed)| {
                     let mut tr = ListOffsetsTopicResponse::default();
                     tr.name = topic_name(&t.name);
                     tr.partitions = t
                         .partitions
                         .iter()
                         .map(|p| {
+                            if !allowed {
+                                let mut refused = ListOffsetsPartitionResponse::default();
+                                refused.partition_index = p.partition_index;
+                                refused.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                                refused.offset = -1;
+                                refused.timestamp = -1;
+                                return refused;
+                            }
                             let committed = r.isolation_level == crate::handlers::fetch::READ_COMMITTED;
                             lookup(
                                 &hosted,

@@ -9,6 +9,7 @@ pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod cluster_refused;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

@@ -13,6 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
@@ -44,6 +45,11 @@ pub async fn handle(
                 .map(|(p, offset, epoch, metadata)| {
                     if group_error != ErrorCode::None {
                         return group_error;
+                    }
+                    // READ on the topic, as Kafka checks it (the group's READ was checked
+                    // before: the dispatch refuses the whole request without it).
+                    if !ctx.may(Operation::Read, ResourceType::Topic, &t.name) {
+                        return ErrorCode::TopicAuthorizationFailed;
                     }
                     if !known
                         .as_ref()

@@ -1,0 +1,111 @@
+//! With an authorizer, the admin APIs that act on the whole cluster need an operation on the
+//! cluster resource (ALTER, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS, as Kafka checks them);
+//! without it they are answered CLUSTER_AUTHORIZATION_FAILED in their own shape, nothing done.
+
+use kafka_protocol::messages::alter_client_quotas_response::EntryData;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::{
+    AlterClientQuotasResponse, AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse,
+    DescribeClientQuotasResponse, DescribeLogDirsResponse, DescribeUserScramCredentialsResponse,
+    ElectLeadersResponse, ListPartitionReassignmentsResponse,
+};
+use laminar_auth::acl::Operation;
+use laminar_protocol::requests::Request;
+use laminar_protocol::{responses, ApiKey, ErrorCode};
+
+use super::{sb, Encoded};
+
+/// The operation on the cluster `request` needs, if it is one of these APIs.
+pub fn needs(request: &Request) -> Option<Operation> {
+    Some(match request {
+        Request::ElectLeaders(_)
+        | Request::AlterPartitionReassignments(_)
+        | Request::AlterUserScramCredentials(_) => Operation::Alter,
+        Request::ListPartitionReassignments(_)
+        | Request::DescribeLogDirs(_)
+        | Request::DescribeUserScramCredentials(_) => Operation::Describe,
+        Request::AlterClientQuotas(_) => Operation::AlterConfigs,
+        Request::DescribeClientQuotas(_) => Operation::DescribeConfigs,
+        _ => return None,
+    })
+}
+
+/// `request` refused CLUSTER_AUTHORIZATION_FAILED.
+pub fn refuse(request: &Request, version: i16, correlation_id: i32) -> Encoded {
+    let code = ErrorCode::ClusterAuthorizationFailed.code();
+    let message = Some(sb("Cluster authorization failed."));
+    match request {
+        Request::ElectLeaders(_) => {
+            let mut r = ElectLeadersResponse::default();
+            r.error_code = code;
+            responses::encode(ApiKey::ElectLeaders, version, correlation_id, &r)
+        }
+        Request::AlterPartitionReassignments(_) => {
+            let mut r = AlterPartitionReassignmentsResponse::default();
+            r.error_code = code;
+            r.error_message = message;
+            responses::encode(ApiKey::AlterPartitionReassignments, version, correlation_id, &r)
+        }
+        Request::ListPartitionReassignments(_) => {
+            let mut r = ListPartitionReassignmentsResponse::default();
+            r.error_code = code;
+            r.error_message = message;
+            responses::encode(ApiKey::ListPartitionReassignments, version, correlation_id, &r)
+        }
+        Request::DescribeLogDirs(_) => {
+            // Before v3 there is no error code: nothing is described.
+            let mut r = DescribeLogDirsResponse::default();
+            r.error_code = code;
+            responses::encode(ApiKey::DescribeLogDirs, version, correlation_id, &r)
+        }
+        Request::DescribeClientQuotas(_) => {
+            let mut r = DescribeClientQuotasResponse::default();
+            r.error_code = code;
+            r.error_message = message;
+            responses::encode(ApiKey::DescribeClientQuotas, version, correlation_id, &r)
+        }
+        Request::AlterClientQuotas(req) => {
+            let mut r = AlterClientQuotasResponse::default();
+            r.entries = req
+                .entries
+                .iter()
+                .map(|_| {
+                    let mut e = EntryData::default();
+                    e.error_code = code;
+                    e.error_message = message.clone();
+                    e
+                })
+                .collect();
+            responses::encode(ApiKey::AlterClientQuotas, version, correlation_id, &r)
+        }
+        Request::DescribeUserScramCredentials(_) => {
+            let mut r = DescribeUserScramCredentialsResponse::default();
+            r.error_code = code;
+            r.error_message = message;
+            responses::encode(ApiKey::DescribeUserScramCredentials, version, correlation_id, &r)
+        }
+        Request::AlterUserScramCredentials(req) => {
+            let mut r = AlterUserScramCredentialsResponse::default();
+            let mut users: Vec<&str> = req
+                .deletions
+                .iter()
+                .map(|(u, _)| u.as_str())
+                .chain(req.upsertions.iter().map(|u| u.user.as_str()))
+                .collect();
+            users.sort_unstable();
+            users.dedup();
+            r.results = users
+                .into_iter()
+                .map(|u| {
+                    let mut x = AlterUserScramCredentialsResult::default();
+                    x.user = sb(u);
+                    x.error_code = code;
+                    x.error_message = message.clone();
+                    x
+                })
+                .collect();
+            responses::encode(ApiKey::AlterUserScramCredentials, version, correlation_id, &r)
+        }
+        other => unreachable!("{other:?} needs no operation on the cluster"),
+    }
+}

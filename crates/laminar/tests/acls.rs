@@ -1,0 +1,238 @@
+//! The authorizer with real clients: ACLs made with Kafka's `kafka-acls` over the PLAINTEXT
+//! listener (whose `User:ANONYMOUS` is a super user), then librdkafka as alice over
+//! SASL_PLAINTEXT (PLAIN) gets each of Kafka's authorization errors where her ACLs stop:
+//! produce, fetch, group join and commit, transactions, topic creation and description,
+//! configs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::tools::Tools;
+use common::{free_port, Serve};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
+
+fn start(tmp: &std::path::Path) -> (Serve, String, String) {
+    for _ in 0..5 {
+        let (p, s) = (free_port(), free_port());
+        let config = tmp.join(format!("laminar-{p}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                r#""listeners" = "PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"
+"sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\";"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:ANONYMOUS"
+"#
+            ),
+        )
+        .unwrap();
+        if let Some(b) = common::try_serve_args(
+            &tmp.join(format!("data-{p}")),
+            &["--config", config.to_str().unwrap()],
+        ) {
+            return (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}"));
+        }
+    }
+    panic!("no free ports in five tries");
+}
+
+fn alice(addr: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", addr)
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "PLAIN")
+        .set("sasl.username", "alice")
+        .set("sasl.password", "alice-secret");
+    c
+}
+
+/// The error producing one record to `topic` as alice ends with (`None`: delivered).
+fn produce(addr: &str, topic: &str) -> Option<RDKafkaErrorCode> {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = alice(addr).set("message.timeout.ms", "10000").create().unwrap();
+    common::block(async {
+        match p
+            .send(
+                FutureRecord::<(), _>::to(topic).payload("x"),
+                Duration::from_secs(15),
+            )
+            .await
+        {
+            Ok(_) => None,
+            Err((e, _)) => Some(e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail)),
+        }
+    })
+}
+
+/// The first error alice gets reading `topic` in `group` (`None`: she read a record).
+fn consume(addr: &str, topic: &str, group: &str) -> Option<RDKafkaErrorCode> {
+    let c: BaseConsumer = alice(addr)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        match c.poll(Duration::from_millis(100)) {
+            Some(Ok(_)) => return None,
+            Some(Err(e)) => return e.rdkafka_error_code(),
+            None => {}
+        }
+    }
+    panic!("{topic} in {group}: neither a record nor an error in 20 s");
+}
+
+#[test]
+fn each_api_answers_kafkas_authorization_errors_where_the_acls_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (broker, plain, sasl) = start(tmp.path());
+    let tools = Tools::new(&plain, tmp.path());
+    for t in ["t", "u"] {
+        tools.ok(
+            "org.apache.kafka.tools.TopicCommand",
+            &["--create", "--topic", t, "--partitions", "1"],
+        );
+    }
+    let acl = |args: &[&str]| {
+        let mut all = vec!["--add", "--allow-principal", "User:alice"];
+        all.extend_from_slice(args);
+        tools.ok("org.apache.kafka.tools.AclCommand", &all);
+    };
+    acl(&[
+        "--operation",
+        "Write",
+        "--operation",
+        "Read",
+        "--operation",
+        "DescribeConfigs",
+        "--topic",
+        "t",
+    ]);
+    acl(&["--operation", "Read", "--group", "g"]);
+    // She may find group h's coordinator (DESCRIBE), not join it (READ).
+    acl(&["--operation", "Describe", "--group", "h"]);
+    acl(&[
+        "--operation",
+        "Write",
+        "--operation",
+        "Describe",
+        "--transactional-id",
+        "tx-ok",
+    ]);
+    common::produce_values(&plain, "u", 1, ["u-record".to_string()]);
+
+    // Produce.
+    assert_eq!(produce(&sasl, "t"), None, "alice may write t");
+    let refused = produce(&sasl, "u");
+    assert!(
+        matches!(
+            refused,
+            Some(RDKafkaErrorCode::TopicAuthorizationFailed | RDKafkaErrorCode::MessageTimedOut)
+        ),
+        "alice may not write u: {refused:?}"
+    );
+    // Fetch and groups.
+    assert_eq!(consume(&sasl, "t", "g"), None, "alice may read t in g");
+    assert_eq!(
+        consume(&sasl, "t", "other"),
+        Some(RDKafkaErrorCode::GroupAuthorizationFailed)
+    );
+    assert_eq!(
+        consume(&sasl, "t", "h"),
+        Some(RDKafkaErrorCode::GroupAuthorizationFailed)
+    );
+    assert_eq!(
+        consume(&sasl, "u", "g"),
+        Some(RDKafkaErrorCode::TopicAuthorizationFailed)
+    );
+    // Metadata lists only what she may describe.
+    let c: BaseConsumer = alice(&sasl).create().unwrap();
+    let md = c.fetch_metadata(None, Duration::from_secs(10)).unwrap();
+    let names: Vec<&str> = md.topics().iter().map(|t| t.name()).collect();
+    assert_eq!(names, ["t"]);
+
+    // Transactions.
+    let txn = |id: &str| {
+        let p: ThreadedProducer<DefaultProducerContext> =
+            alice(&sasl).set("transactional.id", id).create().unwrap();
+        p.init_transactions(Duration::from_secs(15))
+            .map_err(|e| e.rdkafka_error_code())
+    };
+    assert_eq!(txn("tx-ok"), Ok(()));
+    assert_eq!(
+        txn("tx-no"),
+        Err(Some(RDKafkaErrorCode::TransactionalIdAuthorizationFailed))
+    );
+
+    // Topic creation and configs, with the Admin API.
+    let admin: AdminClient<DefaultClientContext> = alice(&sasl).create().unwrap();
+    let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let created =
+        common::block(admin.create_topics(&[NewTopic::new("new", 1, TopicReplication::Fixed(1))], &opts))
+            .unwrap();
+    assert_eq!(
+        created[0].as_ref().unwrap_err().1,
+        RDKafkaErrorCode::TopicAuthorizationFailed
+    );
+    // rdkafka does not surface a resource's error in DescribeConfigs: what u's answer holds
+    // is nothing; Kafka's own tool (the Java Admin client) names the error.
+    let described = common::block(admin.describe_configs(
+        [&ResourceSpecifier::Topic("t"), &ResourceSpecifier::Topic("u")],
+        &opts,
+    ))
+    .unwrap();
+    assert!(
+        !described[0].as_ref().unwrap().entries.is_empty(),
+        "alice may describe t's configs"
+    );
+    assert!(
+        described[1].as_ref().map_or(true, |r| r.entries.is_empty()),
+        "nothing of u's"
+    );
+    let props = tmp.path().join("alice.properties");
+    std::fs::write(
+        &props,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"alice\" password=\"alice-secret\";\n",
+    )
+    .unwrap();
+    let as_alice = Tools::new(&sasl, tmp.path());
+    let configs = |topic: &str| {
+        as_alice.run(
+            "kafka.admin.ConfigCommand",
+            &[
+                "--describe",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                topic,
+                "--command-config",
+                props.to_str().unwrap(),
+            ],
+        )
+    };
+    let t = configs("t");
+    assert!(
+        t.ok && t.stdout.contains("Dynamic configs for topic t"),
+        "{}\n{}",
+        t.stdout,
+        t.stderr
+    );
+    // The tool looks the topic up first: alice may not describe u, so to her it does not
+    // exist (as Kafka hides it), and nothing of it is shown.
+    let u = configs("u");
+    let said = format!("{}{}", u.stdout, u.stderr);
+    assert!(
+        said.contains("TopicAuthorizationException") || said.contains("'u' doesn't exist"),
+        "{said}"
+    );
+    broker.terminate();
+}
