@@ -5,6 +5,7 @@
 
 pub mod acl;
 pub mod jaas;
+pub mod principal;
 pub mod sasl;
 pub mod scram;
 

@@ -45,6 +45,8 @@ pub struct Broker {
     pub listeners: Vec<Arc<crate::listeners::Listener>>,
     /// Each listener's SASL exchanges (`None`: a listener without SASL), in the same order.
     pub sasl: Vec<Option<Arc<laminar_auth::Authenticator>>>,
+    /// How a TLS client certificate's subject becomes a principal on SSL listeners.
+    pub tls_principals: laminar_auth::principal::MappingRules,
     /// What each request may do (`authorizer.class.name`).
     pub authz: Arc<crate::security::authz::Authz>,
     /// What this broker's registration advertises: the inter-broker listener's endpoint and

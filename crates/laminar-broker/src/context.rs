@@ -89,12 +89,18 @@ pub enum Auth {
 pub struct Refused(pub String);
 
 impl Session {
-    pub fn new(peer: SocketAddr, listener: Arc<Listener>, sasl: Option<Arc<Authenticator>>) -> Session {
+    /// `certified`: the principal a TLS client certificate names (on an SSL listener).
+    pub fn new(
+        peer: SocketAddr,
+        listener: Arc<Listener>,
+        sasl: Option<Arc<Authenticator>>,
+        certified: Option<Principal>,
+    ) -> Session {
         let auth = if sasl.is_some() {
             Auth::Unauthenticated
         } else {
             Auth::Authenticated {
-                principal: Principal::anonymous(),
+                principal: certified.unwrap_or_else(Principal::anonymous),
                 expires: None,
             }
         };

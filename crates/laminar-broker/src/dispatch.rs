@@ -9,7 +9,7 @@ use laminar_protocol::responses::{self, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 
 use crate::broker::Broker;
-use crate::context::{Refused, RequestContext, Session};
+use crate::context::{Principal, Refused, RequestContext, Session};
 use crate::handlers;
 use crate::response::{Dispatched, RecordsFile};
 use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
@@ -22,13 +22,24 @@ impl Service for Broker {
         &self,
         peer: std::net::SocketAddr,
         listener: usize,
-        _tls: Option<&laminar_net::TlsPeer>,
+        tls: Option<&laminar_net::TlsPeer>,
     ) -> Arc<Session> {
-        Arc::new(Session::new(
-            peer,
-            self.listeners[listener].clone(),
-            self.sasl[listener].clone(),
-        ))
+        let l = self.listeners[listener].clone();
+        // On an SSL listener a client certificate names the principal (mutual TLS); on
+        // SASL_SSL the SASL exchange does.
+        let certified = match (l.protocol, tls.and_then(|t| t.certificates.first())) {
+            (crate::listeners::SecurityProtocol::Ssl, Some(der)) => {
+                match laminar_auth::principal::subject_dn(der) {
+                    Ok(dn) => Some(Principal::user(&self.tls_principals.apply(&dn))),
+                    Err(e) => {
+                        crate::warn!("connection from {peer}: {e}; it is User:ANONYMOUS");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        Arc::new(Session::new(peer, l, self.sasl[listener].clone(), certified))
     }
 
     fn kind(&self, frame: &[u8]) -> RequestKind {

@@ -340,6 +340,8 @@ impl RunningBroker {
             listeners,
             sasl,
             authz: crate::security::authz(&config.security, &cluster),
+            tls_principals: crate::security::tls::principal_rules(&config.security)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             advertised,
             store,
             topics,

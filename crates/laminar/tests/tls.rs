@@ -19,28 +19,69 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 /// A CA, and a broker certificate it signed for 127.0.0.1 and localhost. Returns the
 /// keystore (the broker's key and certificate chain, one PEM file) and the CA's certificate.
 fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "Laminar test CA");
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "localhost");
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-    let keystore = dir.join("broker.pem");
-    std::fs::write(
-        &keystore,
-        format!("{}{}{}", key.serialize_pem(), cert.pem(), ca.pem()),
-    )
-    .unwrap();
-    let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, ca.pem()).unwrap();
-    (keystore, ca_file)
+    let pki = Pki::new(dir);
+    (pki.keystore.clone(), pki.ca_file.clone())
+}
+
+/// A test CA that signs the broker's certificate and clients' certificates.
+struct Pki {
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+    dir: PathBuf,
+    keystore: PathBuf,
+    ca_file: PathBuf,
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "Laminar test CA");
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let mut pki = Pki {
+            ca,
+            ca_key,
+            dir: dir.to_path_buf(),
+            keystore: dir.join("broker.pem"),
+            ca_file,
+        };
+        let (cert, key) = pki.issue(
+            &[(rcgen::DnType::CommonName, "localhost")],
+            &["localhost", "127.0.0.1"],
+        );
+        std::fs::write(&pki.keystore, format!("{key}{cert}{}", pki.ca.pem())).unwrap();
+        pki.keystore = pki.keystore.clone();
+        pki
+    }
+
+    /// A certificate with this subject (and names), signed by the CA: (certificate, key) PEM.
+    fn issue(&self, subject: &[(rcgen::DnType, &str)], names: &[&str]) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        for (t, v) in subject {
+            params.distinguished_name.push(t.clone(), *v);
+        }
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// A client certificate and its key, as files.
+    fn client(&self, name: &str, subject: &[(rcgen::DnType, &str)]) -> (PathBuf, PathBuf) {
+        let (cert, key) = self.issue(subject, &[]);
+        let (c, k) = (
+            self.dir.join(format!("{name}.crt")),
+            self.dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&c, cert).unwrap();
+        std::fs::write(&k, key).unwrap();
+        (c, k)
+    }
 }
 
 struct Broker {
@@ -70,6 +111,43 @@ fn start(data: &Path, keystore: &Path) -> Broker {
         }
     }
     panic!("no free ports in five tries");
+}
+
+/// Topics `t` and `u`, and an ACL that lets alice write `t`, made with Kafka's tools.
+fn t_writable_by_alice(tools: &Tools) {
+    for t in ["t", "u"] {
+        tools.ok(
+            "org.apache.kafka.tools.TopicCommand",
+            &["--create", "--topic", t, "--partitions", "1"],
+        );
+    }
+    tools.ok(
+        "org.apache.kafka.tools.AclCommand",
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "t",
+        ],
+    );
+}
+
+/// Produces one record to `topic` with `config`: its error, if any.
+fn produce_as(config: &ClientConfig, topic: &str) -> Result<(), String> {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = config.create().unwrap();
+    common::block(async {
+        p.send(
+            FutureRecord::<(), _>::to(topic).payload("x"),
+            Duration::from_secs(15),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|(e, _)| e.to_string())
+    })
 }
 
 /// Kafka's `kafka-configs` gives alice a SCRAM-SHA-512 password.
@@ -164,7 +242,6 @@ fn ssl_and_sasl_ssl_listeners_serve_real_clients() {
 /// and after a restart alice still authenticates and may still write `t`.
 #[test]
 fn scram_users_and_acls_made_with_kafkas_tools_hold_across_a_restart() {
-    use rdkafka::producer::{FutureProducer, FutureRecord};
     let tmp = tempfile::tempdir().unwrap();
     let (keystore, ca) = certificates(tmp.path());
     let (plain_port, sasl_port) = (free_port(), free_port());
@@ -193,24 +270,7 @@ fn scram_users_and_acls_made_with_kafkas_tools_hold_across_a_restart() {
     let broker = serve();
     let tools = Tools::new(&plain, tmp.path());
     add_alice(&tools);
-    for t in ["t", "u"] {
-        tools.ok(
-            "org.apache.kafka.tools.TopicCommand",
-            &["--create", "--topic", t, "--partitions", "1"],
-        );
-    }
-    tools.ok(
-        "org.apache.kafka.tools.AclCommand",
-        &[
-            "--add",
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "Write",
-            "--topic",
-            "t",
-        ],
-    );
+    t_writable_by_alice(&tools);
     let listed = tools.ok("org.apache.kafka.tools.AclCommand", &["--list", "--topic", "t"]);
     assert!(
         listed.contains("User:alice") && listed.contains("WRITE"),
@@ -228,18 +288,7 @@ fn scram_users_and_acls_made_with_kafkas_tools_hold_across_a_restart() {
             .set("message.timeout.ms", "10000");
         c
     };
-    let produce = |topic: &str| -> Result<(), String> {
-        let p: FutureProducer = alice("alice-secret").create().unwrap();
-        common::block(async {
-            p.send(
-                FutureRecord::<(), _>::to(topic).payload("hello"),
-                Duration::from_secs(15),
-            )
-            .await
-            .map(|_| ())
-            .map_err(|(e, _)| e.to_string())
-        })
-    };
+    let produce = |topic: &str| produce_as(&alice("alice-secret"), topic);
     produce("t").expect("alice may write t");
     let refused = produce("u").unwrap_err();
     assert!(
@@ -256,5 +305,68 @@ fn scram_users_and_acls_made_with_kafkas_tools_hold_across_a_restart() {
     let broker = serve();
     produce("t").expect("after a restart, alice still authenticates and may write t");
     assert!(produce("u").is_err());
+    broker.terminate();
+}
+
+/// Mutual TLS: with `ssl.client.auth=required`, a client certificate's subject is the
+/// principal (mapped by `ssl.principal.mapping.rules`), which the ACLs then see: alice's
+/// certificate may write `t` and not `u`; a client without a certificate is refused at the
+/// handshake.
+#[test]
+fn a_client_certificate_names_the_principal_the_acls_see() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = Pki::new(tmp.path());
+    let (cert, key) = pki.client(
+        "alice",
+        &[
+            (rcgen::DnType::OrganizationName, "Example"),
+            (rcgen::DnType::OrganizationalUnitName, "Eng"),
+            (rcgen::DnType::CommonName, "Alice"),
+        ],
+    );
+    let (plain_port, ssl_port) = (free_port(), free_port());
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#""listeners" = "PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "{}"
+"ssl.truststore.type" = "PEM"
+"ssl.truststore.location" = "{}"
+"ssl.client.auth" = "required"
+"ssl.principal.mapping.rules" = "RULE:^OU=Eng,.*CN=([^,]*)$/$1/L,DEFAULT"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:ANONYMOUS"
+"#,
+            pki.keystore.display(),
+            pki.ca_file.display()
+        ),
+    )
+    .unwrap();
+    let plain = format!("127.0.0.1:{plain_port}");
+    let ssl = format!("127.0.0.1:{ssl_port}");
+    let broker = common::try_serve_args(&tmp.path().join("data"), &["--config", config.to_str().unwrap()])
+        .expect("the broker starts on its ports");
+    let tools = Tools::new(&plain, tmp.path());
+    t_writable_by_alice(&tools);
+    let mut alice = ClientConfig::new();
+    alice
+        .set("bootstrap.servers", &ssl)
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.location", pki.ca_file.to_str().unwrap())
+        .set("ssl.certificate.location", cert.to_str().unwrap())
+        .set("ssl.key.location", key.to_str().unwrap())
+        .set("message.timeout.ms", "10000");
+    let produce = produce_as;
+    produce(&alice, "t").expect("the certificate's alice may write t");
+    let refused = produce(&alice, "u").unwrap_err();
+    assert!(refused.contains("TopicAuthorizationFailed"), "{refused}");
+    // Without a certificate: no handshake, nothing served.
+    let mut anonymous = alice.clone();
+    anonymous.remove("ssl.certificate.location");
+    anonymous.remove("ssl.key.location");
+    let c: BaseConsumer = anonymous.create().unwrap();
+    assert!(c.fetch_metadata(None, Duration::from_secs(3)).is_err());
     broker.terminate();
 }

@@ -26,6 +26,7 @@ pub const SETTINGS: &[&str] = &[
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.endpoint.identification.algorithm",
+    "ssl.principal.mapping.rules",
 ];
 
 /// rustls's configuration for a TLS listener, from the settings.
@@ -122,4 +123,12 @@ pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerCo
         .with_single_cert(chain, key)
         .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
     Ok(Arc::new(config))
+}
+
+/// `ssl.principal.mapping.rules`: how a client certificate's subject becomes a principal.
+pub fn principal_rules(settings: &SecuritySettings) -> Result<laminar_auth::principal::MappingRules, String> {
+    match settings.ssl.get("ssl.principal.mapping.rules") {
+        Some(rules) => laminar_auth::principal::MappingRules::parse(rules),
+        None => Ok(Default::default()),
+    }
 }
