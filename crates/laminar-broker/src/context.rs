@@ -85,6 +85,11 @@ pub enum Auth {
     Failed,
 }
 
+/// The largest frame a client that has not authenticated may send (Kafka's
+/// `sasl.server.max.receive.size`): a SASL message is small, and the request budget is not
+/// for clients nobody knows.
+pub const UNAUTHENTICATED_FRAME_BYTES: usize = 512 << 10;
+
 /// What a connection may not do now, and why: the connection is closed with it.
 pub struct Refused(pub String);
 
@@ -110,6 +115,14 @@ impl Session {
             sasl,
             auth: Mutex::new(auth),
         }
+    }
+
+    /// Whether the connection has not authenticated yet (on a SASL listener).
+    pub fn unauthenticated(&self) -> bool {
+        matches!(
+            *self.auth(),
+            Auth::Unauthenticated | Auth::Exchanging { current: None, .. } | Auth::Failed
+        )
     }
 
     /// The connection's authentication state, to look at or change (SASL handlers only).

@@ -42,6 +42,12 @@ impl Service for Broker {
         Arc::new(Session::new(peer, l, self.sasl[listener].clone(), certified))
     }
 
+    fn frame_limit(&self, session: &Session) -> Option<usize> {
+        session
+            .unauthenticated()
+            .then_some(crate::context::UNAUTHENTICATED_FRAME_BYTES)
+    }
+
     fn kind(&self, frame: &[u8]) -> RequestKind {
         match peek_header(frame).and_then(|(key, _, _)| ApiKey::from_i16(key)) {
             Some(api) => RequestKind {

@@ -94,6 +94,12 @@ pub trait Service: Send + Sync + 'static {
     /// list [`serve`] was given), with what its TLS handshake learned on a TLS listener.
     fn open(&self, peer: std::net::SocketAddr, listener: usize, tls: Option<&TlsPeer>) -> Arc<Self::Session>;
     fn kind(&self, frame: &[u8]) -> RequestKind;
+    /// The largest frame the connection may send now, if less than
+    /// `socket.request.max.bytes` (a client that has not authenticated yet, as Kafka's
+    /// `sasl.server.max.receive.size`): a larger one closes the connection.
+    fn frame_limit(&self, _session: &Self::Session) -> Option<usize> {
+        None
+    }
     /// Handles one frame of the connection; a connection's frames are handled one at a
     /// time, in the order they arrived.
     fn call(self: Arc<Self>, frame: Bytes, session: Arc<Self::Session>) -> HandlerFuture<Self::File>;

@@ -319,6 +319,7 @@ async fn connection<S: Service>(
     let epoch = Instant::now();
     let muted_until_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mute = muted_until_ms.clone();
+    let (service_for_limit, session_for_limit) = (service.clone(), session.clone());
     let executor = tokio::spawn(async move {
         while let Some((frame, received, budget)) = frame_rx.recv().await {
             // A throttled client's requests already read wait out the throttle too.
@@ -440,7 +441,12 @@ async fn connection<S: Service>(
                         _ = shutdown.changed() => break 'read,
                     }
                 }
-                match split_frame(&mut buf, limits.socket_request_max_bytes) {
+                let max_bytes = service_for_limit
+                    .frame_limit(&session_for_limit)
+                    .map_or(limits.socket_request_max_bytes, |l| {
+                        l.min(limits.socket_request_max_bytes)
+                    });
+                match split_frame(&mut buf, max_bytes) {
                     Ok(Some(frame)) => {
                         let share = held.take_frame(&request_bytes, 4 + frame.len());
                         frame_deadline = None;

@@ -151,6 +151,16 @@ fn scram_and_plain_clients_authenticate_and_a_wrong_password_is_refused() {
     let mut buf = [0u8; 64];
     assert_eq!(raw.read(&mut buf).unwrap(), 0, "closed without an answer");
 
+    // Nor may it spend the request budget: a frame over 512 KiB before authenticating
+    // closes the connection at its size prefix (Kafka's sasl.server.max.receive.size).
+    let mut raw = TcpStream::connect(&sasl).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    raw.write_all(&(1i32 << 20).to_be_bytes()).unwrap();
+    raw.write_all(&[0u8; 1024]).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(raw.read(&mut buf).unwrap_or(0), 0, "closed without an answer");
+    assert!(started.elapsed() < Duration::from_secs(5), "at once, not after a timeout");
+
     // The users are in the cluster metadata: a restart keeps them. No file holds a password.
     broker.terminate();
     for file in walk(&data) {
