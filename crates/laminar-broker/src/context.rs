@@ -59,6 +59,8 @@ pub struct RequestContext {
 /// What the broker keeps of one connection: where it came in, and who it is.
 pub struct Session {
     pub peer: SocketAddr,
+    /// When the connection was accepted (and, over TLS, its handshake done).
+    pub opened: Instant,
     pub listener: Arc<Listener>,
     /// The listener's SASL exchanges, on a SASL listener.
     pub sasl: Option<Arc<Authenticator>>,
@@ -90,6 +92,11 @@ pub enum Auth {
 /// for clients nobody knows.
 pub const UNAUTHENTICATED_FRAME_BYTES: usize = 512 << 10;
 
+/// A SASL client must have authenticated this long after it connected, or its connection is
+/// closed: Kafka's clients do it within milliseconds, and a connection that never does
+/// holds a task and a file descriptor.
+pub const AUTHENTICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What a connection may not do now, and why: the connection is closed with it.
 pub struct Refused(pub String);
 
@@ -111,6 +118,7 @@ impl Session {
         };
         Session {
             peer,
+            opened: Instant::now(),
             listener,
             sasl,
             auth: Mutex::new(auth),

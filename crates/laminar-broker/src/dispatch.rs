@@ -48,6 +48,12 @@ impl Service for Broker {
             .then_some(crate::context::UNAUTHENTICATED_FRAME_BYTES)
     }
 
+    fn authenticate_by(&self, session: &Session) -> Option<std::time::Instant> {
+        session
+            .unauthenticated()
+            .then(|| session.opened + crate::context::AUTHENTICATION_TIMEOUT)
+    }
+
     fn kind(&self, frame: &[u8]) -> RequestKind {
         match peek_header(frame).and_then(|(key, _, _)| ApiKey::from_i16(key)) {
             Some(api) => RequestKind {

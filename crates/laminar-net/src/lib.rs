@@ -100,6 +100,11 @@ pub trait Service: Send + Sync + 'static {
     fn frame_limit(&self, _session: &Self::Session) -> Option<usize> {
         None
     }
+    /// When the connection must have authenticated by, while it has not (a client that
+    /// never finishes its SASL exchange is closed then).
+    fn authenticate_by(&self, _session: &Self::Session) -> Option<std::time::Instant> {
+        None
+    }
     /// Handles one frame of the connection; a connection's frames are handled one at a
     /// time, in the order they arrived.
     fn call(self: Arc<Self>, frame: Bytes, session: Arc<Self::Session>) -> HandlerFuture<Self::File>;

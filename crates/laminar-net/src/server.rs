@@ -297,10 +297,26 @@ async fn connection<S: Service>(
     // Until its first bytes arrive, a connection is this one task, asleep: 10,000 idle
     // connections are 10,000 tasks, not 30,000, and closing them all at once wakes one each.
     // The bytes are only looked at here: the reader reads them within the request budget.
+    let unauthenticated = |deadline: Option<std::time::Instant>| {
+        let deadline = deadline.map(tokio::time::Instant::from_std);
+        async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        }
+    };
+    let closing_unauthenticated = |peer: SocketAddr| {
+        laminar_metrics::warn!("closing connection from {peer}: it did not authenticate in time");
+    };
     tokio::select! {
         arrived = rd.first_bytes() => if !arrived {
             return;
         },
+        _ = unauthenticated(service.authenticate_by(&session)) => {
+            closing_unauthenticated(peer);
+            return;
+        }
         _ = shutdown.changed() => return,
     }
     // Then three tasks: the reader splits frames, the executor handles them one
@@ -505,6 +521,11 @@ async fn connection<S: Service>(
                     laminar_metrics::warn!(
                         "closing connection from {peer}: a frame was not received whole within {FRAME_READ_TIMEOUT_MS} ms"
                     );
+                    break;
+                }
+                _ = unauthenticated(service_for_limit.authenticate_by(&session_for_limit)) => {
+                    metrics.connections_closed_for_errors_total.fetch_add(1, Ordering::Relaxed);
+                    closing_unauthenticated(peer);
                     break;
                 }
                 _ = frame_tx.closed() => break,

@@ -159,7 +159,21 @@ fn scram_and_plain_clients_authenticate_and_a_wrong_password_is_refused() {
     raw.write_all(&[0u8; 1024]).unwrap();
     let started = std::time::Instant::now();
     assert_eq!(raw.read(&mut buf).unwrap_or(0), 0, "closed without an answer");
-    assert!(started.elapsed() < Duration::from_secs(5), "at once, not after a timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "at once, not after a timeout"
+    );
+
+    // And a client that never authenticates is closed after a bounded time (10 s).
+    let mut idle = TcpStream::connect(&sasl).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(idle.read(&mut buf).unwrap_or(99), 0, "closed");
+    assert!(
+        (Duration::from_secs(9)..Duration::from_secs(20)).contains(&started.elapsed()),
+        "after {:?}",
+        started.elapsed()
+    );
 
     // The users are in the cluster metadata: a restart keeps them. No file holds a password.
     broker.terminate();
