@@ -18,6 +18,7 @@ use laminar_storage::{Offset, StorageError};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
@@ -33,11 +34,18 @@ pub async fn handle(
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let hosted = hosted.clone();
-    let resp = io.run(move || delete(&hosted, r)).await;
+    // DELETE on each topic, as Kafka checks it.
+    let denied: Vec<String> = r
+        .topics
+        .iter()
+        .map(|(t, _)| t.clone())
+        .filter(|t| !ctx.may(Operation::Delete, ResourceType::Topic, t))
+        .collect();
+    let resp = io.run(move || delete(&hosted, r, &denied)).await;
     responses::encode(ApiKey::DeleteRecords, version, correlation_id, &resp)
 }
 
-fn delete(hosted: &Partitions, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
+fn delete(hosted: &Partitions, r: DeleteRecordsRequest, denied: &[String]) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
     resp.topics = r
         .topics
@@ -51,6 +59,10 @@ fn delete(hosted: &Partitions, r: DeleteRecordsRequest) -> DeleteRecordsResponse
                     let mut p = DeleteRecordsPartitionResult::default();
                     p.partition_index = partition;
                     p.low_watermark = -1;
+                    if denied.contains(&topic) {
+                        p.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                        return p;
+                    }
                     match delete_partition(hosted, &topic, partition, offset) {
                         Ok(low_watermark) => p.low_watermark = low_watermark.0,
                         Err(code) => p.error_code = code.code(),

@@ -13,6 +13,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 
 pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: DescribeProducersRequest) -> Encoded {
@@ -29,6 +30,11 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: DescribeProducersReq
                 .map(|p| {
                     let mut pr = PartitionResponse::default();
                     pr.partition_index = p;
+                    // READ on the topic, as Kafka checks it.
+                    if !ctx.may(Operation::Read, ResourceType::Topic, &topic) {
+                        pr.error_code = laminar_protocol::ErrorCode::TopicAuthorizationFailed.code();
+                        return pr;
+                    }
                     // As Kafka answers it: by the partition's leader.
                     let led = match hosted.led(&topic, p) {
                         Ok(led) => led,

@@ -8,6 +8,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
@@ -20,9 +21,13 @@ pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest)
         .map(|id| {
             let mut s = TransactionState::default();
             s.transactional_id = TransactionalId(sb(id));
-            let found = txns
-                .epoch()
-                .and_then(|_| txns.coordinator.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
+            // DESCRIBE on the transactional id, as Kafka checks it.
+            let found = if ctx.may(Operation::Describe, ResourceType::TransactionalId, id) {
+                txns.epoch()
+                    .and_then(|_| txns.coordinator.get(id).ok_or(ErrorCode::TransactionalIdNotFound))
+            } else {
+                Err(ErrorCode::TransactionalIdAuthorizationFailed)
+            };
             let m = match found {
                 Ok(m) => m,
                 Err(code) => {

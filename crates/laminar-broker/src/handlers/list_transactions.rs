@@ -9,6 +9,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::txn::TxnCoordinator;
 use laminar_coordinators::txn::TxnStatus;
 use laminar_protocol::ErrorCode;
@@ -37,6 +38,14 @@ pub fn handle(txns: &TxnCoordinator, ctx: &RequestContext, r: ListTransactionsRe
     resp.transaction_states = txns
         .list()
         .into_iter()
+        // Only what the principal may describe, as Kafka lists them.
+        .filter(|m| {
+            ctx.may(
+                Operation::Describe,
+                ResourceType::TransactionalId,
+                &m.transactional_id,
+            )
+        })
         .filter(|m| r.state_filters.is_empty() || r.state_filters.iter().any(|f| f == m.status.name()))
         .filter(|m| r.producer_id_filters.is_empty() || r.producer_id_filters.contains(&m.producer_id))
         // As Kafka: only transactions in progress have a duration.

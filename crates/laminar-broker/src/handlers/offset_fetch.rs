@@ -14,16 +14,33 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupStore;
 use laminar_coordinators::groups::Coordinator;
 
 /// `(topic, [(partition, offset, leader_epoch, metadata, error)])` for one group.
 type Fetched = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
-fn fetch(groups: &Coordinator, store: &GroupStore, g: &OffsetFetchGroup, require_stable: bool) -> Fetched {
+fn fetch(
+    groups: &Coordinator,
+    store: &GroupStore,
+    ctx: &RequestContext,
+    g: &OffsetFetchGroup,
+    require_stable: bool,
+) -> Fetched {
     // Which offsets are pending first, then the offsets (see `txn_offsets_pending`).
     let pending = require_stable.then(|| store.txn_offsets_pending(&g.group_id));
     let mut out = fetch_committed(groups, g);
+    // Topics the principal may not describe: left out of "all", refused when named.
+    let may = |t: &str| ctx.may(Operation::Describe, ResourceType::Topic, t);
+    if g.topics.is_none() {
+        out.retain(|(t, _)| may(t));
+    }
+    for (_, ps) in out.iter_mut().filter(|(t, _)| !may(t)) {
+        for (_, offset, epoch, _, error) in ps.iter_mut() {
+            (*offset, *epoch, *error) = (-1, -1, ErrorCode::TopicAuthorizationFailed.code());
+        }
+    }
     if let Some(pending) = pending {
         for (topic, ps) in out.iter_mut() {
             for (p, offset, epoch, _, error) in ps.iter_mut() {
@@ -84,7 +101,12 @@ pub fn handle(
             .map(|g| {
                 let mut out = OffsetFetchResponseGroup::default();
                 out.group_id = GroupId(sb(&g.group_id));
-                out.topics = fetch(groups, store, g, r.require_stable)
+                // DESCRIBE on each group (one group alone was checked in the dispatch).
+                if !ctx.may(Operation::Describe, ResourceType::Group, &g.group_id) {
+                    out.error_code = ErrorCode::GroupAuthorizationFailed.code();
+                    return out;
+                }
+                out.topics = fetch(groups, store, ctx, g, r.require_stable)
                     .into_iter()
                     .map(|(t, ps)| {
                         let mut tr = OffsetFetchResponseTopics::default();
@@ -108,7 +130,7 @@ pub fn handle(
             })
             .collect();
     } else if let Some(g) = r.groups.first() {
-        resp.topics = fetch(groups, store, g, r.require_stable)
+        resp.topics = fetch(groups, store, ctx, g, r.require_stable)
             .into_iter()
             .map(|(t, ps)| {
                 let mut tr = OffsetFetchResponseTopic::default();

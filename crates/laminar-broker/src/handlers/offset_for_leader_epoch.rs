@@ -16,6 +16,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 use laminar_protocol::ErrorCode;
 
@@ -40,6 +41,21 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: OffsetForLeaderEpoch
                     e.partition = p.partition;
                     e.leader_epoch = UNDEFINED_EPOCH;
                     e.end_offset = UNDEFINED_EPOCH_OFFSET;
+                    // A follower's needs CLUSTER_ACTION, a client's DESCRIBE on the topic.
+                    let allowed = if from_follower {
+                        ctx.may_on_cluster(Operation::ClusterAction)
+                    } else {
+                        ctx.may(Operation::Describe, ResourceType::Topic, &t.name)
+                    };
+                    if !allowed {
+                        e.error_code = if from_follower {
+                            ErrorCode::ClusterAuthorizationFailed
+                        } else {
+                            ErrorCode::TopicAuthorizationFailed
+                        }
+                        .code();
+                        return e;
+                    }
                     let led = match hosted.led(&t.name, p.partition) {
                         Ok(led) => led,
                         Err(code) => {
