@@ -157,8 +157,11 @@ fs() { "$FAULTFS" ctl "$work/fs$1.sock" "${@:2}"; }
 start() {  # broker i
   local i=$1
   local clock=(env)
+  # The monotonic clock is left alone, and so are timed waits on it: with libfaketime 0.9.10
+  # and Java 17, FAKETIME_DONT_FAKE_MONOTONIC=1 alone makes every timed wait return at once
+  # (the JVMs spin, and form no quorum); FAKETIME_FORCE_MONOTONIC_FIX=0 stops that.
   [[ $CLOCKS == 1 ]] && clock=(env LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$work/clock$i"
-    FAKETIME_CACHE_DURATION=1 DONT_FAKE_MONOTONIC=1)
+    FAKETIME_CACHE_DURATION=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0)
   if [[ $BROKER == kafka ]]; then
     ip netns exec "${nets[$((i - 1))]}" "${clock[@]}" KAFKA_HOST="$net.$i" KAFKA_NODE_ID="$i" \
       KAFKA_QUORUM_VOTERS="$voters" KAFKA_CLUSTER_ID="$kafka_cluster_id" KAFKA_INTERNAL_RF=3 \
