@@ -334,6 +334,19 @@ impl CommandResult {
 }
 
 impl ClusterImage {
+    /// Whether broker `id`, started as `incarnation`, may lead and follow what this image
+    /// places on it: only under its own registration, unfenced. After a restart a
+    /// controller voter rebuilds, from the quorum's log, an image that still names its
+    /// previous incarnation, unfenced if the controller has not noticed the restart yet;
+    /// leading from it would serve, at an epoch the controller is about to end, a log and
+    /// a high watermark the dead process's followers no longer back. Kafka's broker, too,
+    /// is fenced from its start until the controller has its new registration.
+    pub fn serves(&self, id: BrokerId, incarnation: &str) -> bool {
+        self.brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced && b.incarnation == incarnation)
+    }
+
     /// The partitions a preferred election would move (Kafka's automatic leader rebalancing):
     /// led by another broker than their first replica while that replica is live and in the
     /// ISR, and not being reassigned.
@@ -978,6 +991,41 @@ mod tests {
         );
         let back: ClusterImage = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+
+    /// A restarted broker serves nothing from an image that still holds its previous
+    /// incarnation unfenced (the clock round's non-monotonic poll, issue 29): only its own
+    /// registration, once unfenced, lets it lead or follow.
+    #[test]
+    fn a_broker_serves_only_under_its_own_unfenced_registration() {
+        let mut image = image_with(&ids(&[1, 2]));
+        assert!(image.serves(BrokerId(1), "i1"));
+        assert!(
+            !image.serves(BrokerId(1), "restarted"),
+            "the old incarnation's image"
+        );
+        assert!(!image.serves(BrokerId(3), "i3"), "not registered");
+        let v = image.version;
+        let register = Command::RegisterBroker {
+            id: BrokerId(1),
+            host: "127.0.0.1".into(),
+            port: 9001,
+            incarnation: "restarted".into(),
+            endpoints: Vec::new(),
+        };
+        image.apply(v + 1, &register);
+        assert!(
+            !image.serves(BrokerId(1), "restarted"),
+            "registered, still fenced"
+        );
+        assert!(!image.serves(BrokerId(1), "i1"));
+        let unfence = Command::UnfenceBroker {
+            id: BrokerId(1),
+            incarnation: "restarted".into(),
+        };
+        image.apply(v + 2, &unfence);
+        assert!(image.serves(BrokerId(1), "restarted"));
+        assert!(!image.serves(BrokerId(1), "i1"));
     }
 
     fn image_with(brokers: &[BrokerId]) -> ClusterImage {

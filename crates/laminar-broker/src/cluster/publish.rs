@@ -55,7 +55,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
 async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
     let cluster = &b.cluster;
     let node = cluster.node_id;
-    let fenced = image.brokers.get(&node).is_none_or(|x| x.fenced);
+    let fenced = !image.serves(node, &cluster.incarnation);
     let mut partitions: Vec<TopicPartition> = image
         .topics
         .values()
