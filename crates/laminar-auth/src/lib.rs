@@ -4,10 +4,12 @@
 //! metadata, PLAIN passwords from a listener's JAAS configuration) through [`Users`].
 
 pub mod acl;
+pub mod client;
 pub mod jaas;
 pub mod principal;
 pub mod sasl;
 pub mod scram;
 
+pub use client::{ClientExchange, ClientStep};
 pub use sasl::{AuthError, Authenticator, Exchange, Step, Users};
 pub use scram::{ScramKeys, ScramMechanism};

@@ -326,6 +326,11 @@ impl RunningBroker {
         });
         let sasl = crate::security::authenticators(&config.security, &listeners, &cluster)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // Before the first image can start a fetcher or a coordinator's call to another broker.
+        let inter_broker =
+            crate::security::inter_broker(&config.security, &listeners[settings.inter_broker_index()])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        cluster.clients.set_security(inter_broker);
         let broker = Arc::new(Broker {
             io,
             produce,

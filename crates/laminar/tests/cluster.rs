@@ -111,7 +111,13 @@ impl Cluster {
             "--set",
             "broker.heartbeat.interval.ms=300",
         ];
-        for s in &self.settings {
+        // A setting may name this node's own address (its listener, under another name).
+        let own: Vec<String> = self
+            .settings
+            .iter()
+            .map(|s| s.replace("{listen}", &node.listen))
+            .collect();
+        for s in &own {
             args.extend(["--set", s.as_str()]);
         }
         let serve = try_serve_with(&node.dir, &node.listen, &args);
@@ -1931,4 +1937,213 @@ fn acknowledged_records_survive_a_power_cut_of_the_whole_cluster() {
     for (m, _) in mounts {
         m.unmount().unwrap();
     }
+}
+
+/// Issue 30: brokers that authenticate to each other. Every node's one listener, BROKER, is
+/// SASL_SSL (TLS from a test CA, PLAIN users from its JAAS configuration), and it is the
+/// inter-broker listener; with Kafka's StandardAuthorizer, only the brokers' user and the
+/// admin are super users. `acks=all` with `min.insync.replicas=3` is answered only when
+/// both followers replicate over that listener, as user `broker` in TLS; a client
+/// authenticated as alice that sends a follower's Fetch is refused
+/// (CLUSTER_AUTHORIZATION_FAILED, no records), and so is a plaintext connection.
+#[test]
+fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use laminar_cluster::client::{BrokerConnection, InterBrokerSecurity, SaslLogin};
+
+    let certs = tempfile::tempdir().unwrap();
+    let (ca_file, keystore) = test_ca(certs.path());
+    let jaas = "listener.name.broker.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+                username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\" \
+                user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
+    let settings = [
+        "listeners=BROKER://{listen}".to_string(),
+        "listener.security.protocol.map=BROKER:SASL_SSL".to_string(),
+        "inter.broker.listener.name=BROKER".to_string(),
+        "sasl.enabled.mechanisms=PLAIN".to_string(),
+        "sasl.mechanism.inter.broker.protocol=PLAIN".to_string(),
+        jaas.to_string(),
+        "ssl.keystore.type=PEM".to_string(),
+        format!("ssl.keystore.location={}", keystore.display()),
+        format!("ssl.truststore.location={}", ca_file.display()),
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_string(),
+        "super.users=User:broker;User:admin".to_string(),
+    ];
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let c = Cluster::start_with(3, &settings);
+    let as_user = |user: &str, password: &str| {
+        let mut config = rdkafka::config::ClientConfig::new();
+        config
+            .set("bootstrap.servers", c.bootstrap())
+            .set("security.protocol", "SASL_SSL")
+            .set("sasl.mechanism", "PLAIN")
+            .set("sasl.username", user)
+            .set("sasl.password", password)
+            .set("ssl.ca.location", ca_file.to_str().unwrap());
+        config
+    };
+    let admin_config = as_user("admin", "admin-secret");
+    let a: AdminClient<DefaultClientContext> = admin_config.create().unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let t = NewTopic::new("secured", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "3");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // The brokers register and unfence first: until then there is no broker to place on.
+        let r = block(a.create_topics([&t], &opts)).unwrap();
+        if r[0].is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "create the topic: {r:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let values = values("secured", 50);
+    {
+        use rdkafka::producer::{FutureProducer, FutureRecord};
+        let p: FutureProducer = as_user("admin", "admin-secret")
+            .set("acks", "all")
+            .set("message.timeout.ms", "30000")
+            .create()
+            .unwrap();
+        block(async {
+            for v in &values {
+                p.send(
+                    FutureRecord::<(), _>::to("secured").payload(v).partition(0),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap_or_else(|(e, _)| panic!("send {v} with acks=all to 3 in-sync replicas: {e}"));
+            }
+        });
+    }
+    let consumer: BaseConsumer = as_user("admin", "admin-secret")
+        .set("group.id", "secured-reader")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["secured"]).unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.len() < values.len() && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            use rdkafka::Message;
+            got.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap());
+        }
+    }
+    assert_eq!(got, values);
+
+    // Alice, authenticated in TLS but no broker, fetches as broker 2 and 3 would.
+    let meta = consumer
+        .fetch_metadata(Some("secured"), Duration::from_secs(10))
+        .unwrap();
+    let leader = meta.topics()[0].partitions()[0].leader();
+    let leader_addr = c.addr((leader - 1) as usize).to_string();
+    let roots = {
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(&ca_file).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        roots
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let alice = InterBrokerSecurity {
+        tls: Some(std::sync::Arc::new(tls)),
+        sasl: Some(SaslLogin {
+            mechanism: "PLAIN".into(),
+            username: "alice".into(),
+            password: "alice-secret".into(),
+        }),
+    };
+    let forged: Vec<(i16, usize)> = block(async {
+        let mut conn = BrokerConnection::connect(&leader_addr, "posing", &alice)
+            .await
+            .unwrap();
+        let mut answers = Vec::new();
+        for follower in (1..=3).filter(|b| *b != leader) {
+            for version in [12i16, 15] {
+                let mut p = FetchPartition::default();
+                p.partition = 0;
+                p.fetch_offset = values.len() as i64;
+                p.partition_max_bytes = 1 << 20;
+                let mut t = FetchTopic::default();
+                t.topic = TopicName(StrBytes::from_static_str("secured"));
+                // (v13+ names topics by id; the refusal comes before any topic is looked up.)
+                t.partitions = vec![p];
+                let mut f = FetchRequest::default();
+                if version >= 15 {
+                    f.replica_state.replica_id = BrokerId(follower);
+                    f.replica_state.replica_epoch = 1;
+                } else {
+                    f.replica_id = BrokerId(follower);
+                }
+                f.max_bytes = 1 << 20;
+                f.session_epoch = -1;
+                f.topics = vec![t];
+                let r: FetchResponse = conn.call(ApiKey::Fetch, version, &f).await.unwrap();
+                let records = r
+                    .responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+                    .sum();
+                answers.push((r.error_code, records));
+            }
+        }
+        answers
+    });
+    assert_eq!(
+        forged,
+        vec![(31, 0); 4],
+        "CLUSTER_AUTHORIZATION_FAILED, nothing read"
+    );
+    // Without TLS and SASL nothing is answered at all.
+    let plain = block(async {
+        let mut conn =
+            BrokerConnection::connect(&leader_addr, "plain", &InterBrokerSecurity::default()).await?;
+        conn.call::<_, FetchResponse>(ApiKey::Fetch, 12, &FetchRequest::default())
+            .await
+    });
+    assert!(
+        plain.is_err(),
+        "a plaintext fetch on a SASL_SSL listener: {:?}",
+        plain.map(|r| r.error_code)
+    );
+    // Still in sync: the followers' fetches were the real ones.
+    let meta = consumer
+        .fetch_metadata(Some("secured"), Duration::from_secs(10))
+        .unwrap();
+    let isr = meta.topics()[0].partitions()[0].isr();
+    assert_eq!(isr.len(), 3, "ISR {isr:?}");
+}
+
+/// A CA and a broker certificate for 127.0.0.1 and localhost, signed by it: (the CA's PEM,
+/// the keystore PEM of the broker's key and chain).
+fn test_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "Laminar test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    leaf.distinguished_name.push(DnType::CommonName, "broker");
+    let leaf = leaf.signed_by(&key, &ca, &ca_key).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let keystore = dir.join("broker.pem");
+    std::fs::write(
+        &keystore,
+        format!("{}{}{}", key.serialize_pem(), leaf.pem(), ca.pem()),
+    )
+    .unwrap();
+    (ca_file, keystore)
 }

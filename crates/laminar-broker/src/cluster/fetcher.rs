@@ -91,8 +91,11 @@ pub async fn follow(
                     .get(&leader)
                     .map(|x| format!("{}:{}", x.host, x.port))
                     .ok_or_else(|| io::Error::other(format!("broker {leader} is not registered")))?;
-                connection =
-                    Some(BrokerConnection::connect(&endpoint, &format!("laminar-replica-{node}")).await?);
+                let security = cluster.clients.security();
+                connection = Some(
+                    BrokerConnection::connect(&endpoint, &format!("laminar-replica-{node}"), &security)
+                        .await?,
+                );
             }
             let conn = connection.as_mut().expect("connected");
             if !truncated {

@@ -64,6 +64,61 @@ pub fn authenticators(
         .collect()
 }
 
+/// How this broker connects to the others' inter-broker listener (`listener`, its own of
+/// the same name): TLS that trusts `ssl.truststore.location` and offers its keystore's
+/// certificate, and SASL with `sasl.mechanism.inter.broker.protocol` as the user of
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config` (`username`, `password`), as in
+/// Kafka.
+pub fn inter_broker(
+    settings: &SecuritySettings,
+    listener: &Listener,
+) -> Result<laminar_cluster::client::InterBrokerSecurity, String> {
+    let tls = matches!(
+        listener.protocol,
+        SecurityProtocol::Ssl | SecurityProtocol::SaslSsl
+    )
+    .then(|| tls::client_config(settings))
+    .transpose()?;
+    let sasl = if matches!(
+        listener.protocol,
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+    ) {
+        let lower = listener.name.to_ascii_lowercase();
+        let mechanism = settings.sasl_mechanism_inter_broker.clone().ok_or_else(|| {
+            format!(
+                "the inter-broker listener {} is {:?}: set sasl.mechanism.inter.broker.protocol",
+                listener.name, listener.protocol
+            )
+        })?;
+        if !settings.mechanisms_of(&listener.name).contains(&mechanism) {
+            return Err(format!(
+                "sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on listener {}",
+                listener.name
+            ));
+        }
+        let key = format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase());
+        let jaas = settings.of_listener(&listener.name, &key).ok_or_else(|| {
+            format!("brokers authenticate to each other with listener.name.{lower}.{key}: it is not set")
+        })?;
+        let options =
+            laminar_auth::jaas::options(jaas).map_err(|e| format!("listener.name.{lower}.{key}: {e}"))?;
+        let field = |name: &str| {
+            options
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("listener.name.{lower}.{key} has no {name}=\"...\" for this broker"))
+        };
+        Some(laminar_cluster::client::SaslLogin {
+            mechanism,
+            username: field("username")?,
+            password: field("password")?,
+        })
+    } else {
+        None
+    };
+    Ok(laminar_cluster::client::InterBrokerSecurity { tls, sasl })
+}
+
 /// The security settings, by Kafka's names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SecuritySettings {
@@ -85,6 +140,9 @@ pub struct SecuritySettings {
     pub super_users: Vec<String>,
     /// `allow.everyone.if.no.acl.found`.
     pub allow_everyone_if_no_acl_found: bool,
+    /// `sasl.mechanism.inter.broker.protocol`: how this broker authenticates to the others
+    /// when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL.
+    pub sasl_mechanism_inter_broker: Option<String>,
 }
 
 impl Default for SecuritySettings {
@@ -98,6 +156,7 @@ impl Default for SecuritySettings {
             authorizer: false,
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,
+            sasl_mechanism_inter_broker: None,
         }
     }
 }
@@ -149,6 +208,10 @@ impl SecuritySettings {
                     .filter(|u| !u.is_empty())
                     .map(str::to_string)
                     .collect();
+                Ok(())
+            }
+            "sasl.mechanism.inter.broker.protocol" => {
+                self.sasl_mechanism_inter_broker = Some(value.trim().to_ascii_uppercase());
                 Ok(())
             }
             "allow.everyone.if.no.acl.found" => value

@@ -31,8 +31,89 @@ pub const SETTINGS: &[&str] = &[
 
 /// rustls's configuration for a TLS listener, from the settings.
 pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerConfig>, String> {
-    let ssl = &settings.ssl;
-    let get = |k: &str| ssl.get(k).map(String::as_str);
+    let get = |k: &str| settings.ssl.get(k).map(String::as_str);
+    let (chain, key) = keystore(settings)?;
+    let versions = versions(settings)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS versions: {e}"))?;
+    let client_auth = get("ssl.client.auth").unwrap_or("none");
+    let builder = match client_auth {
+        "none" => builder.with_no_client_auth(),
+        "required" | "requested" => {
+            let roots = truststore(settings).map_err(|e| format!("ssl.client.auth={client_auth}: {e}"))?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if client_auth == "requested" {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| format!("client certificates: {e}"))?,
+            )
+        }
+        other => return Err(format!("ssl.client.auth={other}: required, requested or none")),
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// rustls's configuration for this broker as a client of another's TLS inter-broker
+/// listener: the other's certificate must chain to the truststore and name the host this
+/// broker connects to (Kafka's default `ssl.endpoint.identification.algorithm=https`); this
+/// broker offers its keystore's certificate, for a listener with `ssl.client.auth`.
+pub fn client_config(settings: &SecuritySettings) -> Result<Arc<rustls::ClientConfig>, String> {
+    let get = |k: &str| settings.ssl.get(k).map(String::as_str);
+    if get("ssl.endpoint.identification.algorithm").is_some_and(|a| !a.eq_ignore_ascii_case("https")) {
+        return Err(
+            "ssl.endpoint.identification.algorithm: only https (a broker's certificate names its host) is supported"
+                .into(),
+        );
+    }
+    let roots = truststore(settings).map_err(|e| format!("a TLS inter-broker listener: {e}"))?;
+    let versions = versions(settings)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS versions: {e}"))?
+        .with_root_certificates(roots);
+    let (chain, key) = keystore(settings)?;
+    let config = builder
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// `ssl.truststore.location` (or `ssl.truststore.certificates` inline): the certificates
+/// the other side's must chain to.
+fn truststore(settings: &SecuritySettings) -> Result<rustls::RootCertStore, String> {
+    let get = |k: &str| settings.ssl.get(k).map(String::as_str);
+    let pem = match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
+        (Some(path), _) => std::fs::read(path).map_err(|e| format!("ssl.truststore.location {path}: {e}"))?,
+        (None, Some(inline)) => inline.as_bytes().to_vec(),
+        (None, None) => return Err("it needs ssl.truststore.location".into()),
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| format!("the truststore: {e}"))?;
+        roots.add(cert).map_err(|e| format!("the truststore: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("the truststore holds no certificate".into());
+    }
+    Ok(roots)
+}
+
+/// The keystore: this broker's certificate chain and private key.
+fn keystore(
+    settings: &SecuritySettings,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let get = |k: &str| settings.ssl.get(k).map(String::as_str);
     for (key, want) in [("ssl.keystore.type", "PEM"), ("ssl.truststore.type", "PEM")] {
         if let Some(t) = get(key) {
             if !t.eq_ignore_ascii_case(want) {
@@ -68,8 +149,14 @@ pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerCo
     }
     let key =
         PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| format!("the keystore's private key: {e}"))?;
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match get("ssl.enabled.protocols") {
-        None => vec![&rustls::version::TLS13, &rustls::version::TLS12],
+    Ok((chain, key))
+}
+
+/// `ssl.enabled.protocols`: TLSv1.2 and TLSv1.3 by default.
+fn versions(settings: &SecuritySettings) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+    let get = |k: &str| settings.ssl.get(k).map(String::as_str);
+    match get("ssl.enabled.protocols") {
+        None => Ok(vec![&rustls::version::TLS13, &rustls::version::TLS12]),
         Some(list) => list
             .split(',')
             .map(|v| match v.trim() {
@@ -79,50 +166,8 @@ pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerCo
                     "ssl.enabled.protocols: {other} is not supported (TLSv1.2, TLSv1.3)"
                 )),
             })
-            .collect::<Result<_, _>>()?,
-    };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS versions: {e}"))?;
-    let client_auth = get("ssl.client.auth").unwrap_or("none");
-    let builder = match client_auth {
-        "none" => builder.with_no_client_auth(),
-        "required" | "requested" => {
-            let mut roots = rustls::RootCertStore::empty();
-            let pem = match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
-                (Some(path), _) => {
-                    std::fs::read(path).map_err(|e| format!("ssl.truststore.location {path}: {e}"))?
-                }
-                (None, Some(inline)) => inline.as_bytes().to_vec(),
-                (None, None) => {
-                    return Err(format!(
-                        "ssl.client.auth={client_auth} needs ssl.truststore.location"
-                    ))
-                }
-            };
-            for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| format!("the truststore: {e}"))?;
-                roots.add(cert).map_err(|e| format!("the truststore: {e}"))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            let verifier = if client_auth == "requested" {
-                verifier.allow_unauthenticated()
-            } else {
-                verifier
-            };
-            builder.with_client_cert_verifier(
-                verifier
-                    .build()
-                    .map_err(|e| format!("client certificates: {e}"))?,
-            )
-        }
-        other => return Err(format!("ssl.client.auth={other}: required, requested or none")),
-    };
-    let config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
-    Ok(Arc::new(config))
+            .collect(),
+    }
 }
 
 /// `ssl.principal.mapping.rules`: how a client certificate's subject becomes a principal.
