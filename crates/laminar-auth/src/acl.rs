@@ -19,6 +19,38 @@ pub enum ResourceType {
     User = 7,
 }
 
+/// The operations an ACL can name on each resource type (Kafka's
+/// `AclEntry.supportedOperations`): what authorized-operations fields report on.
+pub fn supported_operations(resource: ResourceType) -> &'static [Operation] {
+    use Operation::*;
+    match resource {
+        ResourceType::Topic => &[
+            Read,
+            Write,
+            Create,
+            Describe,
+            Delete,
+            Alter,
+            DescribeConfigs,
+            AlterConfigs,
+        ],
+        ResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+        ResourceType::Cluster => &[
+            Create,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+            Alter,
+            Describe,
+        ],
+        ResourceType::TransactionalId => &[Describe, Write, TwoPhaseCommit],
+        ResourceType::DelegationToken => &[Describe],
+        ResourceType::User => &[CreateTokens, DescribeTokens],
+        ResourceType::Any => &[],
+    }
+}
+
 /// Kafka's `PatternType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PatternType {

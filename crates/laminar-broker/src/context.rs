@@ -198,6 +198,18 @@ impl RequestContext {
         self.may(operation, ResourceType::Cluster, CLUSTER_NAME)
     }
 
+    /// Kafka's authorized-operations field for one resource: bit `1 << code` set for each
+    /// operation of the resource type this principal may do there (every one of them
+    /// without an authorizer, as Kafka answers). Tools and UIs read it to tell what a user
+    /// may do (`kafka-topics --describe` does not; the Admin client's
+    /// `includeAuthorizedOperations` does).
+    pub fn authorized_operations(&self, resource: ResourceType, name: &str) -> i32 {
+        laminar_auth::acl::supported_operations(resource)
+            .iter()
+            .filter(|op| self.may(**op, resource, name))
+            .fold(0, |bits, op| bits | 1 << (*op as i32))
+    }
+
     /// The client's host as Kafka reports it in group descriptions (`/127.0.0.1`).
     pub fn client_host(&self) -> String {
         format!("/{}", self.peer.ip())

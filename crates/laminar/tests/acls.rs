@@ -234,5 +234,38 @@ fn each_api_answers_kafkas_authorization_errors_where_the_acls_stop() {
         said.contains("TopicAuthorizationException") || said.contains("'u' doesn't exist"),
         "{said}"
     );
+
+    // What the Java Admin client reports each principal may do (authorized operations in
+    // DescribeCluster, Metadata and DescribeGroups): alice exactly what her ACLs allow, with
+    // READ and WRITE implying DESCRIBE; the super user every operation of each resource.
+    let program =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/AuthorizedOperations.java");
+    let program = program.to_str().unwrap();
+    let ops = as_alice.java(&[program, &sasl, "t", "g", "alice", "alice-secret"]);
+    assert!(ops.ok, "{}\n{}", ops.stdout, ops.stderr);
+    assert_eq!(
+        ops.stdout.lines().collect::<Vec<_>>(),
+        [
+            "cluster ",
+            "topic DESCRIBE,DESCRIBE_CONFIGS,READ,WRITE",
+            "group DESCRIBE,READ",
+            "unasked null"
+        ],
+        "{}",
+        ops.stderr
+    );
+    let ops = tools.java(&[program, &plain, "t", "g"]);
+    assert!(ops.ok, "{}\n{}", ops.stdout, ops.stderr);
+    assert_eq!(
+        ops.stdout.lines().collect::<Vec<_>>(),
+        [
+            "cluster ALTER,ALTER_CONFIGS,CLUSTER_ACTION,CREATE,DESCRIBE,DESCRIBE_CONFIGS,IDEMPOTENT_WRITE",
+            "topic ALTER,ALTER_CONFIGS,CREATE,DELETE,DESCRIBE,DESCRIBE_CONFIGS,READ,WRITE",
+            "group ALTER_CONFIGS,DELETE,DESCRIBE,DESCRIBE_CONFIGS,READ",
+            "unasked null"
+        ],
+        "{}",
+        ops.stderr
+    );
     broker.terminate();
 }

@@ -10,12 +10,13 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{sb, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::ResourceType;
 use laminar_cluster::Cluster;
 
 /// Kafka's `endpointType` values.
 const ENDPOINT_BROKERS: i8 = 1;
 
-/// "Not requested or not known": Laminar has no ACLs to report operations from.
+/// "Not requested".
 const AUTHORIZED_OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
 /// `c`: the control plane; `default_cluster_id`: the id it answers before the cluster
@@ -29,7 +30,11 @@ pub fn handle(
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeClusterResponse::default();
     resp.endpoint_type = r.endpoint_type;
-    resp.cluster_authorized_operations = AUTHORIZED_OPERATIONS_UNKNOWN;
+    resp.cluster_authorized_operations = if r.include_cluster_authorized_operations {
+        ctx.authorized_operations(ResourceType::Cluster, laminar_auth::acl::CLUSTER_NAME)
+    } else {
+        AUTHORIZED_OPERATIONS_UNKNOWN
+    };
     if r.endpoint_type != ENDPOINT_BROKERS {
         resp.error_code = ResponseError::UnsupportedEndpointType.code();
         resp.error_message = Some(sb(&format!(

@@ -23,6 +23,9 @@ pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroups
             resp.groups.push(d);
             continue;
         }
+        if version >= 3 && r.include_authorized_operations {
+            d.authorized_operations = ctx.authorized_operations(ResourceType::Group, &id);
+        }
         match groups.get(&id) {
             None => d.group_state = sb(GroupState::Dead.name()),
             Some(g) => {

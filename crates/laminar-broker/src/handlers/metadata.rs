@@ -87,6 +87,10 @@ pub async fn handle(
     r: MetadataRequest,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
+    let (include_topic_operations, include_cluster_operations) = (
+        r.include_topic_authorized_operations,
+        r.include_cluster_authorized_operations,
+    );
     let mut resp = MetadataResponse::default();
     let (c, topics) = (changes.cluster, changes.topics);
     let image = c.image();
@@ -214,6 +218,19 @@ pub async fn handle(
                 }
             }
         }
+    }
+    // What the principal may do with each topic it was told about (v8+), and, before v11,
+    // with the cluster: only when asked, as Kafka answers.
+    if version >= 8 && include_topic_operations {
+        for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations = ctx.authorized_operations(ResourceType::Topic, name);
+            }
+        }
+    }
+    if (8..=10).contains(&version) && include_cluster_operations {
+        resp.cluster_authorized_operations =
+            ctx.authorized_operations(ResourceType::Cluster, laminar_auth::acl::CLUSTER_NAME);
     }
     responses::encode(ApiKey::Metadata, version, correlation_id, &resp)
 }

@@ -359,15 +359,13 @@ fn metadata(r: &mut Reader, v: i16) -> Result<MetadataRequest> {
         }
     };
     let allow_auto_topic_creation = if v >= 4 { r.bool()? } else { true };
-    if (8..=10).contains(&v) {
-        r.bool()?; // include_cluster_authorized_operations
-    }
-    if v >= 8 {
-        r.bool()?; // include_topic_authorized_operations
-    }
+    let include_cluster_authorized_operations = (8..=10).contains(&v) && r.bool()?;
+    let include_topic_authorized_operations = v >= 8 && r.bool()?;
     Ok(MetadataRequest {
         topics,
         allow_auto_topic_creation,
+        include_cluster_authorized_operations,
+        include_topic_authorized_operations,
     })
 }
 
@@ -845,10 +843,11 @@ fn list_groups(r: &mut Reader, v: i16) -> Result<ListGroupsRequest> {
 
 fn describe_groups(r: &mut Reader, v: i16) -> Result<DescribeGroupsRequest> {
     let groups = r.array(1, |r| r.string())?;
-    if v >= 3 {
-        r.bool()?; // include_authorized_operations
-    }
-    Ok(DescribeGroupsRequest { groups })
+    let include_authorized_operations = v >= 3 && r.bool()?;
+    Ok(DescribeGroupsRequest {
+        groups,
+        include_authorized_operations,
+    })
 }
 
 fn offset_delete(r: &mut Reader) -> Result<OffsetDeleteRequest> {

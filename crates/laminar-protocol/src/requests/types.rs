@@ -391,6 +391,8 @@ pub struct ListGroupsRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeGroupsRequest {
     pub groups: Vec<String>,
+    /// v3+: report what the principal may do with each group.
+    pub include_authorized_operations: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -445,6 +447,10 @@ pub struct MetadataRequest {
     /// `None`: every topic.
     pub topics: Option<Vec<MetadataTopic>>,
     pub allow_auto_topic_creation: bool,
+    /// v8-10: report what the principal may do with the cluster.
+    pub include_cluster_authorized_operations: bool,
+    /// v8+: report what the principal may do with each topic.
+    pub include_topic_authorized_operations: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
