@@ -423,6 +423,51 @@ fn java_consumer_validates_positions_with_offset_for_leader_epoch() {
     broker.terminate();
 }
 
+/// Issue 29 (the clock round's non-monotonic poll): a position is validated against where
+/// its epoch ends in the leader's log, not against the high watermark. Here the records'
+/// fsync is held back (faultfs), so the high watermark stays at 0 while the log ends at 10,
+/// as on a new leader whose high watermark lags its log. Before, the answer was bounded by
+/// the high watermark (0), and the Java consumer took its valid position 5 for a truncated
+/// log (LogTruncationException; librdkafka rewinds and reads a record again); as Kafka
+/// answers (the epoch's end, 10), it waits for the records and reads from 5.
+#[test]
+fn a_position_above_the_high_watermark_is_not_taken_for_a_truncation() {
+    use laminar_faultfs::{Mount, Options};
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, mnt) = Mount::in_dir(tmp.path(), Options::default()).unwrap();
+    let broker = common::serve(&mnt.join("data"));
+    let tools = Tools::new(&broker.addr, tmp.path());
+    tools.ok(TOPICS, &["--create", "--topic", "lagging", "--partitions", "1"]);
+    mount.command("delay fsync **/lagging-0/* 8000").unwrap();
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("acks", "1")
+        .create()
+        .unwrap();
+    for i in 0..10 {
+        let v = format!("record-{i}");
+        p.send(BaseRecord::<(), _>::to("lagging").partition(0).payload(&v))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        common::high_watermark(&broker.addr, "lagging"),
+        0,
+        "the fsync is held back"
+    );
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/SeekWithLeaderEpoch.java");
+    let r = tools.java(&[program.to_str().unwrap(), &broker.addr, "lagging"]);
+    assert!(r.ok, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        ["epoch 0: first offset 5", "epoch 7: LogTruncationException"],
+        "{}",
+        r.stderr
+    );
+    broker.terminate();
+    mount.unmount().unwrap();
+}
+
 /// The Java producer sends a batch with a keyless record to a compacted topic: the broker
 /// refuses it with INVALID_RECORD and names the record (KIP-467), so the producer fails that
 /// record with InvalidRecordException and the broker's reason, and the rest of its batch as

@@ -3,7 +3,10 @@
 //!
 //! Answered from the log's leader epoch cache, as Kafka's `LeaderEpochFileCache.endOffsetFor`
 //! answers: the largest epoch at or below the one asked for, and where the next begins (the
-//! log end for the latest). A client's answer is bounded by the high watermark. A
+//! log end for the latest), to followers and clients alike. Not bounded by the high
+//! watermark: a new leader's lags its log until its followers fetch again, and a consumer
+//! whose valid position lay above it took it for a truncation and read a record twice (the
+//! clock round of issue 29; a consumer's position is never above an honest epoch end). A
 //! `current_leader_epoch` older than this leader's is FENCED_LEADER_EPOCH, a newer one
 //! UNKNOWN_LEADER_EPOCH. On a single node every batch is in epoch 0.
 
@@ -74,11 +77,7 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: OffsetForLeaderEpoch
                     }
                     let (found, end) = led.log.end_offset_for_epoch(p.leader_epoch);
                     e.leader_epoch = found;
-                    e.end_offset = if end >= 0 && !from_follower {
-                        end.min(led.high_watermark().0)
-                    } else {
-                        end
-                    };
+                    e.end_offset = end;
                     e
                 })
                 .collect();
