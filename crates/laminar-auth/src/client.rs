@@ -21,9 +21,9 @@ pub enum ClientStep {
 }
 
 impl ClientExchange {
-    /// `mechanism` is one of [`crate::sasl::SUPPORTED`].
+    /// `mechanism` is one of [`crate::sasl::PASSWORD_MECHANISMS`].
     pub fn start(mechanism: &str, username: &str, password: &str) -> Result<ClientExchange, String> {
-        if !crate::sasl::SUPPORTED.contains(&mechanism) {
+        if !crate::sasl::PASSWORD_MECHANISMS.contains(&mechanism) {
             return Err(format!("SASL mechanism {mechanism} is not supported as a client"));
         }
         let config = SASLConfig::with_credentials(None, username.to_string(), password.to_string())
@@ -77,8 +77,12 @@ mod tests {
     /// Runs a client exchange against the server side: the user, or why not.
     fn exchange(mechanism: &str, password: &str) -> Result<String, String> {
         let server = Authenticator::new(
-            crate::sasl::SUPPORTED.iter().map(|s| s.to_string()).collect(),
+            crate::sasl::PASSWORD_MECHANISMS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             Arc::new(OneUser),
+            None,
         )
         .unwrap();
         let mut server = server.start(mechanism).unwrap();
@@ -104,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_client_exchange_authenticates_with_each_mechanism_and_only_with_its_password() {
-        for mechanism in crate::sasl::SUPPORTED {
+        for mechanism in crate::sasl::PASSWORD_MECHANISMS {
             assert_eq!(
                 exchange(mechanism, "secret").as_deref(),
                 Ok("broker"),

@@ -10,6 +10,7 @@ use rsasl::prelude::{Mechname, SASLConfig, SASLServer, Session, SessionError, St
 use rsasl::property::{AuthId, AuthzId, Password};
 use rsasl::validate::{Validate, Validation, ValidationError};
 
+use crate::oauthbearer::{initial_response, JwtValidator};
 use crate::scram::{ScramKeys, ScramMechanism};
 
 /// Where an exchange finds its users.
@@ -20,8 +21,13 @@ pub trait Users: Send + Sync + 'static {
     fn plain(&self, user: &str, password: &[u8]) -> bool;
 }
 
-/// The mechanisms there is an exchange for.
-pub const SUPPORTED: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+/// The mechanisms with a password, on `rsasl`: the server's and the client's side.
+pub const PASSWORD_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// The mechanisms there is a server's exchange for.
+pub const SUPPORTED: [&str; 4] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER];
+
+pub const OAUTHBEARER: &str = "OAUTHBEARER";
 
 /// Why an exchange failed. Its text is what the client is told, and it says no more than
 /// Kafka's does: never whether the user exists.
@@ -53,22 +59,38 @@ impl AuthError {
 pub struct Authenticator {
     config: Arc<SASLConfig>,
     enabled: Vec<String>,
+    oauth: Option<Arc<JwtValidator>>,
 }
 
 impl Authenticator {
-    /// `enabled`: `sasl.enabled.mechanisms`; each must be one of [`SUPPORTED`].
-    pub fn new(enabled: Vec<String>, users: Arc<dyn Users>) -> Result<Authenticator, String> {
+    /// `enabled`: `sasl.enabled.mechanisms`; each must be one of [`SUPPORTED`]. OAUTHBEARER
+    /// needs `oauth`, how its tokens are checked.
+    pub fn new(
+        enabled: Vec<String>,
+        users: Arc<dyn Users>,
+        oauth: Option<Arc<JwtValidator>>,
+    ) -> Result<Authenticator, String> {
         if let Some(m) = enabled.iter().find(|m| !SUPPORTED.contains(&m.as_str())) {
             return Err(format!(
                 "SASL mechanism {m} is not supported (supported: {})",
                 SUPPORTED.join(", ")
             ));
         }
+        if enabled.iter().any(|m| m == OAUTHBEARER) && oauth.is_none() {
+            return Err(
+                "OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (the keys its tokens are signed with)"
+                    .into(),
+            );
+        }
         let config = SASLConfig::builder()
             .with_defaults()
             .with_callback(Callback { users })
             .map_err(|e| format!("SASL configuration: {e}"))?;
-        Ok(Authenticator { config, enabled })
+        Ok(Authenticator {
+            config,
+            enabled,
+            oauth,
+        })
     }
 
     pub fn enabled(&self) -> &[String] {
@@ -80,12 +102,18 @@ impl Authenticator {
         if !self.enabled.iter().any(|m| m == mechanism) {
             return None;
         }
+        if mechanism == OAUTHBEARER {
+            return Some(Exchange {
+                inner: Inner::OAuthBearer(self.oauth.clone()?),
+                mechanism: mechanism.to_string(),
+            });
+        }
         let name = Mechname::parse(mechanism.as_bytes()).ok()?;
         let session = SASLServer::<Principal>::new(self.config.clone())
             .start_suggested(name)
             .ok()?;
         Some(Exchange {
-            session,
+            inner: Inner::Password(Box::new(session)),
             mechanism: mechanism.to_string(),
         })
     }
@@ -93,8 +121,15 @@ impl Authenticator {
 
 /// One client's exchange, from its first message to its end.
 pub struct Exchange {
-    session: Session<Principal>,
+    inner: Inner,
     mechanism: String,
+}
+
+enum Inner {
+    /// PLAIN and SCRAM, on `rsasl`.
+    Password(Box<Session<Principal>>),
+    /// One message, a token.
+    OAuthBearer(Arc<JwtValidator>),
 }
 
 /// What a step of an exchange answers.
@@ -113,11 +148,15 @@ impl Exchange {
 
     /// Takes the client's next message.
     pub fn step(&mut self, input: &[u8]) -> Result<Step, AuthError> {
+        let session = match &mut self.inner {
+            Inner::Password(session) => session,
+            Inner::OAuthBearer(validator) => return oauthbearer_step(validator, input),
+        };
         let mut out = Vec::new();
         let invalid = || AuthError::InvalidCredentials(self.mechanism.clone());
-        match self.session.step(Some(input), &mut out) {
+        match session.step(Some(input), &mut out) {
             Ok(State::Running) => Ok(Step::Continue(out)),
-            Ok(State::Finished(_)) => match self.session.validation() {
+            Ok(State::Finished(_)) => match session.validation() {
                 Some(Ok(user)) => Ok(Step::Authenticated { response: out, user }),
                 Some(Err(e)) => Err(e),
                 None => Err(invalid()),
@@ -134,6 +173,25 @@ impl Exchange {
             }),
         }
     }
+}
+
+/// OAUTHBEARER's one step: the token in the client's message, checked. A refusal is
+/// answered at once with the error (Kafka first sends `{"status":"invalid_token"}` and
+/// waits for the client's `\x01`; both clients treat either as a failed authentication).
+fn oauthbearer_step(validator: &JwtValidator, input: &[u8]) -> Result<Step, AuthError> {
+    let refused = |detail: String| AuthError::Refused {
+        mechanism: OAUTHBEARER.to_string(),
+        detail,
+    };
+    let (authzid, token) = initial_response(input).map_err(refused)?;
+    let token = validator.validate(&token).map_err(refused)?;
+    if authzid.is_some_and(|a| a != token.principal) {
+        return Err(AuthError::AuthorizationId);
+    }
+    Ok(Step::Authenticated {
+        response: Vec::new(),
+        user: token.principal,
+    })
 }
 
 /// The validation an exchange ends with: the user, or why not.
@@ -221,7 +279,12 @@ mod tests {
 
     /// Runs a whole exchange with rsasl's client as `user` with `password`.
     fn exchange(mechanism: &str, user: &str, password: &str) -> Result<String, AuthError> {
-        let auth = Authenticator::new(SUPPORTED.map(String::from).to_vec(), Arc::new(Alice)).unwrap();
+        let auth = Authenticator::new(
+            PASSWORD_MECHANISMS.map(String::from).to_vec(),
+            Arc::new(Alice),
+            None,
+        )
+        .unwrap();
         let mut server = auth.start(mechanism).unwrap();
         let config = SASLConfig::with_credentials(None, user.into(), password.into()).unwrap();
         let mut client = SASLClient::new(config)
@@ -248,7 +311,7 @@ mod tests {
 
     #[test]
     fn each_mechanism_authenticates_the_user_and_refuses_a_wrong_password() {
-        for m in SUPPORTED {
+        for m in PASSWORD_MECHANISMS {
             assert_eq!(exchange(m, "alice", "alice-secret").unwrap(), "alice", "{m}");
             for (user, password) in [("alice", "wrong"), ("mallory", "alice-secret")] {
                 let e = exchange(m, user, password).unwrap_err();
@@ -264,9 +327,9 @@ mod tests {
 
     #[test]
     fn a_mechanism_not_enabled_is_not_started() {
-        let auth = Authenticator::new(vec!["SCRAM-SHA-512".into()], Arc::new(Alice)).unwrap();
+        let auth = Authenticator::new(vec!["SCRAM-SHA-512".into()], Arc::new(Alice), None).unwrap();
         assert!(auth.start("PLAIN").is_none());
         assert!(auth.start("SCRAM-SHA-512").is_some());
-        assert!(Authenticator::new(vec!["GSSAPI".into()], Arc::new(Alice)).is_err());
+        assert!(Authenticator::new(vec!["GSSAPI".into()], Arc::new(Alice), None).is_err());
     }
 }

@@ -113,28 +113,6 @@ fn start(data: &Path, keystore: &Path) -> Broker {
     panic!("no free ports in five tries");
 }
 
-/// Topics `t` and `u`, and an ACL that lets alice write `t`, made with Kafka's tools.
-fn t_writable_by_alice(tools: &Tools) {
-    for t in ["t", "u"] {
-        tools.ok(
-            "org.apache.kafka.tools.TopicCommand",
-            &["--create", "--topic", t, "--partitions", "1"],
-        );
-    }
-    tools.ok(
-        "org.apache.kafka.tools.AclCommand",
-        &[
-            "--add",
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "Write",
-            "--topic",
-            "t",
-        ],
-    );
-}
-
 /// Produces one record to `topic` with `config`: its error, if any.
 fn produce_as(config: &ClientConfig, topic: &str) -> Result<(), String> {
     use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -270,7 +248,7 @@ fn scram_users_and_acls_made_with_kafkas_tools_hold_across_a_restart() {
     let broker = serve();
     let tools = Tools::new(&plain, tmp.path());
     add_alice(&tools);
-    t_writable_by_alice(&tools);
+    tools.t_writable_by_alice();
     let listed = tools.ok("org.apache.kafka.tools.AclCommand", &["--list", "--topic", "t"]);
     assert!(
         listed.contains("User:alice") && listed.contains("WRITE"),
@@ -349,7 +327,7 @@ fn a_client_certificate_names_the_principal_the_acls_see() {
     let broker = common::try_serve_args(&tmp.path().join("data"), &["--config", config.to_str().unwrap()])
         .expect("the broker starts on its ports");
     let tools = Tools::new(&plain, tmp.path());
-    t_writable_by_alice(&tools);
+    tools.t_writable_by_alice();
     let mut alice = ClientConfig::new();
     alice
         .set("bootstrap.servers", &ssl)

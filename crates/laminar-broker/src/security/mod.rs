@@ -33,6 +33,20 @@ pub fn authenticators(
     listeners: &[Arc<Listener>],
     cluster: &Arc<Cluster>,
 ) -> Result<Vec<Option<Arc<Authenticator>>>, String> {
+    let sasl = |l: &Listener| {
+        matches!(
+            l.protocol,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    };
+    let oauth = if listeners
+        .iter()
+        .any(|l| sasl(l) && settings.mechanisms_of(&l.name).iter().any(|m| m == "OAUTHBEARER"))
+    {
+        Some(Arc::new(oauth_validator(settings)?))
+    } else {
+        None
+    };
     listeners
         .iter()
         .map(|l| {
@@ -57,7 +71,15 @@ pub fn authenticators(
                 cluster: cluster.clone(),
                 plain,
             };
-            Authenticator::new(mechanisms, Arc::new(users))
+            if let Some(handler) = settings.of_listener(&l.name, "oauthbearer.sasl.server.callback.handler.class") {
+                if handler.trim() != OAUTHBEARER_VALIDATOR {
+                    return Err(format!(
+                        "listener.name.{}.oauthbearer.sasl.server.callback.handler.class={handler}: only {OAUTHBEARER_VALIDATOR} is supported",
+                        l.name.to_ascii_lowercase()
+                    ));
+                }
+            }
+            Authenticator::new(mechanisms, Arc::new(users), oauth.clone())
                 .map(|a| Some(Arc::new(a)))
                 .map_err(|e| format!("listener {}: {e}", l.name))
         })
@@ -143,6 +165,8 @@ pub struct SecuritySettings {
     /// `sasl.mechanism.inter.broker.protocol`: how this broker authenticates to the others
     /// when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL.
     pub sasl_mechanism_inter_broker: Option<String>,
+    /// OAUTHBEARER's `sasl.oauthbearer.*` settings, by Kafka's names (see `oauth_validator`).
+    pub oauthbearer: BTreeMap<String, String>,
 }
 
 impl Default for SecuritySettings {
@@ -157,6 +181,7 @@ impl Default for SecuritySettings {
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,
             sasl_mechanism_inter_broker: None,
+            oauthbearer: BTreeMap::new(),
         }
     }
 }
@@ -167,7 +192,73 @@ const PER_LISTENER: &[&str] = &[
     "plain.sasl.jaas.config",
     "scram-sha-256.sasl.jaas.config",
     "scram-sha-512.sasl.jaas.config",
+    // Kafka wants both for OAUTHBEARER; the JAAS line has no options on a broker, and the
+    // only handler is the one that validates JWTs (below).
+    "oauthbearer.sasl.jaas.config",
+    "oauthbearer.sasl.server.callback.handler.class",
 ];
+
+/// The `sasl.oauthbearer.*` settings read.
+const OAUTHBEARER_SETTINGS: &[&str] = &[
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+];
+
+/// Kafka's handler that validates JWTs against a JWKS, the one OAUTHBEARER does here.
+const OAUTHBEARER_VALIDATOR: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
+
+/// How OAUTHBEARER tokens are checked, from `sasl.oauthbearer.*`: the JWKS is read from a
+/// file (`file:///path` or a path; Kafka also fetches it over HTTPS, which is not built).
+fn oauth_validator(settings: &SecuritySettings) -> Result<laminar_auth::oauthbearer::JwtValidator, String> {
+    let get = |k: &str| {
+        settings
+            .oauthbearer
+            .get(k)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let url = get("sasl.oauthbearer.jwks.endpoint.url")
+        .ok_or("OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (a file:// URL of the JWKS its tokens are signed with)")?;
+    let path = match url.split_once("://") {
+        Some(("file", path)) => path,
+        Some((scheme, _)) => {
+            return Err(format!(
+                "sasl.oauthbearer.jwks.endpoint.url={url}: only file:// is supported, not {scheme}"
+            ))
+        }
+        None => url,
+    };
+    let jwks = std::fs::read_to_string(path)
+        .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url {path}: {e}"))?;
+    let audience = get("sasl.oauthbearer.expected.audience")
+        .map(|a| {
+            a.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let skew = match get("sasl.oauthbearer.clock.skew.seconds") {
+        None => 30,
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("sasl.oauthbearer.clock.skew.seconds: {v:?} is not a number of seconds"))?,
+    };
+    laminar_auth::oauthbearer::JwtValidator::new(
+        &jwks,
+        audience,
+        get("sasl.oauthbearer.expected.issuer").map(str::to_string),
+        get("sasl.oauthbearer.sub.claim.name")
+            .unwrap_or("sub")
+            .to_string(),
+        skew,
+    )
+    .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url {path}: {e}"))
+}
 
 impl SecuritySettings {
     /// Sets `key` if it is one of these; `None` if it is not.
@@ -219,6 +310,10 @@ impl SecuritySettings {
                 .parse::<bool>()
                 .map(|v| self.allow_everyone_if_no_acl_found = v)
                 .map_err(|_| format!("{key}: {value:?} is not true or false")),
+            _ if OAUTHBEARER_SETTINGS.contains(&key) => {
+                self.oauthbearer.insert(key.to_string(), value.to_string());
+                Ok(())
+            }
             _ if tls::SETTINGS.contains(&key) => {
                 self.ssl.insert(key.to_string(), value.to_string());
                 Ok(())

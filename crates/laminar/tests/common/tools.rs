@@ -110,4 +110,26 @@ impl Tools {
         assert!(r.ok, "{class} {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
         r.stdout
     }
+
+    /// Topics `t` and `u`, and an ACL that lets alice write `t`, made with Kafka's tools.
+    pub fn t_writable_by_alice(&self) {
+        for t in ["t", "u"] {
+            self.ok(
+                "org.apache.kafka.tools.TopicCommand",
+                &["--create", "--topic", t, "--partitions", "1"],
+            );
+        }
+        self.ok(
+            "org.apache.kafka.tools.AclCommand",
+            &[
+                "--add",
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                "Write",
+                "--topic",
+                "t",
+            ],
+        );
+    }
 }

@@ -1,0 +1,233 @@
+//! OAUTHBEARER with real clients: JWTs signed (ES256) by a test identity provider whose key
+//! the broker reads from a JWKS file (`sasl.oauthbearer.jwks.endpoint.url=file://...`), with
+//! Kafka's settings for the expected audience and issuer. librdkafka hands its token over
+//! through its refresh callback, the Java client (Kafka's own tools) reads it from a file
+//! (`OAuthBearerLoginCallbackHandler`, a `file:` token endpoint). The principal is the
+//! token's `sub`: the authorizer lets alice write `t` and nothing else. An expired token, one
+//! for another audience and one signed by another key are refused as authentication failures.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use common::tools::Tools;
+use common::{free_port, try_serve_with, Serve};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+/// The test identity provider: its signing key and the JWKS that publishes it.
+struct Idp {
+    key: jsonwebtoken::EncodingKey,
+    jwks: String,
+}
+
+impl Idp {
+    fn new(kid: &str) -> Idp {
+        let pair = rcgen::KeyPair::generate().unwrap(); // ECDSA P-256
+        let point = pair.public_key_raw(); // 0x04, x, y
+        assert_eq!(point.len(), 65);
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let jwks = format!(
+            r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"{kid}","alg":"ES256","use":"sig","x":"{}","y":"{}"}}]}}"#,
+            b64(&point[1..33]),
+            b64(&point[33..])
+        );
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap();
+        Idp { key, jwks }
+    }
+
+    /// A token for `sub`, valid for `valid_s` seconds from now (negative: expired), for
+    /// `audience`.
+    fn token(&self, kid: &str, sub: &str, valid_s: i64, audience: &str) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let claims = serde_json::json!({
+            "sub": sub, "iss": "test-idp", "aud": audience, "iat": now - 5, "exp": now + valid_s,
+            "scope": "kafka"
+        });
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(kid.to_string());
+        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
+    }
+}
+
+fn start(data: &Path, jwks: &Path) -> (Serve, String, String) {
+    for _ in 0..5 {
+        let (plain, sasl) = (free_port(), free_port());
+        let settings = [
+            format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+            "sasl.enabled.mechanisms=OAUTHBEARER".to_string(),
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler".to_string(),
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;".to_string(),
+            format!("sasl.oauthbearer.jwks.endpoint.url=file://{}", jwks.display()),
+            "sasl.oauthbearer.expected.audience=laminar".to_string(),
+            "sasl.oauthbearer.expected.issuer=test-idp".to_string(),
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_string(),
+            "super.users=User:ANONYMOUS".to_string(),
+        ];
+        let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+        if let Some(b) = try_serve_with(data, &format!("127.0.0.1:{plain}"), &args) {
+            return (b, format!("127.0.0.1:{plain}"), format!("127.0.0.1:{sasl}"));
+        }
+    }
+    panic!("no free ports in five tries");
+}
+
+/// librdkafka's context: hands over one fixed token when asked, and keeps the errors the
+/// client reports (an authentication failure is one).
+struct Bearer {
+    token: String,
+    errors: std::sync::Mutex<Vec<String>>,
+}
+
+impl rdkafka::ClientContext for Bearer {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn generate_oauth_token(
+        &self,
+        _config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        Ok(rdkafka::client::OAuthToken {
+            token: self.token.clone(),
+            principal_name: "alice".into(),
+            lifetime_ms: (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+                + 60_000) as i64,
+        })
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        self.errors.lock().unwrap().push(format!("{error}: {reason}"));
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Bearer {}
+impl rdkafka::producer::ProducerContext for Bearer {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
+
+fn config(addr: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", addr)
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "OAUTHBEARER");
+    c
+}
+
+fn bearer(token: String) -> Bearer {
+    Bearer {
+        token,
+        errors: Default::default(),
+    }
+}
+
+/// The topics a client with this token is told of, or what it reported.
+fn topics(addr: &str, token: String) -> Result<Vec<String>, String> {
+    let c: BaseConsumer<Bearer> = config(addr).create_with_context(bearer(token)).unwrap();
+    // librdkafka asks for the token (the refresh callback) when the client is polled, and
+    // connects once it has one.
+    for _ in 0..3 {
+        let _ = c.poll(Duration::from_millis(50));
+    }
+    c.fetch_metadata(None, Duration::from_secs(5))
+        .map(|m| m.topics().iter().map(|t| t.name().to_string()).collect())
+        .map_err(|e| {
+            for _ in 0..10 {
+                let _ = c.poll(Duration::from_millis(100));
+            }
+            format!("{e}; reported: {:?}", c.context().errors.lock().unwrap())
+        })
+}
+
+/// Produces one record to `topic` with this token: the delivery's error, if any.
+fn produce(addr: &str, token: String, topic: &str) -> Result<(), String> {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let p: ThreadedProducer<Bearer> = config(addr)
+        .set("message.timeout.ms", "10000")
+        .create_with_context(bearer(token))
+        .unwrap();
+    p.send(BaseRecord::<(), _>::to(topic).payload("by alice"))
+        .map_err(|(e, _)| e.to_string())?;
+    p.flush(Duration::from_secs(15)).map_err(|e| e.to_string())?;
+    // The delivery report of a refused record is an error: read the partition back.
+    Ok(())
+}
+
+#[test]
+fn oauthbearer_tokens_authenticate_by_their_subject_and_bad_tokens_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idp = Idp::new("k1");
+    let jwks = tmp.path().join("jwks.json");
+    std::fs::write(&jwks, &idp.jwks).unwrap();
+    let (broker, plain, sasl) = start(&tmp.path().join("data"), &jwks);
+    let tools = Tools::new(&plain, tmp.path());
+    tools.t_writable_by_alice();
+
+    // librdkafka, as alice: she sees t (WRITE implies DESCRIBE), writes it, not u.
+    let alice = idp.token("k1", "alice", 600, "laminar");
+    assert_eq!(topics(&sasl, alice.clone()), Ok(vec!["t".to_string()]));
+    produce(&sasl, alice.clone(), "t").unwrap();
+    assert_eq!(common::high_watermark(&plain, "t"), 1, "alice's record is in t");
+    let _ = produce(&sasl, alice.clone(), "u");
+    assert_eq!(common::high_watermark(&plain, "u"), 0, "nothing of alice's in u");
+
+    // Refused: expired, for another audience, signed by a key the JWKS does not hold.
+    let other = Idp::new("k1");
+    for (why, token) in [
+        ("expired", idp.token("k1", "alice", -600, "laminar")),
+        ("another audience", idp.token("k1", "alice", 600, "elsewhere")),
+        ("another key", other.token("k1", "alice", 600, "laminar")),
+        ("an unknown key id", idp.token("k2", "alice", 600, "laminar")),
+    ] {
+        let refused = topics(&sasl, token);
+        let said = format!("{refused:?}");
+        assert!(
+            refused.is_err() && said.contains("Authentication"),
+            "{why}: {said}"
+        );
+    }
+
+    // The Java client (Kafka's own kafka-topics) as alice, its token read from a file.
+    let token_file = tmp.path().join("alice.jwt");
+    std::fs::write(&token_file, &alice).unwrap();
+    let props = tmp.path().join("alice.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n\
+             sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             sasl.oauthbearer.token.endpoint.url=file://{}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n",
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    let allowed = format!(
+        "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://{}",
+        token_file.display()
+    );
+    let listed = Tools::new(&sasl, tmp.path()).java(&[
+        &allowed,
+        "org.apache.kafka.tools.TopicCommand",
+        "--list",
+        "--bootstrap-server",
+        &sasl,
+        "--command-config",
+        props.to_str().unwrap(),
+    ]);
+    assert!(listed.ok, "{}\n{}", listed.stdout, listed.stderr);
+    assert_eq!(
+        listed.stdout.lines().collect::<Vec<_>>(),
+        ["t"],
+        "{}",
+        listed.stderr
+    );
+    broker.terminate();
+}
