@@ -1,7 +1,9 @@
 //! Client byte-rate quotas, as Kafka has them: `consumer_byte_rate` and
-//! `producer_byte_rate` per `client-id`, with a default entity for clients without their
-//! own. Set and read with AlterClientQuotas and DescribeClientQuotas (so
-//! `kafka-configs.sh --entity-type clients` works), held in the cluster metadata.
+//! `producer_byte_rate` per user, per client-id, or per user and client-id, each named or the
+//! default, resolved as Kafka resolves them (`quota`). Set and read with AlterClientQuotas and
+//! DescribeClientQuotas (so `kafka-configs.sh --entity-type users|clients` works), held in
+//! the cluster metadata. A user's quota is shared by all its connections; the default
+//! user's applies to each user apart (Kafka's metric tags).
 //!
 //! Rates are measured as Kafka measures them: bytes over `QUOTA_WINDOW_SAMPLES` samples of
 //! `QUOTA_SAMPLE_MS` each, with the window counted as at least all but one full sample, so
@@ -16,8 +18,8 @@ use std::hash::BuildHasher;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-pub use laminar_cluster::quotas::{apply_changes, QuotaChange, QuotaEntry};
-use laminar_protocol::requests::{QuotaEntity, QuotaOp};
+pub use laminar_cluster::quotas::{apply_changes, EntityName, QuotaChange, QuotaEntity, QuotaEntry};
+use laminar_protocol::requests::QuotaOp;
 use laminar_storage::backend::{read_whole, remove_durably};
 use laminar_storage::Store;
 use serde::{Deserialize, Serialize};
@@ -32,6 +34,7 @@ pub const QUOTA_CLIENTS_MAX: usize = 10_000;
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 pub const CLIENT_ID: &str = "client-id";
+pub const USER: &str = "user";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuotaKind {
@@ -150,16 +153,42 @@ impl Quotas {
         self.entries.read().unwrap().clone()
     }
 
-    /// The quota that applies to `client_id`: its own, else the default entity's.
-    fn quota(&self, client_id: &str, kind: QuotaKind) -> Option<f64> {
+    /// The quota of `kind` that applies to `user` connected as `client_id`, and the key of
+    /// the window it is measured over: the first entity that has one, in Kafka's order
+    /// (user and client-id, user and the default client-id, the user, the default user and
+    /// the client-id, the default user and the default client-id, the default user, the
+    /// client-id, the default client-id). The window is the entity's: one for all of a
+    /// user's clients under a user quota, one per user under the default user's.
+    fn quota(&self, user: &str, client_id: &str, kind: QuotaKind) -> Option<(f64, u64)> {
+        use EntityName::{Default, Named};
         let entries = self.entries.read().unwrap();
-        let value = |name: Option<&str>| {
+        let value = |user: Option<EntityName>, client_id: Option<EntityName>| {
             entries
                 .iter()
-                .find(|e| e.client_id.as_deref() == name)
+                .find(|e| e.entity.user == user && e.entity.client_id == client_id)
                 .and_then(|e| e.values.get(kind.key()).copied())
         };
-        value(Some(client_id)).or_else(|| value(None))
+        let (u, c) = (|| Named(user.to_string()), || Named(client_id.to_string()));
+        let levels = [
+            (Some(u()), Some(c()), true, true),
+            (Some(u()), Some(Default), true, true),
+            (Some(u()), None, true, false),
+            (Some(Default), Some(c()), true, true),
+            (Some(Default), Some(Default), true, true),
+            (Some(Default), None, true, false),
+            (None, Some(c()), false, true),
+            (None, Some(Default), false, true),
+        ];
+        levels
+            .into_iter()
+            .find_map(|(entity_user, entity_client, by_user, by_client)| {
+                let quota = value(entity_user, entity_client)?;
+                let tags = (
+                    if by_user { user } else { "" },
+                    if by_client { client_id } else { "" },
+                );
+                Some((quota, self.hasher.hash_one(tags)))
+            })
     }
 
     fn now_ms(&self) -> u64 {
@@ -167,30 +196,34 @@ impl Quotas {
         self.epoch.elapsed().as_millis() as u64 + QUOTA_WINDOW_SAMPLES * QUOTA_SAMPLE_MS
     }
 
-    /// The most a fetch may return to `client_id` at once: what its quota allows over the
-    /// window (Kafka's `getMaxValueInQuotaWindow`), so that one response can always pass.
-    pub fn fetch_bytes_cap(&self, client_id: &str) -> Option<u64> {
-        self.quota(client_id, QuotaKind::Fetch)
-            .map(|q| (q * ((QUOTA_WINDOW_SAMPLES - 1) * QUOTA_SAMPLE_MS) as f64 / 1000.0) as u64)
+    /// The most a fetch may return to `user` as `client_id` at once: what its quota allows
+    /// over the window (Kafka's `getMaxValueInQuotaWindow`), so that one response can always
+    /// pass.
+    pub fn fetch_bytes_cap(&self, user: &str, client_id: &str) -> Option<u64> {
+        self.quota(user, client_id, QuotaKind::Fetch)
+            .map(|(q, _)| (q * ((QUOTA_WINDOW_SAMPLES - 1) * QUOTA_SAMPLE_MS) as f64 / 1000.0) as u64)
     }
 
     /// Takes back bytes recorded for a response that was not sent (a throttled fetch is
     /// answered empty), as Kafka does.
-    pub fn unrecord(&self, client_id: &str, kind: QuotaKind, bytes: u64) {
-        let key = (self.hasher.hash_one(client_id), kind);
-        if let Some(w) = self.windows.lock().unwrap().get_mut(&key) {
+    pub fn unrecord(&self, user: &str, client_id: &str, kind: QuotaKind, bytes: u64) {
+        let Some((_, key)) = self.quota(user, client_id, kind) else {
+            return;
+        };
+        if let Some(w) = self.windows.lock().unwrap().get_mut(&(key, kind)) {
             w.unrecord(bytes);
         }
     }
 
-    /// Records `bytes` sent to (fetch) or received from (produce) `client_id` and returns
-    /// how long the client must be throttled, zero when it is within its quota or has none.
-    pub fn record(&self, client_id: &str, kind: QuotaKind, bytes: u64) -> Duration {
-        let Some(quota) = self.quota(client_id, kind) else {
+    /// Records `bytes` sent to (fetch) or received from (produce) `user` as `client_id` and
+    /// returns how long the client must be throttled, zero when it is within its quota or
+    /// has none.
+    pub fn record(&self, user: &str, client_id: &str, kind: QuotaKind, bytes: u64) -> Duration {
+        let Some((quota, key)) = self.quota(user, client_id, kind) else {
             return Duration::ZERO;
         };
         let now_ms = self.now_ms();
-        let key = (self.hasher.hash_one(client_id), kind);
+        let key = (key, kind);
         let mut windows = self.windows.lock().unwrap();
         if windows.len() >= QUOTA_CLIENTS_MAX && !windows.contains_key(&key) {
             // Bounded: forget the client seen least recently.
@@ -219,10 +252,13 @@ impl Quotas {
     }
 }
 
-/// An AlterClientQuotas entry checked: a client-id entity, quotas Laminar has, positive
-/// values.
-pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChange, BrokerError> {
-    let client_id = single_client_entity(entity)?;
+/// An AlterClientQuotas entry checked: a user, client-id or user and client-id entity,
+/// quotas Laminar has, positive values.
+pub fn checked_change(
+    entity: &[(String, Option<String>)],
+    ops: &[QuotaOp],
+) -> Result<QuotaChange, BrokerError> {
+    let entity = checked_entity(entity)?;
     for op in ops {
         if op.key != CONSUMER_BYTE_RATE && op.key != PRODUCER_BYTE_RATE {
             return Err(BrokerError::InvalidRequest(format!(
@@ -242,18 +278,39 @@ pub fn checked_change(entity: &QuotaEntity, ops: &[QuotaOp]) -> Result<QuotaChan
         .iter()
         .map(|op| (op.key.clone(), (!op.remove).then_some(op.value)))
         .collect();
-    Ok((client_id, values))
+    Ok((entity, values))
 }
 
-/// The client-id of an entity that names only a client-id (the only entity type Laminar
-/// has: user quotas need authentication).
-fn single_client_entity(entity: &[(String, Option<String>)]) -> Result<Option<String>, BrokerError> {
-    match entity {
-        [(t, name)] if t == CLIENT_ID => Ok(name.clone()),
-        _ => Err(BrokerError::InvalidRequest(
-            "Laminar has quotas for a client-id entity alone (user quotas need authentication)".into(),
-        )),
+/// The entity an AlterClientQuotas entry names: a user, a client-id, or both, each at most
+/// once (a `None` name is the default).
+fn checked_entity(entity: &[(String, Option<String>)]) -> Result<QuotaEntity, BrokerError> {
+    let mut out = QuotaEntity {
+        user: None,
+        client_id: None,
+    };
+    for (kind, name) in entity {
+        let part = match kind.as_str() {
+            USER => &mut out.user,
+            CLIENT_ID => &mut out.client_id,
+            other => {
+                return Err(BrokerError::InvalidRequest(format!(
+                "quota entity type {other} is not supported ({USER}, {CLIENT_ID}; ip quotas are not built)"
+            )))
+            }
+        };
+        if part.is_some() {
+            return Err(BrokerError::InvalidRequest(format!(
+                "entity type {kind} is given twice"
+            )));
+        }
+        *part = Some(EntityName::from_wire(name.as_deref()));
     }
+    if out.user.is_none() && out.client_id.is_none() {
+        return Err(BrokerError::InvalidRequest(
+            "a quota entity names a user or a client-id".into(),
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -283,5 +340,60 @@ mod tests {
         // Samples older than the window are forgotten.
         w.record(200_000 + 20_000, 10);
         assert_eq!(w.samples.len(), 1);
+    }
+
+    /// Kafka's order: the most specific entity with a quota of the kind wins, user before
+    /// client-id; a user's quota is one window for all its clients, the default user's one
+    /// per user, a client-id's one per client-id.
+    #[test]
+    fn quotas_resolve_in_kafkas_order_over_the_entitys_window() {
+        use EntityName::{Default as D, Named as N};
+        let entry = |user: Option<EntityName>, client_id: Option<EntityName>, rate: f64| QuotaEntry {
+            entity: QuotaEntity { user, client_id },
+            values: std::collections::BTreeMap::from([(PRODUCER_BYTE_RATE.to_string(), rate)]),
+        };
+        let q = Quotas::new();
+        q.set_entries(vec![
+            entry(None, Some(D), 8.0),
+            entry(None, Some(N("c".into())), 7.0),
+            entry(Some(D), None, 6.0),
+            entry(Some(N("alice".into())), None, 3.0),
+            entry(Some(N("alice".into())), Some(N("c".into())), 1.0),
+        ]);
+        let rate = |user: &str, client: &str| q.quota(user, client, QuotaKind::Produce).map(|(r, _)| r);
+        assert_eq!(rate("alice", "c"), Some(1.0), "user and client-id");
+        assert_eq!(rate("alice", "d"), Some(3.0), "the user");
+        assert_eq!(
+            rate("bob", "c"),
+            Some(6.0),
+            "the default user, before the client-id"
+        );
+        assert_eq!(
+            q.quota("alice", "c", QuotaKind::Fetch),
+            None,
+            "no consumer quota anywhere"
+        );
+        let window = |user: &str, client: &str| q.quota(user, client, QuotaKind::Produce).unwrap().1;
+        assert_eq!(
+            window("alice", "d"),
+            window("alice", "e"),
+            "one window for all of alice's clients"
+        );
+        assert_ne!(
+            window("bob", "d"),
+            window("carol", "d"),
+            "one per user under the default user's"
+        );
+        q.set_entries(vec![
+            entry(None, Some(D), 8.0),
+            entry(None, Some(N("c".into())), 7.0),
+        ]);
+        assert_eq!(rate("alice", "c"), Some(7.0), "the client-id");
+        assert_eq!(rate("alice", "x"), Some(8.0), "the default client-id");
+        assert_eq!(
+            window("alice", "x"),
+            window("bob", "x"),
+            "a client-id's window is not per user"
+        );
     }
 }

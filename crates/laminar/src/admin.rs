@@ -15,8 +15,8 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    alter_client_quotas_request, describe_client_quotas_request, AlterClientQuotasRequest,
-    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+    alter_client_quotas_request, AlterClientQuotasRequest, AlterClientQuotasResponse,
+    DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 };
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
@@ -572,33 +572,45 @@ pub fn describe(bootstrap: &str, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `laminar quotas describe`: DescribeClientQuotas v1 for every client-id entity.
+/// `laminar quotas describe`: DescribeClientQuotas v1 for every entity (users, client-ids,
+/// and users with client-ids), one line each: `client-id NAME: key=value, ...`, `user NAME:
+/// ...` or `user NAME, client-id NAME: ...` (`<default>` for a default name).
 pub fn quotas_describe(bootstrap: &str) -> anyhow::Result<()> {
     let mut admin = Admin::connect(bootstrap)?;
-    let mut any = describe_client_quotas_request::ComponentData::default();
-    any.entity_type = sb("client-id");
-    any.match_type = 2;
-    let mut default = describe_client_quotas_request::ComponentData::default();
-    default.entity_type = sb("client-id");
-    default.match_type = 1;
-    for component in [default, any] {
-        let mut req = DescribeClientQuotasRequest::default();
-        req.components = vec![component];
-        let resp: DescribeClientQuotasResponse = admin.call(ApiKey::DescribeClientQuotas, 1, &req)?;
-        check(resp.error_code, resp.error_message.as_ref(), "describe quotas")?;
-        for e in resp.entries.unwrap_or_default() {
-            let name = e
+    // No component and not strict: every entity.
+    let req = DescribeClientQuotasRequest::default();
+    let resp: DescribeClientQuotasResponse = admin.call(ApiKey::DescribeClientQuotas, 1, &req)?;
+    check(resp.error_code, resp.error_message.as_ref(), "describe quotas")?;
+    let mut lines: Vec<String> = resp
+        .entries
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let mut parts: Vec<(String, String)> = e
                 .entity
-                .first()
-                .and_then(|d| d.entity_name.as_ref())
-                .map_or("<default>".to_string(), |n| n.to_string());
+                .iter()
+                .map(|d| {
+                    let name = d
+                        .entity_name
+                        .as_ref()
+                        .map_or("<default>".to_string(), |n| n.to_string());
+                    (d.entity_type.to_string(), name)
+                })
+                .collect();
+            // The user first, as kafka-configs shows it.
+            parts.sort_by_key(|(t, _)| t != "user");
+            let entity: Vec<String> = parts.iter().map(|(t, n)| format!("{t} {n}")).collect();
             let values: Vec<String> = e
                 .values
                 .iter()
                 .map(|v| format!("{}={}", v.key, v.value))
                 .collect();
-            println!("client-id {name}: {}", values.join(", "));
-        }
+            format!("{}: {}", entity.join(", "), values.join(", "))
+        })
+        .collect();
+    lines.sort();
+    for line in lines {
+        println!("{line}");
     }
     Ok(())
 }

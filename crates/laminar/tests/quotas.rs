@@ -1,6 +1,7 @@
 //! Invariant 3's quotas: `consumer_byte_rate` and `producer_byte_rate` per client-id, set
 //! with `laminar quotas alter` (AlterClientQuotas, as `kafka-configs.sh` sends it), survive a
-//! restart, and throttle only the client they name. librdkafka sees the broker's
+//! restart, and throttle only the client they name; per user, set with Kafka's
+//! `kafka-configs --entity-type users`, they throttle that user on any client-id. librdkafka sees the broker's
 //! `throttle_time_ms` in its statistics.
 
 mod common;
@@ -41,8 +42,13 @@ impl ConsumerContext for ThrottleSeen {}
 /// Reads the topic from the start as `client_id` for at most `for_how_long`; returns the
 /// records read and the largest throttle time seen.
 fn read(addr: &str, client_id: &str, for_how_long: Duration) -> (usize, i64) {
+    read_as(ClientConfig::new(), addr, client_id, for_how_long)
+}
+
+/// As `read`, with `config`'s settings (a SASL user's) too.
+fn read_as(mut config: ClientConfig, addr: &str, client_id: &str, for_how_long: Duration) -> (usize, i64) {
     let seen = ThrottleSeen::default();
-    let c: BaseConsumer<ThrottleSeen> = ClientConfig::new()
+    let c: BaseConsumer<ThrottleSeen> = config
         .set("bootstrap.servers", addr)
         .set("client.id", client_id)
         .set("group.id", "unused")
@@ -67,12 +73,10 @@ fn read(addr: &str, client_id: &str, for_how_long: Duration) -> (usize, i64) {
     (n, seen.0.load(Ordering::Relaxed))
 }
 
-#[test]
-fn byte_rate_quotas_throttle_only_the_client_they_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let b = common::serve(dir.path());
+/// 3 MB into `metered`, in 1 KB records.
+fn fill(addr: &str) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &b.addr)
+        .set("bootstrap.servers", addr)
         .set("linger.ms", "5")
         .create()
         .unwrap();
@@ -82,6 +86,13 @@ fn byte_rate_quotas_throttle_only_the_client_they_name() {
             .unwrap();
     }
     p.flush(Duration::from_secs(30)).unwrap();
+}
+
+#[test]
+fn byte_rate_quotas_throttle_only_the_client_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::serve(dir.path());
+    fill(&b.addr);
 
     let rate = QUOTA_BYTES_PER_S.to_string();
     laminar(&[
@@ -157,5 +168,74 @@ fn byte_rate_quotas_throttle_only_the_client_they_name() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not supported"));
+    b.terminate();
+}
+
+/// Issue 30: quotas per user, set with Kafka's own `kafka-configs --entity-type users`. Alice
+/// (PLAIN, over SASL_PLAINTEXT) is throttled whatever her client-id; bob, under no quota, is
+/// not; and the default user's quota, once set, applies to bob too.
+#[test]
+fn user_quotas_set_with_kafka_configs_throttle_that_user_on_every_client_id() {
+    use common::tools::Tools;
+    let dir = tempfile::tempdir().unwrap();
+    let (b, plain, sasl) = (0..5)
+        .find_map(|_| {
+            let (p, s) = (common::free_port(), common::free_port());
+            let settings = [
+                format!("listeners=PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"),
+                "sasl.enabled.mechanisms=PLAIN".to_string(),
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\" user_bob=\"bob-secret\";".to_string(),
+            ];
+            let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+            common::try_serve_with(&dir.path().join("data"), &format!("127.0.0.1:{p}"), &args)
+                .map(|b| (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}")))
+        })
+        .expect("free ports");
+    fill(&plain);
+    let tools = Tools::new(&plain, dir.path());
+    let configs = |args: &[&str]| tools.ok("kafka.admin.ConfigCommand", args);
+    let rate = format!("consumer_byte_rate={QUOTA_BYTES_PER_S}");
+    let limit = |entity: &[&str]| {
+        let mut args = vec!["--alter", "--add-config", rate.as_str(), "--entity-type", "users"];
+        args.extend_from_slice(entity);
+        configs(&args)
+    };
+    limit(&["--entity-name", "alice"]);
+    let described = configs(&["--describe", "--entity-type", "users", "--entity-name", "alice"]);
+    assert!(
+        described.contains("user-principal 'alice'") && described.contains("consumer_byte_rate=100000"),
+        "{described}"
+    );
+    let user = |name: &str| {
+        let mut c = ClientConfig::new();
+        c.set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "PLAIN")
+            .set("sasl.username", name)
+            .set("sasl.password", format!("{name}-secret"));
+        c
+    };
+    let (n, throttle_ms) = read_as(user("alice"), &sasl, "any-client", Duration::from_secs(8));
+    assert!(
+        throttle_ms > 0 && n < RECORDS,
+        "alice: {n} records, throttled {throttle_ms} ms"
+    );
+    let (n, throttle_ms) = read_as(user("bob"), &sasl, "any-client", Duration::from_secs(30));
+    assert_eq!((n, throttle_ms), (RECORDS, 0), "bob has no quota");
+    // The default user's quota: bob's now, in a window of his own.
+    limit(&["--entity-default"]);
+    let (n, throttle_ms) = read_as(user("bob"), &sasl, "other-client", Duration::from_secs(8));
+    assert!(
+        throttle_ms > 0 && n < RECORDS,
+        "bob under the default: {n} records, throttled {throttle_ms} ms"
+    );
+    let listed = laminar(&["quotas", "describe", "--bootstrap", &plain]);
+    assert!(
+        listed.contains("user alice: consumer_byte_rate=100000"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("user <default>: consumer_byte_rate=100000"),
+        "{listed}"
+    );
     b.terminate();
 }

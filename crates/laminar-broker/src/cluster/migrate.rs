@@ -107,7 +107,7 @@ async fn import(
             .into_iter()
             .map(|e| {
                 (
-                    e.client_id,
+                    e.entity,
                     e.values.into_iter().map(|(k, v)| (k, Some(v))).collect(),
                 )
             })

@@ -394,7 +394,9 @@ pub async fn handle(
         notified.as_mut().enable();
         // A client with a consumer quota gets at most what its quota allows over the window
         // in one response, so that a response can always pass.
-        let max_bytes = match s.quotas.fetch_bytes_cap(client_id) {
+        // Followers have no client quota, as in Kafka (replication is not a client's load).
+        let user = &ctx.principal.name;
+        let max_bytes = match s.quotas.fetch_bytes_cap(user, client_id).filter(|_| !follower) {
             Some(cap) => r.max_bytes.min(cap.min(i32::MAX as u64) as i32),
             None => r.max_bytes,
         };
@@ -414,13 +416,17 @@ pub async fn handle(
             .any(|p| p.error_code != ErrorCode::None.code() || p.diverging_epoch.is_some());
         let now = Instant::now();
         if total >= r.min_bytes.max(0) as u64 || any_error || now >= deadline {
-            let throttle = s.quotas.record(client_id, QuotaKind::Fetch, total);
+            let throttle = if follower {
+                Duration::ZERO
+            } else {
+                s.quotas.record(user, client_id, QuotaKind::Fetch, total)
+            };
             let mut resp = response(s, ctx, topics, throttle.as_millis() as i32);
             if !throttle.is_zero() {
                 // As Kafka does: over its quota, the client gets an empty response at once
                 // with the throttle time, and its connection is muted for that long. The
                 // bytes it was not sent do not count against it.
-                s.quotas.unrecord(client_id, QuotaKind::Fetch, total);
+                s.quotas.unrecord(user, client_id, QuotaKind::Fetch, total);
                 for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                     p.records.clear();
                 }

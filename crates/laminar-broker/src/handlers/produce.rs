@@ -852,9 +852,12 @@ pub async fn handle(
     }
     // As Kafka does: the records are appended, then a client over its quota is told to
     // wait and its connection is muted for that long (with acks=0, only muted).
-    let throttle = s
-        .quotas
-        .record(client_id, crate::quotas::QuotaKind::Produce, request_bytes);
+    let throttle = s.quotas.record(
+        &ctx.principal.name,
+        client_id,
+        crate::quotas::QuotaKind::Produce,
+        request_bytes,
+    );
     if !throttle.is_zero() {
         resp.throttle_time_ms = throttle.as_millis() as i32;
         laminar_net::throttle(throttle);
