@@ -465,7 +465,7 @@ impl RunningBroker {
             }
         });
         let c = &broker.cluster;
-        let cluster_tasks = vec![
+        let mut cluster_tasks = vec![
             tokio::spawn(crate::cluster::publish::run(broker.clone(), c.subscribe())),
             tokio::spawn(c.clone().run_heartbeats(broker.advertised.clone())),
             tokio::spawn(
@@ -473,6 +473,21 @@ impl RunningBroker {
                     .run_isr_checks(Duration::from_millis(config.replica_lag_time_max_ms)),
             ),
         ];
+        let inter_broker_listener = broker.listeners[config.listeners.inter_broker_index()].clone();
+        let inter_broker_tls = matches!(
+            inter_broker_listener.protocol,
+            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl
+        );
+        let reload = crate::security::tls::reload_interval(&config.security)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if let Some(interval) = reload.filter(|_| tls.is_some() || inter_broker_tls) {
+            cluster_tasks.push(tokio::spawn(crate::security::tls::reload_on_change(
+                config.security.clone(),
+                interval,
+                tls.clone(),
+                inter_broker_tls.then(|| (c.clone(), inter_broker_listener)),
+            )));
+        }
         crate::cluster::migrate::single_node(&broker).await;
         if c.alone() {
             ready_alone(&broker).await;

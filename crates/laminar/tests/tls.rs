@@ -348,3 +348,70 @@ fn a_client_certificate_names_the_principal_the_acls_see() {
     assert!(c.fetch_metadata(None, Duration::from_secs(3)).is_err());
     broker.terminate();
 }
+
+/// Certificates reload without a restart: the broker's keystore file is replaced (atomically,
+/// as a certificate manager does) by one a new CA signed; within `ssl.reload.interval.ms`
+/// new connections get the new certificate (a client trusting only the new CA connects, one
+/// trusting only the old no longer does). A keystore that does not parse is logged and the
+/// current one kept.
+#[test]
+fn a_replaced_keystore_is_used_without_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (old_dir, new_dir) = (tmp.path().join("old"), tmp.path().join("new"));
+    std::fs::create_dir_all(&old_dir).unwrap();
+    std::fs::create_dir_all(&new_dir).unwrap();
+    let (old, new) = (Pki::new(&old_dir), Pki::new(&new_dir));
+    let live = tmp.path().join("live.pem");
+    std::fs::copy(&old.keystore, &live).unwrap();
+    let replace = |from: &Path| {
+        let staged = tmp.path().join("staged.pem");
+        std::fs::copy(from, &staged).unwrap();
+        std::fs::rename(&staged, &live).unwrap();
+    };
+    let serve = (0..5)
+        .find_map(|_| {
+            let (p, s) = (free_port(), free_port());
+            let settings = [
+                format!("listeners=PLAINTEXT://127.0.0.1:{p},SSL://127.0.0.1:{s}"),
+                format!("ssl.keystore.location={}", live.display()),
+                "ssl.reload.interval.ms=100".to_string(),
+            ];
+            let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+            try_serve_with(&tmp.path().join("data"), &format!("127.0.0.1:{p}"), &args)
+                .map(|serve| (serve, format!("127.0.0.1:{s}")))
+        })
+        .expect("free ports");
+    let (serve, ssl) = serve;
+    let trusts = |ca: &Path| {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &ssl)
+            .set("security.protocol", "SSL")
+            .set("ssl.ca.location", ca.to_str().unwrap())
+            .create()
+            .unwrap();
+        c.fetch_metadata(None, Duration::from_secs(2)).is_ok()
+    };
+    assert!(
+        trusts(&old.ca_file) && !trusts(&new.ca_file),
+        "the old certificate first"
+    );
+    replace(&new.keystore);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !trusts(&new.ca_file) {
+        assert!(std::time::Instant::now() < deadline, "the new certificate in use");
+    }
+    assert!(!trusts(&old.ca_file), "the old certificate no longer served");
+    // Half a file: logged, and the new certificate stays in use.
+    std::fs::write(
+        tmp.path().join("broken.pem"),
+        "-----BEGIN PRIVATE KEY-----\nnot base64",
+    )
+    .unwrap();
+    replace(&tmp.path().join("broken.pem"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        trusts(&new.ca_file),
+        "a broken keystore leaves the current one in use"
+    );
+    serve.terminate();
+}

@@ -27,7 +27,13 @@ pub const SETTINGS: &[&str] = &[
     "ssl.enabled.protocols",
     "ssl.endpoint.identification.algorithm",
     "ssl.principal.mapping.rules",
+    RELOAD_INTERVAL,
 ];
+
+/// How often the keystore and truststore files are looked at for a change (Laminar's own
+/// setting; 0: never). A changed file is read again and new handshakes use it.
+pub const RELOAD_INTERVAL: &str = "ssl.reload.interval.ms";
+const RELOAD_INTERVAL_DEFAULT_MS: u64 = 10_000;
 
 /// rustls's configuration for a TLS listener, from the settings.
 pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerConfig>, String> {
@@ -175,5 +181,78 @@ pub fn principal_rules(settings: &SecuritySettings) -> Result<laminar_auth::prin
     match settings.ssl.get("ssl.principal.mapping.rules") {
         Some(rules) => laminar_auth::principal::MappingRules::parse(rules),
         None => Ok(Default::default()),
+    }
+}
+
+/// The files TLS reads, as last seen: their modification times and lengths.
+type Stamps = Vec<Option<(std::time::SystemTime, u64)>>;
+
+fn stamps(settings: &SecuritySettings) -> Stamps {
+    ["ssl.keystore.location", "ssl.truststore.location"]
+        .iter()
+        .map(|k| {
+            let path = settings.ssl.get(*k)?;
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.modified().ok()?, meta.len()))
+        })
+        .collect()
+}
+
+/// `ssl.reload.interval.ms`, or why it is not a number.
+pub fn reload_interval(settings: &SecuritySettings) -> Result<Option<std::time::Duration>, String> {
+    let ms = match settings.ssl.get(RELOAD_INTERVAL) {
+        None => RELOAD_INTERVAL_DEFAULT_MS,
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{RELOAD_INTERVAL}: {v:?} is not a number of milliseconds"))?,
+    };
+    Ok((ms > 0).then(|| std::time::Duration::from_millis(ms)))
+}
+
+/// Reloads certificates without a restart: every `interval`, looks at the keystore's and
+/// truststore's files (on a blocking thread: a disk may be slow), and when one changed,
+/// builds the TLS configurations again from them. New connections, both the listeners'
+/// (`server`) and this broker's own to the others' inter-broker listener (`inter_broker`),
+/// use the new ones; established connections keep theirs. A file that does not make a
+/// configuration (half written, a key that does not fit) is logged and the old one kept.
+pub async fn reload_on_change(
+    settings: SecuritySettings,
+    interval: std::time::Duration,
+    server: Option<Arc<laminar_net::TlsServer>>,
+    inter_broker: Option<(Arc<laminar_cluster::Cluster>, Arc<crate::listeners::Listener>)>,
+) {
+    let settings = Arc::new(settings);
+    let look = |settings: Arc<SecuritySettings>| async move {
+        tokio::task::spawn_blocking(move || stamps(&settings))
+            .await
+            .unwrap_or_default()
+    };
+    let mut seen = look(settings.clone()).await;
+    loop {
+        tokio::time::sleep(interval).await;
+        let now = look(settings.clone()).await;
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let (s, server, inter_broker) = (settings.clone(), server.clone(), inter_broker.clone());
+        let outcome = tokio::task::spawn_blocking(move || {
+            if let Some(server) = &server {
+                server.replace(server_config(&s)?);
+            }
+            if let Some((cluster, listener)) = &inter_broker {
+                cluster.clients.set_security(super::inter_broker(&s, listener)?);
+            }
+            Ok::<_, String>(())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        match outcome {
+            Ok(()) => crate::info!("TLS: the keystore or truststore changed; new connections use it"),
+            Err(e) => crate::warn!(
+                "TLS: the keystore or truststore changed but cannot be used, the old one stays: {e}"
+            ),
+        }
     }
 }
