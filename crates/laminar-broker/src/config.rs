@@ -577,6 +577,7 @@ impl BrokerConfig {
             "advertised.listeners" => self.listeners.set_advertised(value)?,
             "listener.security.protocol.map" => self.listeners.set_protocol_map(value)?,
             "inter.broker.listener.name" => self.listeners.set_inter_broker(value)?,
+            "controller.listener.names" => self.listeners.set_controller(value)?,
             "log.dirs" => self.data_dir = PathBuf::from(value),
             "node.id" => self.node_id = int()? as i32,
             "controller.quorum.voters" => {

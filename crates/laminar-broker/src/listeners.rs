@@ -54,6 +54,9 @@ pub struct ListenerSettings {
     pub advertised: Vec<ListenerAddr>,
     pub protocol_map: Vec<(String, SecurityProtocol)>,
     pub inter_broker: Option<String>,
+    /// `controller.listener.names`: the name whose security protocol the controller port
+    /// (`controller.quorum.voters`) speaks, PLAINTEXT or SSL; none: PLAINTEXT.
+    pub controller: Option<String>,
 }
 
 /// The name the older `host:port` form gives its one listener.
@@ -79,6 +82,7 @@ impl Default for ListenerSettings {
             .map(|p| (p.name().to_string(), p))
             .collect(),
             inter_broker: None,
+            controller: None,
         }
     }
 }
@@ -123,6 +127,23 @@ impl ListenerSettings {
         }
         self.protocol_map = map;
         Ok(())
+    }
+
+    /// Kafka's list takes several names; the controller port has one protocol, the first's.
+    pub fn set_controller(&mut self, value: &str) -> Result<(), String> {
+        let first = value.split(',').next().unwrap_or("").trim();
+        self.controller = Some(check_name("controller.listener.names", first)?);
+        Ok(())
+    }
+
+    /// The controller port's security protocol.
+    pub fn controller_protocol(&self) -> Result<SecurityProtocol, String> {
+        match &self.controller {
+            None => Ok(SecurityProtocol::Plaintext),
+            Some(name) => self.protocol(name).ok_or_else(|| {
+                format!("controller.listener.names={name} has no security protocol in listener.security.protocol.map")
+            }),
+        }
     }
 
     pub fn set_inter_broker(&mut self, value: &str) -> Result<(), String> {

@@ -178,6 +178,9 @@ impl BrokerConnection {
         buf[..4].copy_from_slice(&size.to_be_bytes());
         let exchange = async {
             self.stream.write_all(&buf).await?;
+            // Over TLS, what the socket did not take yet waits in the session's buffer until
+            // a flush.
+            self.stream.flush().await?;
             let size = self.stream.read_i32().await?;
             if size < 0 || size as usize > RESPONSE_BYTES_MAX {
                 return Err(io::Error::new(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ServerState};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::image::{assign_replicas, BrokerId, ClusterImage, Command, CommandResult};
@@ -69,6 +69,7 @@ impl Controller {
         let image = published.subscribe();
         let sm = StateMachine::open(storage, &dir, published)?;
         let listen = me.addr.clone();
+        let tls = settings.controller_tls.clone();
         let id = me.id.0 as NodeId;
         let voter_count = voters.len();
         let members: BTreeMap<NodeId, BasicNode> = voters
@@ -107,7 +108,7 @@ impl Controller {
                         ..Default::default()
                     };
                     let config = Arc::new(config.validate().expect("a valid raft config"));
-                    let raft = match Raft::new(id, config, Network, log, sm).await {
+                    let raft = match Raft::new(id, config, Network { tls: tls.clone() }, log, sm).await {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = started_tx.send(Err(std::io::Error::other(format!(
@@ -151,7 +152,7 @@ impl Controller {
                             return;
                         }
                     };
-                    tokio::spawn(accept(listener, active.clone()));
+                    tokio::spawn(accept(listener, active.clone(), tls));
                     tokio::spawn(duties(active));
                     let _ = started_tx.send(Ok((raft.clone(), addr)));
                     let _ = stop_rx.await;
@@ -191,12 +192,22 @@ impl Controller {
     }
 }
 
-async fn accept(listener: TcpListener, active: Arc<Active>) {
+async fn accept(listener: TcpListener, active: Arc<Active>, tls: Option<rpc::ControllerTls>) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(serve(stream, active.clone()));
+            Ok((tcp, peer)) => {
+                let (active, tls) = (active.clone(), tls.clone());
+                // The handshake runs in the connection's own task: a slow or hostile peer
+                // holds up no other.
+                tokio::spawn(async move {
+                    match rpc::accepted(tcp, tls.as_ref()).await {
+                        Ok(stream) => serve(stream, active).await,
+                        Err(e) => laminar_metrics::warn!(
+                            "controller {}: refusing a connection from {peer}: {e}",
+                            active.id
+                        ),
+                    }
+                });
             }
             Err(e) => {
                 laminar_metrics::warn!("controller {}: accept: {e}", active.id);
@@ -206,9 +217,9 @@ async fn accept(listener: TcpListener, active: Arc<Active>) {
     }
 }
 
-async fn serve(mut stream: TcpStream, active: Arc<Active>) {
+async fn serve(mut stream: Box<dyn rpc::Stream>, active: Arc<Active>) {
     loop {
-        let request: ControllerRequest = match rpc::read_frame(&mut stream).await {
+        let request: ControllerRequest = match rpc::read_frame(stream.as_mut()).await {
             Ok(r) => r,
             Err(e) => {
                 if e.kind() != std::io::ErrorKind::UnexpectedEof {
@@ -218,7 +229,7 @@ async fn serve(mut stream: TcpStream, active: Arc<Active>) {
             }
         };
         let response = active.handle(request).await;
-        if rpc::write_frame(&mut stream, &response).await.is_err() {
+        if rpc::write_frame(stream.as_mut(), &response).await.is_err() {
             return;
         }
     }

@@ -80,6 +80,9 @@ pub struct ClusterSettings {
     /// (`auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`); `None`:
     /// never by itself.
     pub leader_imbalance_check_interval: Option<Duration>,
+    /// The controller port's mutual TLS (`controller.listener.names` mapped to SSL): the
+    /// controllers' Raft and the brokers' heartbeats and requests to them.
+    pub controller_tls: Option<rpc::ControllerTls>,
 }
 
 /// What went wrong in the control plane. Each is answered with one Kafka error code
@@ -194,7 +197,10 @@ impl Cluster {
             }
             None => None,
         };
-        let connections = voters.iter().map(|v| Connection::new(v.addr.clone())).collect();
+        let connections = voters
+            .iter()
+            .map(|v| Connection::new(v.addr.clone(), settings.controller_tls.clone()))
+            .collect();
         Ok(Arc::new(Cluster {
             node_id,
             voters,

@@ -7,6 +7,7 @@
 //! protocol between its nodes, not Kafka's: clients never see it.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
@@ -17,7 +18,7 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::image::{BrokerId, ClusterImage, Command, CommandResult};
@@ -97,7 +98,69 @@ impl ControllerResponse {
     }
 }
 
-pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> io::Result<()> {
+/// What a controller connection runs over: TCP, or TLS over it.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Stream for T {}
+
+/// The controller port's TLS, when its listener (`controller.listener.names`) is SSL: both
+/// sides present a certificate of the truststore's CA (mutual TLS), so only brokers reach a
+/// controller and a controller is who it says.
+#[derive(Clone)]
+pub struct ControllerTls {
+    pub server: Arc<rustls::ServerConfig>,
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for ControllerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControllerTls")
+    }
+}
+
+/// Connects to a controller at `addr` (`host:port`), in TLS with `tls`.
+async fn connect(addr: &str, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    tcp.set_nodelay(true)?;
+    let Some(tls) = tls else {
+        return Ok(Box::new(tcp));
+    };
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{host}: {e}")))?;
+    let stream = tokio::time::timeout(
+        TLS_HANDSHAKE_TIMEOUT,
+        tokio_rustls::TlsConnector::from(tls.client.clone()).connect(name, tcp),
+    )
+    .await
+    .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    Ok(Box::new(stream))
+}
+
+/// Accepts a connection on the controller port, in TLS with `tls`.
+pub async fn accepted(tcp: TcpStream, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
+    let _ = tcp.set_nodelay(true);
+    let Some(tls) = tls else {
+        return Ok(Box::new(tcp));
+    };
+    let stream = tokio::time::timeout(
+        TLS_HANDSHAKE_TIMEOUT,
+        tokio_rustls::TlsAcceptor::from(tls.server.clone()).accept(tcp),
+    )
+    .await
+    .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    Ok(Box::new(stream))
+}
+
+/// A TLS handshake on the controller port takes no longer than this.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn write_frame<T: Serialize, S: AsyncWrite + Unpin + ?Sized>(
+    stream: &mut S,
+    value: &T,
+) -> io::Result<()> {
     let body = serde_json::to_vec(value).map_err(io::Error::other)?;
     if body.len() > FRAME_BYTES_MAX {
         return Err(io::Error::other(format!(
@@ -108,10 +171,12 @@ pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> io:
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
     buf.extend_from_slice(&body);
-    stream.write_all(&buf).await
+    stream.write_all(&buf).await?;
+    // Over TLS, what the socket did not take yet waits in the session's buffer until a flush.
+    stream.flush().await
 }
 
-pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> io::Result<T> {
+pub async fn read_frame<T: DeserializeOwned, S: AsyncRead + Unpin + ?Sized>(stream: &mut S) -> io::Result<T> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).await?;
     let len = u32::from_be_bytes(len) as usize;
@@ -134,13 +199,15 @@ pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> io::Resu
 /// used on the runtime that made it.
 pub struct Connection {
     addr: String,
-    stream: tokio::sync::Mutex<Option<TcpStream>>,
+    tls: Option<ControllerTls>,
+    stream: tokio::sync::Mutex<Option<Box<dyn Stream>>>,
 }
 
 impl Connection {
-    pub fn new(addr: String) -> Connection {
+    pub fn new(addr: String, tls: Option<ControllerTls>) -> Connection {
         Connection {
             addr,
+            tls,
             stream: tokio::sync::Mutex::new(None),
         }
     }
@@ -157,17 +224,15 @@ impl Connection {
     ) -> Result<ControllerResponse, CallError> {
         let mut guard = self.stream.lock().await;
         if guard.is_none() {
-            let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+            let stream = connect(&self.addr, self.tls.as_ref())
                 .await
-                .map_err(|_| CallError::Unreachable(io::ErrorKind::TimedOut.into()))?
                 .map_err(CallError::Unreachable)?;
-            stream.set_nodelay(true).map_err(CallError::Unreachable)?;
             *guard = Some(stream);
         }
         let stream = guard.as_mut().expect("connected");
         let exchanged = tokio::time::timeout(timeout, async {
-            write_frame(stream, request).await?;
-            read_frame::<ControllerResponse>(stream).await
+            write_frame(stream.as_mut(), request).await?;
+            read_frame::<ControllerResponse, _>(stream.as_mut()).await
         })
         .await;
         match exchanged {
@@ -193,7 +258,9 @@ pub enum CallError {
 }
 
 /// openraft's connections to the other controllers.
-pub struct Network;
+pub struct Network {
+    pub tls: Option<ControllerTls>,
+}
 
 pub struct Peer {
     target: NodeId,
@@ -206,7 +273,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
         Peer {
             target,
-            connection: Connection::new(node.addr.clone()),
+            connection: Connection::new(node.addr.clone(), self.tls.clone()),
         }
     }
 }

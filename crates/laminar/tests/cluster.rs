@@ -1960,8 +1960,9 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
                 user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
     let settings = [
         "listeners=BROKER://{listen}".to_string(),
-        "listener.security.protocol.map=BROKER:SASL_SSL".to_string(),
+        "listener.security.protocol.map=BROKER:SASL_SSL,CONTROLLER:SSL".to_string(),
         "inter.broker.listener.name=BROKER".to_string(),
+        "controller.listener.names=CONTROLLER".to_string(),
         "sasl.enabled.mechanisms=PLAIN".to_string(),
         "sasl.mechanism.inter.broker.protocol=PLAIN".to_string(),
         jaas.to_string(),
@@ -1984,6 +1985,24 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
             .set("ssl.ca.location", ca_file.to_str().unwrap());
         config
     };
+    {
+        // The brokers register and unfence first: until then a broker names itself alone.
+        let probe: BaseConsumer = as_user("admin", "admin-secret").create().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let brokers = probe
+                .fetch_metadata(None, Duration::from_secs(10))
+                .map(|m| m.brokers().len());
+            if brokers.as_ref().is_ok_and(|n| *n == 3) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "three brokers in the metadata: {brokers:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     let admin_config = as_user("admin", "admin-secret");
     let a: AdminClient<DefaultClientContext> = admin_config.create().unwrap();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
@@ -2052,7 +2071,7 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
-    .with_root_certificates(roots)
+    .with_root_certificates(roots.clone())
     .with_no_client_auth();
     let alice = InterBrokerSecurity {
         tls: Some(std::sync::Arc::new(tls)),
@@ -2116,6 +2135,68 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
         "a plaintext fetch on a SASL_SSL listener: {:?}",
         plain.map(|r| r.error_code)
     );
+    // The controller port speaks mutual TLS: a request in plain text, and one in TLS
+    // without a certificate of the brokers' CA, get no answer.
+    let voter = c
+        .voters
+        .split(',')
+        .next()
+        .unwrap()
+        .split_once('@')
+        .unwrap()
+        .1
+        .to_string();
+    let heartbeat = || {
+        laminar_cluster::rpc::ControllerRequest::Heartbeat(laminar_cluster::rpc::Heartbeat {
+            id: laminar_cluster::BrokerId(9),
+            incarnation: "posing".into(),
+            host: "127.0.0.1".into(),
+            port: 1,
+            endpoints: Vec::new(),
+            known_version: 0,
+            leaving: false,
+        })
+    };
+    let without_certificate = {
+        let roots = roots.clone();
+        let client = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        // (The server half is not used by a client.)
+        let server = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_cert_resolver(std::sync::Arc::new(
+            rustls::server::ResolvesServerCertUsingSni::new(),
+        ));
+        laminar_cluster::rpc::ControllerTls {
+            server: std::sync::Arc::new(server),
+            client: std::sync::Arc::new(client),
+        }
+    };
+    for tls in [None, Some(without_certificate)] {
+        let described = if tls.is_some() {
+            "TLS without a certificate"
+        } else {
+            "plain text"
+        };
+        let answer = block(async {
+            laminar_cluster::rpc::Connection::new(voter.clone(), tls)
+                .call(&heartbeat(), Duration::from_secs(5))
+                .await
+        });
+        assert!(
+            answer.is_err(),
+            "{described} to the controller port was answered: {answer:?}"
+        );
+    }
     // Still in sync: the followers' fetches were the real ones.
     let meta = consumer
         .fetch_metadata(Some("secured"), Duration::from_secs(10))

@@ -69,6 +69,28 @@ pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerCo
     Ok(Arc::new(config))
 }
 
+/// The controller port's mutual TLS: each side presents its keystore's certificate and
+/// checks the other's against the truststore, whatever `ssl.client.auth` says (a
+/// controller port that took any client would take cluster metadata commands from anyone).
+pub fn controller_tls(settings: &SecuritySettings) -> Result<laminar_cluster::rpc::ControllerTls, String> {
+    let (chain, key) = keystore(settings)?;
+    let roots = truststore(settings).map_err(|e| format!("an SSL controller port: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("client certificates: {e}"))?;
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions(settings)?)
+        .map_err(|e| format!("TLS versions: {e}"))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    Ok(laminar_cluster::rpc::ControllerTls {
+        server: Arc::new(server),
+        client: client_config(settings)?,
+    })
+}
+
 /// rustls's configuration for this broker as a client of another's TLS inter-broker
 /// listener: the other's certificate must chain to the truststore and name the host this
 /// broker connects to (Kafka's default `ssl.endpoint.identification.algorithm=https`); this
