@@ -357,3 +357,79 @@ fn the_history_of_producers_transactions_and_consumers_across_a_kill_and_a_power
     broker.terminate();
     mount.unmount().unwrap();
 }
+
+/// Issue 29 (the whole rotation's loss, not explained yet): a log cut back (a follower whose
+/// leader's epoch began below its end) and replicated over with other batch boundaries, then
+/// a SIGKILL and a restart, more batches, and a power cut, on the lazy fault file system
+/// (which undoes unsynced names as well as data): every record flushed before the cut is
+/// there after it. In the run a replica in that state recovered short; the store alone, here,
+/// does not, so what differs there (a broker's flusher and preparer threads racing the cut,
+/// the leaderships and restarts between, the election) is where to look next.
+#[test]
+fn a_log_cut_back_and_replicated_over_survives_a_power_cut_on_faultfs() {
+    use laminar_records::{BatchBuilder, Compression, RecordSpec};
+    use laminar_storage::backend::RealStorage;
+    use laminar_storage::{AppendMode, LogId, Offset, Store, StoreConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, data) = lazy_mount(tmp.path());
+    let config = StoreConfig {
+        default_log: laminar_storage::LogConfig {
+            segment_bytes: 1 << 20,
+            ..laminar_storage::LogConfig::default()
+        },
+        ..StoreConfig::default()
+    };
+    let batch = |records: usize, seed: u64, base: i64, epoch: i32| {
+        let mut b = BatchBuilder::new(Compression::None, 1000);
+        for i in 0..records {
+            b.push(RecordSpec {
+                timestamp_ms: 1000 + i as i64,
+                key: Some(format!("k{seed}-{i}").into_bytes()),
+                value: Some(vec![seed as u8; 100]),
+                headers: vec![],
+            });
+        }
+        let mut b = b.build().unwrap();
+        b[..8].copy_from_slice(&base.to_be_bytes());
+        b[12..16].copy_from_slice(&epoch.to_be_bytes());
+        b
+    };
+    let id = LogId::new("t", 0);
+    let store = Store::open(&data, RealStorage::new(), config.clone()).unwrap();
+    let log = store.create_log(&id, config.default_log.clone()).unwrap();
+    for i in 0..60i64 {
+        log.append_as(&mut batch(1, i as u64, 0, 1), AppendMode::Leader { epoch: 1 })
+            .unwrap();
+        if i % 10 == 9 {
+            log.flush().unwrap();
+        }
+    }
+    // The leader's batches of twenty records each, from `base`, each flushed.
+    let replicate = |log: &laminar_storage::Log, batches: i64, base: i64| {
+        for k in 0..batches {
+            let mut b = batch(20, (base + k) as u64, base + 20 * k, 2);
+            log.append_as(&mut b, AppendMode::Replica).unwrap();
+            log.flush().unwrap();
+        }
+    };
+    let cut = store.truncate_log(&id, Offset(25)).unwrap();
+    replicate(&cut, 5, 25);
+    drop((log, cut, store)); // SIGKILL: the page cache keeps it all
+    let store = Store::open(&data, RealStorage::new(), config.clone()).unwrap();
+    let log = store.log(&id).unwrap();
+    assert_eq!(log.log_end(), Offset(125));
+    replicate(&log, 3, 125);
+    drop((log, store));
+    let cut = mount.command("powercut").unwrap();
+    let store = Store::open(&data, RealStorage::new(), config).unwrap();
+    let log = store.log(&id).unwrap();
+    assert_eq!(
+        log.log_end(),
+        Offset(185),
+        "every flushed record survives the cut ({cut})"
+    );
+    let read = log.read(Offset(0), 1 << 30, true).unwrap();
+    assert!(read.range.is_some());
+    drop((log, store));
+    mount.unmount().unwrap();
+}
