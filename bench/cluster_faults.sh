@@ -30,7 +30,9 @@
 # older ones are read again and checked against their histories; at the end every topic is.
 # Leader epochs are checked from the logs: no (partition, epoch) led by two brokers.
 # Results: OUT/rounds.jsonl (one line per round), OUT/rereads.jsonl, OUT/summary.md, the
-# histories of rounds with an anomaly, the brokers' logs.
+# histories of rounds with an anomaly, the brokers' logs, and OUT/kept/: for a re-read that
+# found an anomaly or failed, the topic's partition directories on each broker as durable
+# and as seen, with its history.
 #
 #   sudo bash bench/cluster_faults.sh [OUT]   (default bench/results/<date>-vm-cluster-faults-BROKER)
 #
@@ -223,13 +225,32 @@ other_than() {  # a broker not in the arguments
 }
 valid() { [[ $1 =~ ^[123]$ ]]; }
 
+# A topic's partitions as each broker holds them, to debug an anomaly found by a re-read:
+# the durable files (the fault file system's backing directory) and what the broker sees
+# (the mount), and the history, under OUT/kept/TOPIC-after-ROUND/.
+keep() {
+  local topic="$1" when="$2" to i
+  to="$OUT/kept/$topic-after-$when"
+  mkdir -p "$to"
+  cp "$work/histories/$topic.jsonl" "$to/" 2>/dev/null
+  for i in 1 2 3; do
+    mkdir -p "$to/broker$i/disk" "$to/broker$i/live"
+    cp -r "$work/disk$i"/*/"$topic"-* "$to/broker$i/disk/" 2>/dev/null
+    cp -r "$work/mnt$i"/*/"$topic"-* "$to/broker$i/live/" 2>/dev/null
+  done
+}
+
 reread() {
   local file="$1" when="$2" topic r
   topic="$(basename "$file" .jsonl)"
   if r="$(in_hub "$LOAD" reread "$file" --bootstrap "$bootstrap" --json 2>"$work/reread.err")"; then
     echo "$r" | python3 -c 'import json,sys; r=json.load(sys.stdin); r.update(topic=sys.argv[1], after_round=int(sys.argv[2])); print(json.dumps(r))' "$topic" "$when" >>"$OUT/rereads.jsonl"
+    if echo "$r" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin).get("total_anomalies") else 1)'; then
+      keep "$topic" "$when"
+    fi
   else
     echo "{\"topic\":\"$topic\",\"after_round\":$when,\"error\":$(tail -3 "$work/reread.err" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')}" >>"$OUT/rereads.jsonl"
+    keep "$topic" "$when"
   fi
 }
 
