@@ -346,6 +346,34 @@ fn a_client_certificate_names_the_principal_the_acls_see() {
     anonymous.remove("ssl.key.location");
     let c: BaseConsumer = anonymous.create().unwrap();
     assert!(c.fetch_metadata(None, Duration::from_secs(3)).is_err());
+    // The Java client (Kafka's kafka-topics) with alice's certificate in a PEM keystore: the
+    // same principal, which may describe only t.
+    let keystore = tmp.path().join("alice-keystore.pem");
+    std::fs::write(
+        &keystore,
+        format!(
+            "{}{}",
+            std::fs::read_to_string(&key).unwrap(),
+            std::fs::read_to_string(&cert).unwrap()
+        ),
+    )
+    .unwrap();
+    let props = tmp.path().join("alice-mtls.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location={}\n\
+             ssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            keystore.display(),
+            pki.ca_file.display()
+        ),
+    )
+    .unwrap();
+    let listed = Tools::new(&ssl, tmp.path()).ok(
+        "org.apache.kafka.tools.TopicCommand",
+        &["--list", "--command-config", props.to_str().unwrap()],
+    );
+    assert_eq!(listed.lines().collect::<Vec<_>>(), ["t"], "{listed}");
     broker.terminate();
 }
 
