@@ -98,7 +98,7 @@ fn start(data: &Path, keystore: &Path) -> Broker {
             format!("listeners=PLAINTEXT://127.0.0.1:{p},SSL://127.0.0.1:{s},SASL_SSL://127.0.0.1:{ss}"),
             "ssl.keystore.type=PEM".to_string(),
             format!("ssl.keystore.location={}", keystore.display()),
-            "sasl.enabled.mechanisms=SCRAM-SHA-512".to_string(),
+            "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512".to_string(),
         ];
         let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
         if let Some(serve) = try_serve_with(data, &format!("127.0.0.1:{p}"), &args) {
@@ -135,7 +135,7 @@ fn add_alice(tools: &Tools) {
         &[
             "--alter",
             "--add-config",
-            "SCRAM-SHA-512=[iterations=4096,password=alice-secret]",
+            "SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[iterations=4096,password=alice-secret]",
             "--entity-type",
             "users",
             "--entity-name",
@@ -168,6 +168,8 @@ fn ssl_and_sasl_ssl_listeners_serve_real_clients() {
         .set("sasl.username", "alice")
         .set("sasl.password", "alice-secret");
     common::write_and_read_as(&alice, "over-sasl-ssl", 100);
+    alice.set("sasl.mechanism", "SCRAM-SHA-256");
+    common::write_and_read_as(&alice, "over-sasl-ssl-256", 10);
 
     // The Java client (Kafka's kafka-topics) over SSL, trusting the CA's PEM file.
     let props = tmp.path().join("ssl.properties");
@@ -187,6 +189,25 @@ fn ssl_and_sasl_ssl_listeners_serve_real_clients() {
         listed.contains("over-tls") && listed.contains("over-sasl-ssl"),
         "{listed}"
     );
+    // And over SASL_SSL as alice, with each SCRAM mechanism.
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let props = tmp.path().join(format!("{mechanism}.properties"));
+        std::fs::write(
+            &props,
+            format!(
+                "security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n\
+                 sasl.mechanism={mechanism}\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule \
+                 required username=\"alice\" password=\"alice-secret\";\n",
+                ca.display()
+            ),
+        )
+        .unwrap();
+        let listed = Tools::new(&b.sasl_ssl, tmp.path()).ok(
+            "org.apache.kafka.tools.TopicCommand",
+            &["--list", "--command-config", props.to_str().unwrap()],
+        );
+        assert!(listed.contains("over-sasl-ssl-256"), "{mechanism}: {listed}");
+    }
 
     // A client that does not trust the certificate gets no metadata.
     let untrusting: BaseConsumer = ClientConfig::new()
