@@ -211,3 +211,71 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Remembers librdkafka's connection counts to the brokers it learned of (not bootstrap).
+#[derive(Clone, Default)]
+struct Connects(std::sync::Arc<std::sync::Mutex<(i64, i64)>>);
+
+impl rdkafka::ClientContext for Connects {
+    fn stats(&self, stats: rdkafka::statistics::Statistics) {
+        let (mut connects, mut disconnects) = (0, 0);
+        for b in stats.brokers.values().filter(|b| b.nodeid >= 0) {
+            connects += b.connects.unwrap_or(0);
+            disconnects += b.disconnects.unwrap_or(0);
+        }
+        *self.0.lock().unwrap() = (connects, disconnects);
+    }
+}
+
+impl rdkafka::producer::ProducerContext for Connects {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
+
+/// KIP-368 with a real client: with `connections.max.reauth.ms` at 1 s, librdkafka told the
+/// session's lifetime re-authenticates on its connection before it ends, and produces for 5 s
+/// on the one connection it made (a session left to expire would have been closed by the
+/// broker, and the client would have connected again).
+#[test]
+fn librdkafka_reauthenticates_before_its_session_expires() {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let tmp = tempfile::tempdir().unwrap();
+    let (b, plain, sasl) = (0..5)
+        .find_map(|_| {
+            let (p, s) = (free_port(), free_port());
+            let settings = [
+                format!("listeners=PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"),
+                "sasl.enabled.mechanisms=PLAIN".to_string(),
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_bob=\"bob-secret\";".to_string(),
+                "connections.max.reauth.ms=1000".to_string(),
+            ];
+            let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+            try_serve_with(&tmp.path().join("data"), &format!("127.0.0.1:{p}"), &args)
+                .map(|b| (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}")))
+        })
+        .expect("free ports");
+    common::create_topic(&plain, "reauth", 1);
+    let seen = Connects::default();
+    let p: ThreadedProducer<Connects> = sasl_client(&sasl, "PLAIN", "bob", "bob-secret")
+        .set("statistics.interval.ms", "100")
+        .set("linger.ms", "0")
+        .create_with_context(seen.clone())
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let mut sent = 0;
+    while std::time::Instant::now() < until {
+        p.send(BaseRecord::<(), _>::to("reauth").payload("r")).unwrap();
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.flush(Duration::from_secs(10)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (connects, disconnects) = *seen.0.lock().unwrap();
+    assert_eq!(common::high_watermark(&plain, "reauth"), sent);
+    assert_eq!(
+        (connects, disconnects),
+        (1, 0),
+        "one connection to the broker for 5 s of 1 s sessions"
+    );
+    b.terminate();
+}
