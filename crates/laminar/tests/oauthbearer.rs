@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use common::tools::Tools;
-use common::{free_port, try_serve_with, Serve};
+use common::Serve;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
@@ -56,25 +56,21 @@ impl Idp {
 }
 
 fn start(data: &Path, jwks: &Path) -> (Serve, String, String) {
-    for _ in 0..5 {
-        let (plain, sasl) = (free_port(), free_port());
-        let settings = [
-            format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
-            "sasl.enabled.mechanisms=OAUTHBEARER".to_string(),
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler".to_string(),
-            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;".to_string(),
-            format!("sasl.oauthbearer.jwks.endpoint.url=file://{}", jwks.display()),
-            "sasl.oauthbearer.expected.audience=laminar".to_string(),
-            "sasl.oauthbearer.expected.issuer=test-idp".to_string(),
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_string(),
-            "super.users=User:ANONYMOUS".to_string(),
-        ];
-        let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
-        if let Some(b) = try_serve_with(data, &format!("127.0.0.1:{plain}"), &args) {
-            return (b, format!("127.0.0.1:{plain}"), format!("127.0.0.1:{sasl}"));
-        }
-    }
-    panic!("no free ports in five tries");
+    let jwks = format!("sasl.oauthbearer.jwks.endpoint.url=file://{}", jwks.display());
+    common::serve_plaintext_and(
+        data,
+        "SASL_PLAINTEXT",
+        &[
+            "sasl.enabled.mechanisms=OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+            &jwks,
+            "sasl.oauthbearer.expected.audience=laminar",
+            "sasl.oauthbearer.expected.issuer=test-idp",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:ANONYMOUS",
+        ],
+    )
 }
 
 /// librdkafka's context: hands over one fixed token when asked, and keeps the errors the

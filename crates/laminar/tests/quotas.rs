@@ -178,19 +178,14 @@ fn byte_rate_quotas_throttle_only_the_client_they_name() {
 fn user_quotas_set_with_kafka_configs_throttle_that_user_on_every_client_id() {
     use common::tools::Tools;
     let dir = tempfile::tempdir().unwrap();
-    let (b, plain, sasl) = (0..5)
-        .find_map(|_| {
-            let (p, s) = (common::free_port(), common::free_port());
-            let settings = [
-                format!("listeners=PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"),
-                "sasl.enabled.mechanisms=PLAIN".to_string(),
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\" user_bob=\"bob-secret\";".to_string(),
-            ];
-            let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
-            common::try_serve_with(&dir.path().join("data"), &format!("127.0.0.1:{p}"), &args)
-                .map(|b| (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}")))
-        })
-        .expect("free ports");
+    let (b, plain, sasl) = common::serve_plaintext_and(
+        &dir.path().join("data"),
+        "SASL_PLAINTEXT",
+        &[
+            "sasl.enabled.mechanisms=PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\" user_bob=\"bob-secret\";",
+        ],
+    );
     fill(&plain);
     let tools = Tools::new(&plain, dir.path());
     let configs = |args: &[&str]| tools.ok("kafka.admin.ConfigCommand", args);

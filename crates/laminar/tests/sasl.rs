@@ -240,20 +240,15 @@ impl rdkafka::producer::ProducerContext for Connects {
 fn librdkafka_reauthenticates_before_its_session_expires() {
     use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
     let tmp = tempfile::tempdir().unwrap();
-    let (b, plain, sasl) = (0..5)
-        .find_map(|_| {
-            let (p, s) = (free_port(), free_port());
-            let settings = [
-                format!("listeners=PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"),
-                "sasl.enabled.mechanisms=PLAIN".to_string(),
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_bob=\"bob-secret\";".to_string(),
-                "connections.max.reauth.ms=1000".to_string(),
-            ];
-            let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
-            try_serve_with(&tmp.path().join("data"), &format!("127.0.0.1:{p}"), &args)
-                .map(|b| (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}")))
-        })
-        .expect("free ports");
+    let (b, plain, sasl) = common::serve_plaintext_and(
+        &tmp.path().join("data"),
+        "SASL_PLAINTEXT",
+        &[
+            "sasl.enabled.mechanisms=PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_bob=\"bob-secret\";",
+            "connections.max.reauth.ms=1000",
+        ],
+    );
     common::create_topic(&plain, "reauth", 1);
     let seen = Connects::default();
     let p: ThreadedProducer<Connects> = sasl_client(&sasl, "PLAIN", "bob", "bob-secret")

@@ -35,6 +35,24 @@ pub fn try_serve_with(dir: &Path, listen: &str, extra: &[&str]) -> Option<Serve>
     try_serve_args(dir, &args)
 }
 
+/// A broker with a PLAINTEXT listener and a second one named `second` (its protocol by
+/// Kafka's default map: the name), on free ports, and `settings` (`key=value`); tried on
+/// other ports if one was taken meanwhile. Returns it with the two addresses.
+pub fn serve_plaintext_and(dir: &Path, second: &str, settings: &[&str]) -> (Serve, String, String) {
+    for _ in 0..5 {
+        let (p, s) = (free_port(), free_port());
+        let listeners = format!("listeners=PLAINTEXT://127.0.0.1:{p},{second}://127.0.0.1:{s}");
+        let mut args = vec!["--set", listeners.as_str()];
+        for setting in settings {
+            args.extend(["--set", setting]);
+        }
+        if let Some(b) = try_serve_with(dir, &format!("127.0.0.1:{p}"), &args) {
+            return (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}"));
+        }
+    }
+    panic!("no free ports in five tries");
+}
+
 /// `laminar serve --data-dir DIR ARGS` (its listeners from ARGS, a `--config` file for
 /// example), `None` if it exits before it listens.
 pub fn try_serve_args(dir: &Path, extra: &[&str]) -> Option<Serve> {
