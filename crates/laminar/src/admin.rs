@@ -656,3 +656,102 @@ pub fn quotas_alter(
     println!("quotas of client-id {} altered", client_id.unwrap_or("<default>"));
     Ok(())
 }
+
+/// `laminar users describe`: DescribeUserScramCredentials v0, every user or those named.
+pub fn users_describe(bootstrap: &str, users: &[String]) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::{
+        DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    };
+    let mut req = DescribeUserScramCredentialsRequest::default();
+    req.users = (!users.is_empty()).then(|| {
+        users
+            .iter()
+            .map(|u| {
+                let mut n = UserName::default();
+                n.name = sb(u);
+                n
+            })
+            .collect()
+    });
+    let mut admin = Admin::connect(bootstrap)?;
+    let resp: DescribeUserScramCredentialsResponse =
+        admin.call(ApiKey::DescribeUserScramCredentials, 0, &req)?;
+    check(resp.error_code, resp.error_message.as_ref(), "describe users")?;
+    for r in &resp.results {
+        if r.error_code != 0 {
+            println!(
+                "user {}: error {} {}",
+                r.user.as_str(),
+                r.error_code,
+                r.error_message.as_ref().map_or("", |m| m.as_str())
+            );
+            continue;
+        }
+        let creds: Vec<String> = r
+            .credential_infos
+            .iter()
+            .map(|c| {
+                let name = laminar_auth::ScramMechanism::from_kafka_type(c.mechanism)
+                    .map_or("unknown", |m| m.name());
+                format!("{name} (iterations {})", c.iterations)
+            })
+            .collect();
+        println!("user {}: {}", r.user.as_str(), creds.join(", "));
+    }
+    Ok(())
+}
+
+/// `laminar users alter` and `delete`: AlterUserScramCredentials v0 for one user and
+/// mechanism. Setting one salts the password here (PBKDF2 over a random salt, as Kafka's
+/// Admin client does) and sends the salted password, never the password.
+pub fn users_alter(
+    bootstrap: &str,
+    user: &str,
+    mechanism: &str,
+    set: Option<(&str, u32)>,
+) -> anyhow::Result<()> {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use kafka_protocol::messages::{AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse};
+    use rand::RngCore;
+    let m = laminar_auth::ScramMechanism::from_name(mechanism)
+        .with_context(|| format!("{mechanism}: SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let mut req = AlterUserScramCredentialsRequest::default();
+    match set {
+        Some((password, iterations)) => {
+            let mut salt = vec![0u8; 32];
+            rand::thread_rng().fill_bytes(&mut salt);
+            let mut u = ScramCredentialUpsertion::default();
+            u.name = sb(user);
+            u.mechanism = m.kafka_type();
+            u.iterations = iterations as i32;
+            u.salted_password = Bytes::from(laminar_auth::scram::salt_password(
+                m,
+                password.as_bytes(),
+                &salt,
+                iterations,
+            ));
+            u.salt = Bytes::from(salt);
+            req.upsertions = vec![u];
+        }
+        None => {
+            let mut d = ScramCredentialDeletion::default();
+            d.name = sb(user);
+            d.mechanism = m.kafka_type();
+            req.deletions = vec![d];
+        }
+    }
+    let mut admin = Admin::connect(bootstrap)?;
+    let resp: AlterUserScramCredentialsResponse = admin.call(ApiKey::AlterUserScramCredentials, 0, &req)?;
+    for r in &resp.results {
+        check(r.error_code, r.error_message.as_ref(), "alter user")?;
+    }
+    println!(
+        "{} of user {user} {}",
+        m.name(),
+        if set.is_some() { "set" } else { "removed" }
+    );
+    Ok(())
+}

@@ -45,6 +45,12 @@ enum Command {
         #[command(subcommand)]
         command: QuotasCommand,
     },
+    /// SCRAM users (DescribeUserScramCredentials, AlterUserScramCredentials), as
+    /// `kafka-configs --entity-type users` manages them.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
     /// Performance suites that print latency percentiles and throughput.
     Perf {
         #[command(subcommand)]
@@ -129,6 +135,41 @@ enum QuotasCommand {
         /// A quota to remove; may be repeated.
         #[arg(long = "delete-config")]
         delete: Vec<String>,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Every SCRAM user (or the ones named) with its mechanisms and iterations; never a
+    /// password, which the broker does not have.
+    Describe {
+        #[arg(long = "user")]
+        users: Vec<String>,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Set a user's SCRAM credential for a mechanism (salted and hashed here; the password
+    /// is not sent).
+    Alter {
+        #[arg(long)]
+        user: String,
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        #[arg(long)]
+        password: String,
+        #[arg(long, default_value_t = 4096)]
+        iterations: u32,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Remove a user's credential for a mechanism.
+    Delete {
+        #[arg(long)]
+        user: String,
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
@@ -437,6 +478,21 @@ fn main() -> anyhow::Result<()> {
                 delete,
                 bootstrap,
             } => admin::quotas_alter(&bootstrap, client_id.as_deref(), &add, &delete),
+        },
+        Command::Users { command } => match command {
+            UsersCommand::Describe { users, bootstrap } => admin::users_describe(&bootstrap, &users),
+            UsersCommand::Alter {
+                user,
+                mechanism,
+                password,
+                iterations,
+                bootstrap,
+            } => admin::users_alter(&bootstrap, &user, &mechanism, Some((&password, iterations))),
+            UsersCommand::Delete {
+                user,
+                mechanism,
+                bootstrap,
+            } => admin::users_alter(&bootstrap, &user, &mechanism, None),
         },
         Command::Perf { suite } => match suite {
             PerfSuite::Log(args) => perf_log(args),

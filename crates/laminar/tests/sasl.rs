@@ -274,3 +274,43 @@ fn librdkafka_reauthenticates_before_its_session_expires() {
     );
     b.terminate();
 }
+
+/// `laminar users`: a SCRAM user set with `laminar users alter` (salted on the client)
+/// authenticates with librdkafka, is listed with its mechanism and iterations, and is refused
+/// once `laminar users delete` removed the credential.
+#[test]
+fn laminar_users_sets_lists_and_removes_scram_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (b, plain, sasl) = start(&tmp.path().join("data"), None);
+    let users = |args: &[&str]| {
+        let mut all = vec!["users"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bootstrap", &plain]);
+        common::laminar(&all)
+    };
+    users(&[
+        "alter",
+        "--user",
+        "carol",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--password",
+        "carol-secret",
+        "--iterations",
+        "8192",
+    ]);
+    assert_eq!(
+        metadata(&sasl_client(&sasl, "SCRAM-SHA-256", "carol", "carol-secret")),
+        Ok(1)
+    );
+    assert!(metadata(&sasl_client(&sasl, "SCRAM-SHA-256", "carol", "wrong")).is_err());
+    let listed = users(&["describe"]);
+    assert!(
+        listed.contains("user carol: SCRAM-SHA-256 (iterations 8192)"),
+        "{listed}"
+    );
+    users(&["delete", "--user", "carol", "--mechanism", "SCRAM-SHA-256"]);
+    assert!(metadata(&sasl_client(&sasl, "SCRAM-SHA-256", "carol", "carol-secret")).is_err());
+    assert!(!users(&["describe"]).contains("carol"));
+    b.terminate();
+}
