@@ -755,3 +755,193 @@ pub fn users_alter(
     );
     Ok(())
 }
+
+/// What `laminar acls` does.
+#[derive(Clone, Copy, PartialEq)]
+pub enum AclAction {
+    List,
+    Add,
+    Remove,
+}
+
+/// One `laminar acls` command's ACLs, in Kafka's codes.
+pub struct AclSpec {
+    /// (resource type, name): TOPIC 2, GROUP 3, CLUSTER 4, TRANSACTIONAL_ID 5.
+    pub resource: Option<(i8, String)>,
+    /// LITERAL 3, PREFIXED 4.
+    pub pattern: i8,
+    pub operations: Vec<i8>,
+    /// (principal, permission): DENY 2, ALLOW 3.
+    pub principals: Vec<(String, i8)>,
+    pub host: String,
+    pub bootstrap: String,
+}
+
+const OPERATIONS: [&str; 15] = [
+    "unknown",
+    "any",
+    "all",
+    "read",
+    "write",
+    "create",
+    "delete",
+    "alter",
+    "describe",
+    "clusteraction",
+    "describeconfigs",
+    "alterconfigs",
+    "idempotentwrite",
+    "createtokens",
+    "describetokens",
+];
+
+/// An operation's code, from kafka-acls's names (`Write`, `DescribeConfigs`, `ALTER_CONFIGS`).
+pub fn operation_code(name: &str) -> Option<i8> {
+    let name = name.to_ascii_lowercase().replace(['_', '-'], "");
+    OPERATIONS
+        .iter()
+        .position(|o| *o == name)
+        .filter(|c| *c >= 2)
+        .map(|c| c as i8)
+}
+
+fn operation_name(code: i8) -> &'static str {
+    const SHOWN: [&str; 15] = [
+        "Unknown",
+        "Any",
+        "All",
+        "Read",
+        "Write",
+        "Create",
+        "Delete",
+        "Alter",
+        "Describe",
+        "ClusterAction",
+        "DescribeConfigs",
+        "AlterConfigs",
+        "IdempotentWrite",
+        "CreateTokens",
+        "DescribeTokens",
+    ];
+    SHOWN.get(code as usize).copied().unwrap_or("Unknown")
+}
+
+/// `laminar acls list|add|remove`: DescribeAcls, CreateAcls, DeleteAcls v2.
+pub fn acls(action: AclAction, spec: &AclSpec) -> anyhow::Result<()> {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
+        DescribeAclsResponse,
+    };
+    let mut admin = Admin::connect(&spec.bootstrap)?;
+    match action {
+        AclAction::List => {
+            let mut req = DescribeAclsRequest::default();
+            req.resource_type_filter = spec.resource.as_ref().map_or(1, |(t, _)| *t);
+            req.resource_name_filter = spec.resource.as_ref().map(|(_, n)| sb(n));
+            req.pattern_type_filter = if spec.resource.is_some() { spec.pattern } else { 1 };
+            req.principal_filter = None;
+            req.host_filter = None;
+            req.operation = 1;
+            req.permission_type = 1;
+            let resp: DescribeAclsResponse = admin.call(ApiKey::DescribeAcls, 2, &req)?;
+            check(resp.error_code, resp.error_message.as_ref(), "describe ACLs")?;
+            let types = [
+                "",
+                "",
+                "Topic",
+                "Group",
+                "Cluster",
+                "TransactionalId",
+                "DelegationToken",
+                "User",
+            ];
+            for r in &resp.resources {
+                let pattern = if r.pattern_type == 4 {
+                    "PREFIXED"
+                } else {
+                    "LITERAL"
+                };
+                println!(
+                    "{} {} ({pattern}):",
+                    types.get(r.resource_type as usize).copied().unwrap_or("?"),
+                    r.resource_name.as_str()
+                );
+                for a in &r.acls {
+                    println!(
+                        "  {} {} {} from {}",
+                        a.principal.as_str(),
+                        if a.permission_type == 2 { "DENY" } else { "ALLOW" },
+                        operation_name(a.operation),
+                        a.host.as_str()
+                    );
+                }
+            }
+        }
+        AclAction::Add => {
+            let Some((resource_type, name)) = &spec.resource else {
+                bail!("add: name a resource (--topic, --group, --cluster or --transactional-id)");
+            };
+            if spec.principals.is_empty() || spec.operations.is_empty() {
+                bail!("add: give --allow-principal or --deny-principal, and --operation");
+            }
+            let mut req = CreateAclsRequest::default();
+            for (principal, permission) in &spec.principals {
+                for op in &spec.operations {
+                    let mut c = AclCreation::default();
+                    c.resource_type = *resource_type;
+                    c.resource_name = sb(name);
+                    c.resource_pattern_type = spec.pattern;
+                    c.principal = sb(principal);
+                    c.host = sb(&spec.host);
+                    c.operation = *op;
+                    c.permission_type = *permission;
+                    req.creations.push(c);
+                }
+            }
+            let resp: CreateAclsResponse = admin.call(ApiKey::CreateAcls, 2, &req)?;
+            for r in &resp.results {
+                check(r.error_code, r.error_message.as_ref(), "create ACL")?;
+            }
+            println!("{} ACLs added", req.creations.len());
+        }
+        AclAction::Remove => {
+            let mut req = DeleteAclsRequest::default();
+            let principals: Vec<(Option<&str>, i8)> = if spec.principals.is_empty() {
+                vec![(None, 1)]
+            } else {
+                spec.principals
+                    .iter()
+                    .map(|(p, perm)| (Some(p.as_str()), *perm))
+                    .collect()
+            };
+            let operations: Vec<i8> = if spec.operations.is_empty() {
+                vec![1]
+            } else {
+                spec.operations.clone()
+            };
+            for (principal, permission) in principals {
+                for op in &operations {
+                    let mut f = DeleteAclsFilter::default();
+                    f.resource_type_filter = spec.resource.as_ref().map_or(1, |(t, _)| *t);
+                    f.resource_name_filter = spec.resource.as_ref().map(|(_, n)| sb(n));
+                    f.pattern_type_filter = if spec.resource.is_some() { spec.pattern } else { 1 };
+                    f.principal_filter = principal.map(sb);
+                    f.host_filter = None;
+                    f.operation = *op;
+                    f.permission_type = permission;
+                    req.filters.push(f);
+                }
+            }
+            let resp: DeleteAclsResponse = admin.call(ApiKey::DeleteAcls, 2, &req)?;
+            let mut removed = 0;
+            for r in &resp.filter_results {
+                check(r.error_code, r.error_message.as_ref(), "delete ACLs")?;
+                removed += r.matching_acls.len();
+            }
+            println!("{removed} ACLs removed");
+        }
+    }
+    Ok(())
+}

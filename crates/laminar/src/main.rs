@@ -45,6 +45,11 @@ enum Command {
         #[command(subcommand)]
         command: QuotasCommand,
     },
+    /// ACLs (DescribeAcls, CreateAcls, DeleteAcls), as `kafka-acls` manages them.
+    Acls {
+        #[command(subcommand)]
+        command: AclsCommand,
+    },
     /// SCRAM users (DescribeUserScramCredentials, AlterUserScramCredentials), as
     /// `kafka-configs --entity-type users` manages them.
     Users {
@@ -138,6 +143,47 @@ enum QuotasCommand {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
+}
+
+/// Which ACLs: kafka-acls's flags.
+#[derive(clap::Args)]
+struct AclArgs {
+    /// Principals allowed (`User:alice`); may be repeated.
+    #[arg(long = "allow-principal")]
+    allow: Vec<String>,
+    /// Principals denied; may be repeated.
+    #[arg(long = "deny-principal")]
+    deny: Vec<String>,
+    /// Operations (Read, Write, Create, Delete, Alter, Describe, ClusterAction,
+    /// DescribeConfigs, AlterConfigs, IdempotentWrite, All); may be repeated.
+    #[arg(long = "operation")]
+    operations: Vec<String>,
+    #[arg(long)]
+    topic: Option<String>,
+    #[arg(long)]
+    group: Option<String>,
+    #[arg(long = "transactional-id")]
+    transactional_id: Option<String>,
+    #[arg(long)]
+    cluster: bool,
+    /// literal or prefixed.
+    #[arg(long = "resource-pattern-type", default_value = "literal")]
+    pattern: String,
+    /// The client host the ACL is for.
+    #[arg(long = "host", default_value = "*")]
+    host: String,
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+}
+
+#[derive(Subcommand)]
+enum AclsCommand {
+    /// Every ACL, or those on the resource given.
+    List(AclArgs),
+    /// Adds an ACL for each principal and operation on the resource.
+    Add(AclArgs),
+    /// Removes the ACLs that match.
+    Remove(AclArgs),
 }
 
 #[derive(Subcommand)]
@@ -479,6 +525,11 @@ fn main() -> anyhow::Result<()> {
                 bootstrap,
             } => admin::quotas_alter(&bootstrap, client_id.as_deref(), &add, &delete),
         },
+        Command::Acls { command } => match command {
+            AclsCommand::List(a) => admin::acls(admin::AclAction::List, &acl_spec(a)?),
+            AclsCommand::Add(a) => admin::acls(admin::AclAction::Add, &acl_spec(a)?),
+            AclsCommand::Remove(a) => admin::acls(admin::AclAction::Remove, &acl_spec(a)?),
+        },
         Command::Users { command } => match command {
             UsersCommand::Describe { users, bootstrap } => admin::users_describe(&bootstrap, &users),
             UsersCommand::Alter {
@@ -508,4 +559,45 @@ fn main() -> anyhow::Result<()> {
             }
         },
     }
+}
+
+/// kafka-acls's flags as the request's fields.
+fn acl_spec(a: AclArgs) -> anyhow::Result<admin::AclSpec> {
+    let resources = [
+        a.topic.map(|t| (2i8, t)),
+        a.group.map(|g| (3, g)),
+        a.cluster.then(|| (4, "kafka-cluster".to_string())),
+        a.transactional_id.map(|t| (5, t)),
+    ];
+    let mut given = resources.into_iter().flatten();
+    let resource = given.next();
+    if given.next().is_some() {
+        anyhow::bail!("one resource at a time: --topic, --group, --cluster or --transactional-id");
+    }
+    let pattern = match a.pattern.to_ascii_lowercase().as_str() {
+        "literal" => 3,
+        "prefixed" => 4,
+        other => anyhow::bail!("--resource-pattern-type {other}: literal or prefixed"),
+    };
+    let operations = a
+        .operations
+        .iter()
+        .map(|o| {
+            admin::operation_code(o).ok_or_else(|| anyhow::anyhow!("--operation {o}: not an ACL operation"))
+        })
+        .collect::<anyhow::Result<Vec<i8>>>()?;
+    let principals = a
+        .allow
+        .into_iter()
+        .map(|p| (p, 3i8))
+        .chain(a.deny.into_iter().map(|p| (p, 2i8)))
+        .collect();
+    Ok(admin::AclSpec {
+        resource,
+        pattern,
+        operations,
+        principals,
+        host: a.host,
+        bootstrap: a.bootstrap,
+    })
 }

@@ -269,3 +269,44 @@ fn each_api_answers_kafkas_authorization_errors_where_the_acls_stop() {
     );
     broker.terminate();
 }
+
+/// `laminar acls`: an ACL added with it lets alice write `t` and shows in `laminar acls list`
+/// and in Kafka's `kafka-acls --list`; removed with it, alice is refused again.
+#[test]
+fn laminar_acls_adds_lists_and_removes_acls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (broker, plain, sasl) = start(tmp.path());
+    common::create_topic(&plain, "t", 1);
+    let acls = |args: &[&str]| {
+        let mut all = vec!["acls"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bootstrap", &plain]);
+        common::laminar(&all)
+    };
+    let write_t = [
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--topic",
+        "t",
+    ];
+    assert!(produce(&sasl, "t").is_some(), "no ACL yet");
+    let mut add = vec!["add"];
+    add.extend_from_slice(&write_t);
+    acls(&add);
+    assert_eq!(produce(&sasl, "t"), None, "alice may write t");
+    let listed = acls(&["list"]);
+    assert!(
+        listed.contains("Topic t (LITERAL):") && listed.contains("User:alice ALLOW Write from *"),
+        "{listed}"
+    );
+    let kafka =
+        Tools::new(&plain, tmp.path()).ok("org.apache.kafka.tools.AclCommand", &["--list", "--topic", "t"]);
+    assert!(kafka.contains("User:alice") && kafka.contains("WRITE"), "{kafka}");
+    let mut remove = vec!["remove"];
+    remove.extend_from_slice(&write_t);
+    assert!(acls(&remove).contains("1 ACLs removed"));
+    assert!(produce(&sasl, "t").is_some(), "the ACL is gone");
+    broker.terminate();
+}
