@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Summarises bench/tls.sh's raw output: per broker, mode (plaintext, tls) and round, the
+producer's records/s, MB/s and latency percentiles (ProducerPerformance's last line) and the
+consumer's MB/s (ConsumerPerformance's result line); then the medians over rounds and the
+Laminar/Kafka ratios, and each broker's TLS/plaintext ratio."""
+import re
+import statistics
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+raw = out / "raw"
+PRODUCE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+rows = {}
+for f in sorted(raw.glob("r*-*-*-produce.txt")):
+    rnd, broker, mode = f.name.split("-")[:3]
+    m = None
+    for line in f.read_text().splitlines():
+        m = PRODUCE.search(line) or m
+    if m:
+        rows.setdefault((broker, mode), {}).setdefault("produce", []).append(
+            (rnd, float(m.group(2)), float(m.group(3)), int(m.group(6)), int(m.group(8)), int(m.group(9))))
+for f in sorted(raw.glob("r*-*-*-consume.txt")):
+    rnd, broker, mode = f.name.split("-")[:3]
+    lines = [l for l in f.read_text().splitlines() if re.match(r"^\d{4}-\d\d-\d\d ", l)]
+    if lines:
+        cols = [c.strip() for c in lines[-1].split(",")]
+        # start, end, MB, MB/s, nMsg, nMsg/s, rebalance ms, fetch ms, fetch MB/s, fetch nMsg/s
+        rows.setdefault((broker, mode), {}).setdefault("consume", []).append(
+            (rnd, float(cols[3]), float(cols[5]), float(cols[8])))
+
+print("# TLS beside plaintext, Laminar beside Kafka 4.3.1 (Kafka's perf tools)\n")
+print((out / "config.txt").read_text().strip().replace("\n", "  \n"))
+print("\n| broker | mode | round | produce records/s | produce MB/s | p50 ms | p99 ms | p99.9 ms | consume MB/s | consume fetch MB/s |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+med = {}
+for (broker, mode), r in sorted(rows.items()):
+    prod = {x[0]: x for x in r.get("produce", [])}
+    cons = {x[0]: x for x in r.get("consume", [])}
+    for rnd in sorted(set(prod) | set(cons)):
+        p = prod.get(rnd)
+        c = cons.get(rnd)
+        print(f"| {broker} | {mode} | {rnd} | "
+              + (f"{p[1]:,.0f} | {p[2]:.1f} | {p[3]} | {p[4]} | {p[5]}" if p else "- | - | - | - | -")
+              + " | " + (f"{c[1]:.1f} | {c[3]:.1f}" if c else "- | -") + " |")
+    if r.get("produce"):
+        med[(broker, mode, "produce MB/s")] = statistics.median(x[2] for x in r["produce"])
+        med[(broker, mode, "produce p99 ms")] = statistics.median(x[4] for x in r["produce"])
+    if r.get("consume"):
+        med[(broker, mode, "consume MB/s")] = statistics.median(x[1] for x in r["consume"])
+
+print("\nMedians over rounds, and ratios:\n")
+print("| measure | mode | Laminar | Kafka | Laminar / Kafka |")
+print("|---|---|---|---|---|")
+for measure in ["produce MB/s", "produce p99 ms", "consume MB/s"]:
+    for mode in ["plaintext", "tls"]:
+        l, k = med.get(("laminar", mode, measure)), med.get(("kafka", mode, measure))
+        ratio = f"{l / k:.2f}" if l is not None and k else "-"
+        print(f"| {measure} | {mode} | {l if l is not None else '-'} | {k if k is not None else '-'} | {ratio} |")
+print("\n| broker | TLS / plaintext, produce MB/s | TLS / plaintext, consume MB/s |")
+print("|---|---|---|")
+for broker in ["laminar", "kafka"]:
+    def ratio(measure):
+        t, p = med.get((broker, "tls", measure)), med.get((broker, "plaintext", measure))
+        return f"{t / p:.2f}" if t is not None and p else "-"
+    print(f"| {broker} | {ratio('produce MB/s')} | {ratio('consume MB/s')} |")
