@@ -58,7 +58,8 @@ for measure in ["produce MB/s", "produce p99 ms", "consume MB/s"]:
     for mode in ["plaintext", "tls"]:
         l, k = med.get(("laminar", mode, measure)), med.get(("kafka", mode, measure))
         ratio = f"{l / k:.2f}" if l is not None and k else "-"
-        print(f"| {measure} | {mode} | {l if l is not None else '-'} | {k if k is not None else '-'} | {ratio} |")
+        show = lambda v: "-" if v is None else f"{v:.1f}"
+        print(f"| {measure} | {mode} | {show(l)} | {show(k)} | {ratio} |")
 print("\n| broker | TLS / plaintext, produce MB/s | TLS / plaintext, consume MB/s |")
 print("|---|---|---|")
 for broker in ["laminar", "kafka"]:
