@@ -283,14 +283,7 @@ fn laminar_acls_adds_lists_and_removes_acls() {
         all.extend_from_slice(&["--bootstrap", &plain]);
         common::laminar(&all)
     };
-    let write_t = [
-        "--allow-principal",
-        "User:alice",
-        "--operation",
-        "Write",
-        "--topic",
-        "t",
-    ];
+    let write_t = common::tools::ALICE_WRITES_T;
     assert!(produce(&sasl, "t").is_some(), "no ACL yet");
     let mut add = vec!["add"];
     add.extend_from_slice(&write_t);

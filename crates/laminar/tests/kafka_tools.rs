@@ -401,6 +401,21 @@ fn kafkas_formatters_decode_consumer_offsets() {
     broker.terminate();
 }
 
+/// Runs `tests/java/SeekWithLeaderEpoch.java` on `topic` (ten records in partition 0): the
+/// Java consumer's position 5 at epoch 0 is valid and read from; one at epoch 7, which the
+/// broker never had, is reported as a truncated log.
+fn seek_with_leader_epoch(tools: &Tools, addr: &str, topic: &str) {
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/SeekWithLeaderEpoch.java");
+    let r = tools.java(&[program.to_str().unwrap(), addr, topic]);
+    assert!(r.ok, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        ["epoch 0: first offset 5", "epoch 7: LogTruncationException"],
+        "{}",
+        r.stderr
+    );
+}
+
 /// The Java consumer (kafka-clients 4.3.1) validates a position that carries a leader epoch
 /// with OffsetForLeaderEpoch before fetching from it (KIP-320): the epoch Laminar has passes,
 /// and one it never had is reported as a truncated log, as Kafka's answer makes it.
@@ -411,15 +426,7 @@ fn java_consumer_validates_positions_with_offset_for_leader_epoch() {
     let tools = Tools::new(&broker.addr, tmp.path());
     tools.ok(TOPICS, &["--create", "--topic", "epochs", "--partitions", "1"]);
     produce(&broker.addr, "epochs", 0, 10);
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/SeekWithLeaderEpoch.java");
-    let r = tools.java(&[program.to_str().unwrap(), &broker.addr, "epochs"]);
-    assert!(r.ok, "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(
-        r.stdout.lines().collect::<Vec<_>>(),
-        ["epoch 0: first offset 5", "epoch 7: LogTruncationException"],
-        "{}",
-        r.stderr
-    );
+    seek_with_leader_epoch(&tools, &broker.addr, "epochs");
     broker.terminate();
 }
 
@@ -455,15 +462,7 @@ fn a_position_above_the_high_watermark_is_not_taken_for_a_truncation() {
         0,
         "the fsync is held back"
     );
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/SeekWithLeaderEpoch.java");
-    let r = tools.java(&[program.to_str().unwrap(), &broker.addr, "lagging"]);
-    assert!(r.ok, "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(
-        r.stdout.lines().collect::<Vec<_>>(),
-        ["epoch 0: first offset 5", "epoch 7: LogTruncationException"],
-        "{}",
-        r.stderr
-    );
+    seek_with_leader_epoch(&tools, &broker.addr, "lagging");
     broker.terminate();
     mount.unmount().unwrap();
 }

@@ -119,17 +119,18 @@ impl Tools {
                 &["--create", "--topic", t, "--partitions", "1"],
             );
         }
-        self.ok(
-            "org.apache.kafka.tools.AclCommand",
-            &[
-                "--add",
-                "--allow-principal",
-                "User:alice",
-                "--operation",
-                "Write",
-                "--topic",
-                "t",
-            ],
-        );
+        let mut add = vec!["--add"];
+        add.extend_from_slice(&ALICE_WRITES_T);
+        self.ok("org.apache.kafka.tools.AclCommand", &add);
     }
 }
+
+/// The ACL that lets alice write topic `t`, in kafka-acls's (and `laminar acls`'s) flags.
+pub const ALICE_WRITES_T: [&str; 6] = [
+    "--allow-principal",
+    "User:alice",
+    "--operation",
+    "Write",
+    "--topic",
+    "t",
+];
