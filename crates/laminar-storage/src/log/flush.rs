@@ -49,6 +49,10 @@ impl Log {
     /// flushing this log, and leaves the checkpoint until it is due.
     pub fn try_flush(&self) -> Result<Flushed> {
         match self.flush_lock.try_lock() {
+            // Closed, the log was flushed by its close; a flusher that found it open just
+            // before must not write its indexes or a checkpoint now, over files that a cut
+            // may have changed since.
+            Ok(_) if self.closed.load(Ordering::Acquire) => Ok(Flushed::Nothing),
             Ok(guard) => self.flush_locked(guard, false),
             Err(_) => Ok(Flushed::Busy),
         }

@@ -143,7 +143,10 @@ pub(super) fn recover(
                 _ => 0,
             }
         };
-        let mut stopped = load_segment(
+        let Loaded {
+            mut stopped,
+            stale_index_entries,
+        } = load_segment(
             storage,
             &seg,
             config,
@@ -154,8 +157,7 @@ pub(super) fn recover(
             },
             &mut report,
             &mut open_txns,
-        )?
-        .stopped;
+        )?;
         if stopped.is_some() && !last && bases[i + 1] == seg.next_offset() && zeros_to_end(&seg, file_len)? {
             // A sealed segment the flusher had not trimmed yet (a crash soon after a roll):
             // its batches end exactly where the next segment begins, and only preallocated
@@ -173,7 +175,7 @@ pub(super) fn recover(
             report.truncated_at.get_or_insert((seg.next_offset(), at, reason));
             seg.file.set_len(at.0).ctx("truncate", &seg.data_path)?;
             seg.file.sync_data().ctx("fdatasync", &seg.data_path)?;
-            seg.persist_indexes(storage, false)?;
+            seg.persist_indexes(storage, stale_index_entries)?;
             segments.push(seg);
             delete_segments(storage, dir, &bases[i + 1..], &mut report)?;
             break;
@@ -190,13 +192,13 @@ pub(super) fn recover(
         }
         if !last {
             seg.seal();
-            if seg.has_unpersisted_indexes() {
+            if seg.has_unpersisted_indexes() || stale_index_entries {
                 seg.persist_indexes(storage, true)?;
             } else {
                 seg.mark_indexes_durable();
             }
         } else {
-            seg.persist_indexes(storage, false)?;
+            seg.persist_indexes(storage, stale_index_entries)?;
         }
         segments.push(seg);
     }
@@ -244,6 +246,17 @@ fn cut_at_durable(
     storage.remove_file(&marker).ctx("remove", &marker)?;
     storage.sync_dir(dir).ctx("fsync directory", dir)?;
     Ok(())
+}
+
+/// Whether the batch at byte `pos` of `seg`'s file (of `file_len` bytes) starts at `offset`.
+fn batch_starts_at(seg: &Segment, pos: u64, file_len: u64, offset: Offset) -> Result<bool> {
+    if pos + BATCH_HEADER_BYTES as u64 > file_len {
+        return Ok(false);
+    }
+    let mut buf = [0u8; BATCH_HEADER_BYTES];
+    read_exact_at(seg.file.as_ref(), &mut buf, pos).ctx("read", &seg.data_path)?;
+    let header = BatchHeader::parse(&buf).expect("buffer holds a whole header");
+    Ok(header.base_offset == offset.0)
 }
 
 /// Whether every byte of `seg`'s file from its end to `file_len` is zero.
@@ -412,10 +425,14 @@ fn load_segment(
         file_len,
         next_base,
     } = extent;
-    use crate::index::{Index, OffsetEntry, TimeEntry};
+    use crate::index::{Index, IndexEntry, OffsetEntry, TimeEntry};
     let load = |path: &Path| -> Option<Arc<dyn StorageFile>> { storage.open(path, false).ok() };
-    let offsets = load(&seg.index_path).and_then(|f| Index::<OffsetEntry>::load(&f).ok());
-    let times = load(&seg.time_index_path).and_then(|f| Index::<TimeEntry>::load(&f).ok());
+    let offsets_file = load(&seg.index_path);
+    let times_file = load(&seg.time_index_path);
+    let file_bytes = |f: &Option<Arc<dyn StorageFile>>| f.as_ref().and_then(|f| f.len().ok()).unwrap_or(0);
+    let index_file_bytes = (file_bytes(&offsets_file), file_bytes(&times_file));
+    let offsets = offsets_file.and_then(|f| Index::<OffsetEntry>::load(&f).ok());
+    let times = times_file.and_then(|f| Index::<TimeEntry>::load(&f).ok());
     let (mut offsets, mut times) = match (offsets, times) {
         (Some(o), Some(t)) if trusted > 0 => (o, t),
         _ => {
@@ -432,14 +449,23 @@ fn load_segment(
     times.truncate_while(|e| e.relative_offset <= last_rel);
     // Walk from the earlier of the last offset entry and the batch holding the last time
     // entry's maximum, so the segment's maximum timestamp is recomputed exactly.
-    let start = match times.last() {
+    let mut start = match times.last() {
         Some(t) => offsets.floor(t.relative_offset).map_or(0, |e| e.position as u64),
         None => 0,
     };
-    let start_rel = offsets
+    let mut start_rel = offsets
         .floor_by_position(start as u32)
         .filter(|_| start > 0)
         .map_or(0, |e| e.relative_offset);
+    // The entry the walk starts from must name the batch that is there: an index that
+    // disagrees with its segment (entries from a layout since cut and written over) is
+    // dropped and rebuilt from the segment's start, never followed into a batch's middle.
+    if start > 0 && !batch_starts_at(seg, start, file_len, Offset(seg.base.0 + start_rel as i64))? {
+        report.indexes_rebuilt += 1;
+        offsets = Index::default();
+        times = Index::default();
+        (start, start_rel) = (0, 0);
+    }
     {
         let mut idx = seg.indexes.lock().unwrap();
         if let Some(t) = times.last() {
@@ -471,11 +497,13 @@ fn load_segment(
     // first read of those bytes checks them before they are sent.
     seg.set_unchecked_below(trusted.min(walk.pos));
     let (end_pos, end_rel) = (walk.pos, seg.relative(walk.next));
-    {
+    let stale_index_entries = {
         let mut idx = seg.indexes.lock().unwrap();
         idx.offsets.truncate_while(|e| (e.position as u64) < end_pos);
         idx.times.truncate_while(|e| e.relative_offset < end_rel);
-    }
+        index_file_bytes.0 > (idx.offsets.persisted * OffsetEntry::BYTES) as u64
+            || index_file_bytes.1 > (idx.times.persisted * TimeEntry::BYTES) as u64
+    };
     // The aborted-transaction index: entries for markers in the trusted part stand (they
     // were synced before the checkpoint passed them); those from the validated part are
     // rebuilt from the markers found, and the file rewritten if that changes it.
@@ -498,7 +526,10 @@ fn load_segment(
         TxnIndex::rewrite(storage, &seg.txn_index_path, entries)?
     };
     *seg.txns.lock().unwrap() = txns;
-    Ok(Loaded { stopped })
+    Ok(Loaded {
+        stopped,
+        stale_index_entries,
+    })
 }
 
 /// What recovery knows of a segment's file before it reads it.
@@ -514,6 +545,12 @@ struct Extent {
 struct Loaded {
     /// Why the walk stopped before the file's end, if it did.
     stopped: Option<String>,
+    /// An index file holds entries recovery no longer believes (past a torn tail, past a
+    /// cut, garbled, or beyond the trusted bytes): its rewrite must be synced before any
+    /// checkpoint vouches for bytes past them. Else a power cut can bring them back, and a
+    /// later recovery trusts an entry that points into the middle of a batch written since
+    /// (a follower that cut its log and replicated over it recovered short that way).
+    stale_index_entries: bool,
 }
 
 struct Walk<'a> {
