@@ -95,7 +95,7 @@ mod tests {
                 Step::Continue(answer) => match client.step(Some(&answer))? {
                     ClientStep::Send(m) | ClientStep::Done(m) => message = m,
                 },
-                Step::Authenticated { response, user } => {
+                Step::Authenticated { response, user, .. } => {
                     if !response.is_empty() {
                         // SCRAM's server-final message: the client checks the server's key.
                         client.step(Some(&response))?;

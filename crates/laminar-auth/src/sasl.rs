@@ -138,7 +138,13 @@ pub enum Step {
     /// The server's next message; the client answers it.
     Continue(Vec<u8>),
     /// The client is this user; the last server message goes back with the success.
-    Authenticated { response: Vec<u8>, user: String },
+    /// `expires_s`: when the credential itself expires (a token's `exp`, seconds since the
+    /// epoch), which bounds the session as Kafka's `CREDENTIAL.LIFETIME.MS` does.
+    Authenticated {
+        response: Vec<u8>,
+        user: String,
+        expires_s: Option<u64>,
+    },
 }
 
 impl Exchange {
@@ -157,7 +163,11 @@ impl Exchange {
         match session.step(Some(input), &mut out) {
             Ok(State::Running) => Ok(Step::Continue(out)),
             Ok(State::Finished(_)) => match session.validation() {
-                Some(Ok(user)) => Ok(Step::Authenticated { response: out, user }),
+                Some(Ok(user)) => Ok(Step::Authenticated {
+                    response: out,
+                    user,
+                    expires_s: None,
+                }),
                 Some(Err(e)) => Err(e),
                 None => Err(invalid()),
             },
@@ -191,6 +201,7 @@ fn oauthbearer_step(validator: &JwtValidator, input: &[u8]) -> Result<Step, Auth
     Ok(Step::Authenticated {
         response: Vec::new(),
         user: token.principal,
+        expires_s: Some(token.expires_s),
     })
 }
 
@@ -294,7 +305,7 @@ mod tests {
         client.step(None, &mut to_server).unwrap();
         loop {
             match server.step(&to_server)? {
-                Step::Authenticated { response, user } => {
+                Step::Authenticated { response, user, .. } => {
                     if !response.is_empty() {
                         // The client checks the server's signature too.
                         client.step(Some(&response), &mut Vec::new()).unwrap();

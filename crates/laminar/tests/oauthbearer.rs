@@ -227,3 +227,123 @@ fn oauthbearer_tokens_authenticate_by_their_subject_and_bad_tokens_are_refused()
     );
     broker.terminate();
 }
+
+/// An identity provider behind librdkafka's refresh callback: each call gets a new token for
+/// alice valid `valid_s` seconds, or, with `once`, only the first call does (the provider
+/// then refuses). Counts the calls, the deliveries and the connections.
+struct Minting {
+    idp: Idp,
+    valid_s: i64,
+    once: bool,
+    calls: std::sync::atomic::AtomicUsize,
+    delivered: std::sync::atomic::AtomicUsize,
+    connections: std::sync::Mutex<(i64, i64)>,
+}
+
+impl rdkafka::ClientContext for Minting {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn generate_oauth_token(
+        &self,
+        _config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        use std::sync::atomic::Ordering;
+        if self.calls.fetch_add(1, Ordering::SeqCst) > 0 && self.once {
+            return Err("the identity provider refuses".into());
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        Ok(rdkafka::client::OAuthToken {
+            token: self.idp.token("k1", "alice", self.valid_s, "laminar"),
+            principal_name: "alice".into(),
+            // The token's `exp` is in whole seconds from now.
+            lifetime_ms: (now_ms / 1000 + self.valid_s) * 1000,
+        })
+    }
+
+    fn stats(&self, stats: rdkafka::statistics::Statistics) {
+        let (mut connects, mut disconnects) = (0, 0);
+        for b in stats.brokers.values().filter(|b| b.nodeid >= 0) {
+            connects += b.connects.unwrap_or(0);
+            disconnects += b.disconnects.unwrap_or(0);
+        }
+        *self.connections.lock().unwrap() = (connects, disconnects);
+    }
+}
+
+impl rdkafka::producer::ProducerContext for Minting {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        if result.is_ok() {
+            self.delivered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// A token bounds the session it opened (as Kafka's `CREDENTIAL.LIFETIME.MS` does), with no
+/// `connections.max.reauth.ms` set: the broker tells librdkafka the session ends when the
+/// token does. A client whose provider keeps issuing tokens re-authenticates on its one
+/// connection and delivers every record across three token lifetimes; one whose provider
+/// stopped after the first token is cut off once that token expires (mutation: sessions
+/// unbounded by the token, and it delivered every record for 10 s on a 4 s token).
+#[test]
+fn a_session_ends_with_its_token_unless_the_client_authenticates_again() {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let idp = Idp::new("k1");
+    let jwks = tmp.path().join("jwks.json");
+    std::fs::write(&jwks, &idp.jwks).unwrap();
+    let (broker, plain, sasl) = start(&tmp.path().join("data"), &jwks);
+    Tools::new(&plain, tmp.path()).t_writable_by_alice();
+    let run = |once: bool| {
+        let p: ThreadedProducer<Minting> = config(&sasl)
+            .set("message.timeout.ms", "3000")
+            .set("linger.ms", "0")
+            .set("statistics.interval.ms", "100")
+            .create_with_context(Minting {
+                idp: Idp {
+                    key: idp.key.clone(),
+                    jwks: String::new(),
+                },
+                valid_s: 4,
+                once,
+                calls: Default::default(),
+                delivered: Default::default(),
+                connections: Default::default(),
+            })
+            .unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let mut sent = 0;
+        while std::time::Instant::now() < until {
+            if p.send(BaseRecord::<(), _>::to("t").payload("by alice")).is_ok() {
+                sent += 1;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = p.flush(Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(300));
+        let ctx = p.context();
+        let connections = *ctx.connections.lock().unwrap();
+        (
+            sent,
+            ctx.delivered.load(Ordering::SeqCst),
+            ctx.calls.load(Ordering::SeqCst),
+            connections,
+        )
+    };
+    let (sent, delivered, calls, connections) = run(false);
+    assert_eq!(delivered, sent, "every record delivered");
+    assert!(calls >= 3, "a new token for each lifetime: {calls} calls");
+    assert_eq!(connections, (1, 0), "re-authenticated on its one connection");
+    let before = common::high_watermark(&plain, "t");
+    let (sent, delivered, _, _) = run(true);
+    assert_eq!(common::high_watermark(&plain, "t") - before, delivered as i64);
+    assert!(
+        (10..sent - 30).contains(&delivered),
+        "delivered while its token held, not after: {delivered} of {sent}"
+    );
+    broker.terminate();
+}

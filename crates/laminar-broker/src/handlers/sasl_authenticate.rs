@@ -1,7 +1,8 @@
 //! SaslAuthenticate v0-2: one message of the SASL exchange SaslHandshake began, answered
 //! with the server's next. On success the connection is the user (`User:NAME`); with
-//! `connections.max.reauth.ms` its session lasts that long (v1+ tells the client, which
-//! authenticates again before). A failure is answered SASL_AUTHENTICATION_FAILED after
+//! `connections.max.reauth.ms`, or a credential that expires (an OAUTHBEARER token), its
+//! session lasts until the first of the two (v1+ tells the client, which authenticates again
+//! before; the connection is closed at its next request after that). A failure is answered SASL_AUTHENTICATION_FAILED after
 //! `connection.failed.authentication.delay.ms`, logged with the peer, and the connection
 //! then serves nothing more.
 
@@ -35,7 +36,11 @@ pub async fn handle(
                 resp.auth_bytes = challenge.into();
                 None
             }
-            Ok(Step::Authenticated { response, user }) => {
+            Ok(Step::Authenticated {
+                response,
+                user,
+                expires_s,
+            }) => {
                 let principal = Principal::user(&user);
                 match current.take() {
                     // Kafka: re-authentication may not change who the connection is.
@@ -43,11 +48,10 @@ pub async fn handle(
                         "re-authentication as {principal} on a connection authenticated as {was}"
                     )),
                     _ => {
-                        let lifetime_ms = settings.connections_max_reauth_ms;
-                        let expires =
-                            (lifetime_ms > 0).then(|| Instant::now() + Duration::from_millis(lifetime_ms));
+                        let lifetime_ms = session_lifetime_ms(settings.connections_max_reauth_ms, expires_s);
+                        let expires = lifetime_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
                         resp.auth_bytes = response.into();
-                        resp.session_lifetime_ms = lifetime_ms as i64;
+                        resp.session_lifetime_ms = lifetime_ms.unwrap_or(0) as i64;
                         *auth = Auth::Authenticated { principal, expires };
                         None
                     }
@@ -84,4 +88,45 @@ fn encode(ctx: &RequestContext, resp: &SaslAuthenticateResponse) -> Encoded {
         ctx.correlation_id,
         resp,
     )
+}
+
+/// How long a session lasts, as Kafka bounds it: by `connections.max.reauth.ms` (0: no
+/// bound), and by the credential's own expiry (an OAUTHBEARER token's `exp`), whichever
+/// comes first; `None` when neither bounds it. A token must not keep a connection
+/// authenticated past its expiry, with or without `connections.max.reauth.ms`.
+fn session_lifetime_ms(max_reauth_ms: u64, credential_expires_s: Option<u64>) -> Option<u64> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let credential_ms = credential_expires_s.map(|s| s.saturating_mul(1000).saturating_sub(now_ms));
+    let max_ms = (max_reauth_ms > 0).then_some(max_reauth_ms);
+    match (credential_ms, max_ms) {
+        (Some(c), Some(m)) => Some(c.min(m)),
+        (c, m) => c.or(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_lifetime_ms;
+
+    #[test]
+    fn a_session_ends_when_the_credential_expires_or_reauth_is_due_whichever_is_first() {
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert_eq!(session_lifetime_ms(0, None), None);
+        assert_eq!(session_lifetime_ms(60_000, None), Some(60_000));
+        let token = session_lifetime_ms(0, Some(now_s + 30)).unwrap();
+        assert!((28_000..=30_000).contains(&token), "{token}");
+        assert_eq!(session_lifetime_ms(10_000, Some(now_s + 30)), Some(10_000));
+        let sooner = session_lifetime_ms(60_000, Some(now_s + 30)).unwrap();
+        assert!((28_000..=30_000).contains(&sooner), "{sooner}");
+        assert_eq!(
+            session_lifetime_ms(60_000, Some(now_s - 5)),
+            Some(0),
+            "expired: now"
+        );
+    }
 }
