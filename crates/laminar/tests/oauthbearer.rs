@@ -2,7 +2,8 @@
 //! the broker reads from a JWKS file (`sasl.oauthbearer.jwks.endpoint.url=file://...`), with
 //! Kafka's settings for the expected audience and issuer. librdkafka hands its token over
 //! through its refresh callback, the Java client (Kafka's own tools) reads it from a file
-//! (`OAuthBearerLoginCallbackHandler`, a `file:` token endpoint). The principal is the
+//! (`OAuthBearerLoginCallbackHandler`, a `file:` token endpoint) and lists and writes with
+//! Kafka's tools. The principal is the
 //! token's `sub`: the authorizer lets alice write `t` and nothing else. An expired token, one
 //! for another audience and one signed by another key are refused as authentication failures.
 
@@ -225,6 +226,28 @@ fn oauthbearer_tokens_authenticate_by_their_subject_and_bad_tokens_are_refused()
         "{}",
         listed.stderr
     );
+    // And writes t with Kafka's ProducerPerformance, as alice.
+    let before = common::high_watermark(&plain, "t");
+    let produced = Tools::new(&sasl, tmp.path()).java(&[
+        &allowed,
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--bootstrap-server",
+        &sasl,
+        "--topic",
+        "t",
+        "--num-records",
+        "100",
+        "--record-size",
+        "64",
+        "--throughput",
+        "-1",
+        "--command-config",
+        props.to_str().unwrap(),
+        "--command-property",
+        "acks=all",
+    ]);
+    assert!(produced.ok, "{}\n{}", produced.stdout, produced.stderr);
+    assert_eq!(common::high_watermark(&plain, "t") - before, 100, "{}", produced.stdout);
     broker.terminate();
 }
 
