@@ -82,6 +82,12 @@ pub async fn follow(
         if !me.current(&hosted.replica) {
             return;
         }
+        // An offline log (a failed fsync) takes nothing until this broker restarts: fetching
+        // for it would fail, and be retried, forever.
+        if let Some(why) = replica_log(&hosted).ok().and_then(|log| log.offline_reason()) {
+            crate::warn!("replica of {topic}-{partition}: not fetching, the log is offline: {why}");
+            return;
+        }
         let step = async {
             if connection.is_none() {
                 let cluster = &b.cluster;
