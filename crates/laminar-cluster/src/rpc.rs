@@ -109,7 +109,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Stream for T {}
 pub struct ControllerTls {
     pub server: Arc<rustls::ServerConfig>,
     pub client: Arc<rustls::ClientConfig>,
+    /// Who, among the holders of such a certificate, the port serves (with an authorizer:
+    /// the principals of `super.users`, as Kafka's controllers serve only principals with
+    /// CLUSTER_ACTION); `None`: every one. A client certificate from the same CA does not
+    /// make a client a broker.
+    pub admit: Option<AdmitCertificate>,
 }
+
+/// Checks a controller-port client's certificate (DER, the end entity's): why not, if not.
+pub type AdmitCertificate = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
 
 impl std::fmt::Debug for ControllerTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,6 +159,15 @@ pub async fn accepted(tcp: TcpStream, tls: Option<&ControllerTls>) -> io::Result
     )
     .await
     .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    if let Some(admit) = &tls.admit {
+        let certificate = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::PermissionDenied, "no client certificate"))?;
+        admit(certificate.as_ref()).map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+    }
     Ok(Box::new(stream))
 }
 

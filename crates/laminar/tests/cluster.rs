@@ -1945,7 +1945,9 @@ fn acknowledged_records_survive_a_power_cut_of_the_whole_cluster() {
 /// admin are super users. `acks=all` with `min.insync.replicas=3` is answered only when
 /// both followers replicate over that listener, as user `broker` in TLS; a client
 /// authenticated as alice that sends a follower's Fetch is refused
-/// (CLUSTER_AUTHORIZATION_FAILED, no records), and so is a plaintext connection.
+/// (CLUSTER_AUTHORIZATION_FAILED, no records), and so is a plaintext connection. The
+/// controllers' port is mutual TLS for super users: alice's client certificate from the
+/// brokers' CA does not get her a heartbeat answered.
 #[test]
 fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused() {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -1971,6 +1973,9 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
         format!("ssl.truststore.location={}", ca_file.display()),
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_string(),
         "super.users=User:broker;User:admin".to_string(),
+        // The brokers' certificates (CN=broker) name the super user `broker` too, as the
+        // controller port asks.
+        "ssl.principal.mapping.rules=RULE:^CN=([a-z]+)$/$1/,DEFAULT".to_string(),
     ];
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let c = Cluster::start_with(3, &settings);
@@ -2135,8 +2140,9 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
         "a plaintext fetch on a SASL_SSL listener: {:?}",
         plain.map(|r| r.error_code)
     );
-    // The controller port speaks mutual TLS: a request in plain text, and one in TLS
-    // without a certificate of the brokers' CA, get no answer.
+    // The controller port speaks mutual TLS and serves super users only: a request in plain
+    // text, one in TLS without a certificate, and one with alice's certificate from the
+    // brokers' own CA get no answer.
     let voter = c
         .voters
         .split(',')
@@ -2179,14 +2185,36 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
         laminar_cluster::rpc::ControllerTls {
             server: std::sync::Arc::new(server),
             client: std::sync::Arc::new(client),
+            admit: None,
         }
     };
-    for tls in [None, Some(without_certificate)] {
-        let described = if tls.is_some() {
-            "TLS without a certificate"
-        } else {
-            "plain text"
-        };
+    // alice's certificate, from the brokers' CA: TLS succeeds, but she is no super user.
+    let as_alice = {
+        let chain = vec![rustls::pki_types::CertificateDer::from(
+            std::fs::read(certs.path().join("alice.der")).unwrap(),
+        )];
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+            std::fs::read(certs.path().join("alice.key.der")).unwrap(),
+        ));
+        let client = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots.clone())
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+        laminar_cluster::rpc::ControllerTls {
+            server: without_certificate.server.clone(),
+            client: std::sync::Arc::new(client),
+            admit: None,
+        }
+    };
+    for (described, tls) in [
+        ("plain text", None),
+        ("TLS without a certificate", Some(without_certificate)),
+        ("TLS with alice's certificate", Some(as_alice)),
+    ] {
         let answer = block(async {
             laminar_cluster::rpc::Connection::new(voter.clone(), tls)
                 .call(&heartbeat(), Duration::from_secs(5))
@@ -2205,8 +2233,9 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
     assert_eq!(isr.len(), 3, "ISR {isr:?}");
 }
 
-/// A CA and a broker certificate for 127.0.0.1 and localhost, signed by it: (the CA's PEM,
-/// the keystore PEM of the broker's key and chain).
+/// A CA and a broker certificate (CN=broker) for 127.0.0.1 and localhost, signed by it: (the
+/// CA's PEM, the keystore PEM of the broker's key and chain). Also alice's client certificate
+/// (CN=alice) from the same CA, in `alice.der` and `alice.key.der`.
 fn test_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
@@ -2218,6 +2247,14 @@ fn test_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let mut leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
     leaf.distinguished_name.push(DnType::CommonName, "broker");
     let leaf = leaf.signed_by(&key, &ca, &ca_key).unwrap();
+    // A client's certificate from the same CA (an mTLS client, not a broker): its DER and
+    // its key's (PKCS#8).
+    let alice_key = KeyPair::generate().unwrap();
+    let mut alice = CertificateParams::new(Vec::<String>::new()).unwrap();
+    alice.distinguished_name.push(DnType::CommonName, "alice");
+    let alice = alice.signed_by(&alice_key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.join("alice.der"), alice.der()).unwrap();
+    std::fs::write(dir.join("alice.key.der"), alice_key.serialize_der()).unwrap();
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, ca.pem()).unwrap();
     let keystore = dir.join("broker.pem");

@@ -247,7 +247,12 @@ fn oauthbearer_tokens_authenticate_by_their_subject_and_bad_tokens_are_refused()
         "acks=all",
     ]);
     assert!(produced.ok, "{}\n{}", produced.stdout, produced.stderr);
-    assert_eq!(common::high_watermark(&plain, "t") - before, 100, "{}", produced.stdout);
+    assert_eq!(
+        common::high_watermark(&plain, "t") - before,
+        100,
+        "{}",
+        produced.stdout
+    );
     broker.terminate();
 }
 

@@ -72,6 +72,10 @@ pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerCo
 /// The controller port's mutual TLS: each side presents its keystore's certificate and
 /// checks the other's against the truststore, whatever `ssl.client.auth` says (a
 /// controller port that took any client would take cluster metadata commands from anyone).
+/// With an authorizer, the client certificate's principal (after `ssl.principal.mapping.rules`)
+/// must also be a super user: clients of an mTLS listener often hold certificates of the
+/// same CA. (Kafka asks CLUSTER_ACTION of them; an ACL granting it is not consulted here,
+/// since the ACLs come through the quorum this port serves.)
 pub fn controller_tls(settings: &SecuritySettings) -> Result<laminar_cluster::rpc::ControllerTls, String> {
     let (chain, key) = keystore(settings)?;
     let roots = truststore(settings).map_err(|e| format!("an SSL controller port: {e}"))?;
@@ -85,9 +89,26 @@ pub fn controller_tls(settings: &SecuritySettings) -> Result<laminar_cluster::rp
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    let admit: Option<laminar_cluster::rpc::AdmitCertificate> = if settings.authorizer {
+        let rules = principal_rules(settings)?;
+        let super_users = settings.super_users.clone();
+        Some(Arc::new(move |der: &[u8]| {
+            let principal = format!("User:{}", rules.apply(&laminar_auth::principal::subject_dn(der)?));
+            if super_users.contains(&principal) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{principal} is not in super.users: the controller port serves brokers and controllers only"
+                ))
+            }
+        }))
+    } else {
+        None
+    };
     Ok(laminar_cluster::rpc::ControllerTls {
         server: Arc::new(server),
         client: client_config(settings)?,
+        admit,
     })
 }
 
