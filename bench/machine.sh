@@ -108,3 +108,20 @@ stop_broker() {
   # shellcheck disable=SC2034 # the caller's
   broker_pid=""
 }
+
+# make_tls_certs DIR: a CA and a certificate for 127.0.0.1 (RSA 2048, 2 days) in DIR: the
+# broker's keystore DIR/keystore.pem (the key, PKCS#8, and the chain), the CA DIR/ca.pem, and
+# DIR/ssl-client.properties for Kafka's Java tools (SSL, the CA as a PEM truststore).
+make_tls_certs() {
+  local dir=$1
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=bench CA" \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$dir/broker.key" \
+    -out "$dir/broker.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$dir/san.ext"
+  openssl x509 -req -in "$dir/broker.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
+    -days 2 -extfile "$dir/san.ext" -out "$dir/broker.crt" 2>/dev/null
+  cat "$dir/broker.key" "$dir/broker.crt" "$dir/ca.pem" > "$dir/keystore.pem"
+  printf 'security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=%s\n' \
+    "$dir/ca.pem" > "$dir/ssl-client.properties"
+}

@@ -4,7 +4,13 @@
 # PLAINTEXT and an SSL listener (the same PEM certificate, TLS 1.3 negotiated by both), measured
 # with Kafka's own perf tools (the Java client) over each:
 #   1. ProducerPerformance: N records of 1024 B, --throughput -1, acks=1, to a 1-partition topic;
-#   2. ConsumerPerformance: those N records, in a consumer group.
+#   2. ConsumerPerformance: those N records, in a consumer group;
+#   3. (BURST > 0) established producers during a burst of new TLS connections: a
+#      ProducerPerformance over TLS, RATE records/s of 512 B, acks=1, linger.ms=0, to a
+#      1-partition topic, BURST_S seconds measured after 2 s of --warmup-records, twice: alone
+#      ("steady"), then with a burst of BURST new TLS connections (bench/tls_burst.py: each a
+#      handshake and one ApiVersions, all opened at once and held until all are answered) a
+#      third and two thirds of the way through ("burst").
 # ROUNDS rounds in alternating broker order (a fresh broker and data directory each time);
 # within a round, plaintext then TLS. This kernel has no kernel TLS (tcp_available_ulp lists
 # no `tls`), so Laminar's fetches over TLS are read on the I/O pool and encrypted in user space
@@ -14,7 +20,9 @@
 # Usage: bench/tls.sh [OUT]      (OUT default: bench/results/<date>-<host>-tls)
 # Env:   N (500000), ROUNDS (2), BROKERS ("laminar kafka"), PORT (19092; Kafka's controller
 #        takes PORT+1, the SSL listeners PORT+2), NETWORK_THREADS (2), IO_THREADS (4),
-#        TOOL_HEAP, LOAD_TIMEOUT_S (1800), SKIP_BUILD=1, KAFKA_LIB (/tmp/kafka-lib).
+#        TOOL_HEAP, LOAD_TIMEOUT_S (1800), SKIP_BUILD=1, KAFKA_LIB (/tmp/kafka-lib),
+#        BURST (1000; 0: no burst part), RATE (5000), BURST_S (30), SKIP_THROUGHPUT=1 (only
+#        the burst part).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
@@ -33,6 +41,9 @@ TOOL_HEAP=${TOOL_HEAP:--Xmx512M}
 LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-1800}
 export KAFKA_LIB=${KAFKA_LIB:-/tmp/kafka-lib}
 RECORD_BYTES=1024
+BURST=${BURST:-1000}
+RATE=${RATE:-5000}
+BURST_S=${BURST_S:-30}
 SSL_PORT=$((PORT + 2))
 bootstrap=127.0.0.1:$PORT
 ssl_bootstrap=127.0.0.1:$SSL_PORT
@@ -44,17 +55,7 @@ if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
 bin=$PWD/target/release/laminar
 java_tool_setup
 
-# One CA and a certificate for 127.0.0.1; the keystore is the key (PKCS#8) and the chain.
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=bench CA" \
-  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$work/broker.key" \
-  -out "$work/broker.csr" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$work/san.ext"
-openssl x509 -req -in "$work/broker.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
-  -days 2 -extfile "$work/san.ext" -out "$work/broker.crt" 2>/dev/null
-cat "$work/broker.key" "$work/broker.crt" "$work/ca.pem" > "$work/keystore.pem"
-printf 'security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=%s\n' \
-  "$work/ca.pem" > "$work/ssl-client.properties"
+make_tls_certs "$work"
 
 cat > "$work/laminar.toml" <<TOML
 "num.network.threads" = $NETWORK_THREADS
@@ -83,8 +84,15 @@ start_laminar() { # DATA LOG
   echo "N: $N; record bytes: $RECORD_BYTES; rounds: $ROUNDS; brokers: $BROKERS"
   echo "network threads: $NETWORK_THREADS; io threads: $IO_THREADS"
   echo "certificate: RSA 2048, PEM keystore (key and chain), CA trusted by the client (PEM truststore)"
+  echo "burst: $BURST new TLS connections, twice, during $BURST_S s of ProducerPerformance over TLS at $RATE records/s of 512 B (acks=1, linger.ms=0, after 2 s of --warmup-records); python $(python3 -c 'import ssl, sys; print(sys.version.split()[0], ssl.OPENSSL_VERSION)')"
 } > "$out/config.txt"
 cat "$out/config.txt"
+
+# broker_cpu: the broker process's CPU seconds so far (user and system, from /proc/PID/stat).
+broker_cpu() {
+  awk -v hz="$(getconf CLK_TCK)" '{print "broker cpu s:", $14 / hz, "user", $15 / hz, "sys"}' \
+    "/proc/$broker_pid/stat"
+}
 
 run_broker() { # BROKER ROUND
   local broker=$1 round=$2
@@ -104,7 +112,9 @@ ssl.keystore.location=$work/keystore.pem" \
     start_laminar "$data" "$out/raw/$tag-broker.log"
   fi
   sleep 2
-  for mode in plaintext tls; do
+  local modes=(plaintext tls)
+  [[ ${SKIP_THROUGHPUT:-} == 1 ]] && modes=()
+  for mode in "${modes[@]}"; do
     addr=$bootstrap
     props=()
     if [[ $mode == tls ]]; then
@@ -112,16 +122,53 @@ ssl.keystore.location=$work/keystore.pem" \
       props=(--command-config "$work/ssl-client.properties")
     fi
     create_topic "produce-$mode" 1 "$tag"
-    run_load "$tag-$mode-produce" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
+    broker_cpu > "$out/raw/$tag-$mode-produce-cpu.txt"
+    run_load "$tag-$mode-produce" /usr/bin/time -f "client cpu s: %U user %S sys %e wall" \
+      "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
       --bootstrap-server "$addr" --topic "produce-$mode" --num-records "$N" \
       --record-size "$RECORD_BYTES" --throughput -1 --command-property acks=1 "${props[@]}"
-    run_load "$tag-$mode-consume" "${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance \
+    broker_cpu >> "$out/raw/$tag-$mode-produce-cpu.txt"
+    broker_cpu > "$out/raw/$tag-$mode-consume-cpu.txt"
+    run_load "$tag-$mode-consume" /usr/bin/time -f "client cpu s: %U user %S sys %e wall" \
+      "${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance \
       --bootstrap-server "$addr" --topic "produce-$mode" --num-records "$N" \
       --group "tls-consumer-$tag-$mode" "${props[@]}"
+    broker_cpu >> "$out/raw/$tag-$mode-consume-cpu.txt"
   done
+  ((BURST > 0)) && burst_phases "$tag"
   stop_broker
   if [[ -f $data/server.log ]]; then cp "$data/server.log" "$out/raw/$tag-server.log"; fi
   rm -rf "$data"
+}
+
+# burst_phases TAG: the producer over TLS alone, then during two bursts of new connections.
+burst_phases() {
+  local tag=$1 phase file rc k
+  create_topic rate 1 "$tag"
+  for phase in steady burst; do
+    file=$out/raw/$tag-$phase-rate.txt
+    local cmd=("${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance
+      --bootstrap-server "$ssl_bootstrap" --topic rate --num-records $((RATE * (2 + BURST_S)))
+      --warmup-records $((RATE * 2)) --record-size 512 --throughput "$RATE"
+      --command-config "$work/ssl-client.properties" --command-property acks=1 linger.ms=0)
+    echo "\$ ${cmd[*]}" > "$file"
+    echo "$(date +%T) $tag-$phase-rate"
+    timeout $((BURST_S + 120)) "${cmd[@]}" >> "$file" 2>&1 &
+    tool_pid=$!
+    if [[ $phase == burst ]]; then
+      sleep $((2 + BURST_S / 3))
+      for k in 1 2; do
+        timeout 120 python3 bench/tls_burst.py 127.0.0.1 "$SSL_PORT" "$work/ca.pem" "$BURST" \
+          > "$out/raw/$tag-burst-$k.json" 2>&1 || echo "warning: burst $k failed" >&2
+        ((k == 2)) || sleep $((BURST_S / 3))
+      done
+    fi
+    rc=0
+    wait "$tool_pid" || rc=$?
+    tool_pid=""
+    echo "[exit $rc]" >> "$file"
+    ((rc == 0)) || echo "warning: $tag-$phase-rate exited $rc" >&2
+  done
 }
 
 run_rounds

@@ -5,8 +5,8 @@
 //! One `rustls::ServerConnection` serves both directions, behind a mutex that is held only
 //! for the CPU work of decrypting or encrypting (never across an await). The handshake's
 //! steps (certificate signing, key exchange) run on tokio's blocking threads, not on a socket
-//! thread, so a burst of handshakes cannot stall other connections; a handshake must finish
-//! within [`HANDSHAKE_TIMEOUT`].
+//! thread, and at most on half the cores at once, so a burst of handshakes cannot stall other
+//! connections; a handshake must finish within [`HANDSHAKE_TIMEOUT`].
 //!
 //! Without kernel TLS (this kernel has none: `tcp_available_ulp` lists no `tls`), a file
 //! range cannot go out with `sendfile`: it is read into memory on the I/O pool and encrypted
@@ -136,6 +136,19 @@ pub async fn accept(server: &TlsServer, tcp: TcpStream) -> io::Result<(TlsIo, Tl
     Ok((io, peer))
 }
 
+/// The handshake steps that may run at once, process-wide: half the cores (at least one).
+/// Without a bound, a burst of a thousand new connections ran a thousand blocking threads of
+/// RSA signatures beside the socket threads, and the kernel shared the cores among all of
+/// them: an established producer's p99 went from 4-5 ms to 63-68 ms; with it, 10-15 ms
+/// (`bench/results/2026-11-26-vm-issue30-tls-burst/`).
+fn handshake_cpu() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new((cores / 2).max(1))
+    })
+}
+
 async fn handshake(tcp: &TcpStream, mut conn: ServerConnection) -> io::Result<ServerConnection> {
     while conn.is_handshaking() {
         let out = pending_records(&mut conn)?;
@@ -155,7 +168,12 @@ async fn handshake(tcp: &TcpStream, mut conn: ServerConnection) -> io::Result<Se
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         }
-        // Signing and key agreement: off the socket threads.
+        // Signing and key agreement: off the socket threads, and at most on half the cores
+        // at once, so that a burst of new connections leaves the socket threads CPU.
+        let _permit = handshake_cpu()
+            .acquire()
+            .await
+            .map_err(|e| io::Error::other(format!("TLS handshake permits: {e}")))?;
         let (back, processed) = tokio::task::spawn_blocking(move || {
             let processed = conn.process_new_packets().map(|_| ());
             (conn, processed)
