@@ -47,7 +47,10 @@
 #        PRODUCER_PROPS ("acks=1 linger.ms=0"), PORT (19492; Kafka's controller takes PORT+1),
 #        METRICS_PORT (PORT+5, Laminar's metrics), NETWORK_THREADS (1),
 #        TOOL_HEAP (-Xmx512M), KAFKA_HEAP (-Xmx1g -Xms256m), FILL_TIMEOUT_S (1800),
-#        SKIP_BUILD=1 (use target/release/laminar as it is), KAFKA_LIB (/tmp/kafka-lib).
+#        SKIP_BUILD=1 (use target/release/laminar as it is), KAFKA_LIB (/tmp/kafka-lib),
+#        TLS=1 (issue 30: the producer and the consumer over TLS, each broker with a PLAINTEXT
+#        listener on PORT, for creating topics, and an SSL one on PORT+2; the same PEM
+#        certificate, RSA 2048, for both brokers; bench/machine.sh make_tls_certs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
@@ -65,6 +68,7 @@ PRODUCER_WARMUP_S=${PRODUCER_WARMUP_S:-2}
 CONSUMER_LEAD_S=${CONSUMER_LEAD_S:-2}
 READ_BPS=${READ_BPS:-20971520}
 READ_IOPS=${READ_IOPS:-0}
+TLS=${TLS:-0}
 FETCH_SIZE=${FETCH_SIZE:-1048576}
 PRODUCER_PROPS=${PRODUCER_PROPS:-"acks=1 linger.ms=0"}
 PORT=${PORT:-19492}
@@ -76,6 +80,10 @@ FILL_TIMEOUT_S=${FILL_TIMEOUT_S:-1800}
 export KAFKA_LIB=${KAFKA_LIB:-/tmp/kafka-lib}
 DEVICE=$(cat /sys/block/vda/dev)
 bootstrap=127.0.0.1:$PORT
+ssl_bootstrap=127.0.0.1:$((PORT + 2))
+# Where the producer and the consumer connect, and what else they are told (TLS=1).
+client_bootstrap=$bootstrap
+client_config=()
 read -r -a producer_props <<< "$PRODUCER_PROPS"
 # Every client has a time limit: a phase's producer its own duration plus this much.
 CLIENT_SLACK_S=120
@@ -86,7 +94,7 @@ done
 ((EUID == 0)) || { echo "needs root (drop_caches, a blkio cgroup)" >&2; exit 1; }
 [[ -d /sys/fs/cgroup/blkio ]] || { echo "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio" >&2; exit 1; }
 # A listener already there would make wait_port succeed against the wrong broker.
-for p in "$PORT" $((PORT + 1)) "$METRICS_PORT"; do
+for p in "$PORT" $((PORT + 1)) $((PORT + 2)) "$METRICS_PORT"; do
   if bash -c "exec 3<>/dev/tcp/127.0.0.1/$p" 2>/dev/null; then
     echo "something already listens on 127.0.0.1:$p; set PORT" >&2
     exit 1
@@ -137,6 +145,22 @@ cat > "$work/laminar.toml" <<TOML
 "num.network.threads" = $NETWORK_THREADS
 "group.initial.rebalance.delay.ms" = 0
 TOML
+kafka_extra=""
+if [[ $TLS == 1 ]]; then
+  make_tls_certs "$work"
+  cat >> "$work/laminar.toml" <<TOML
+"listeners" = "PLAINTEXT://$bootstrap,SSL://$ssl_bootstrap"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "$work/keystore.pem"
+TOML
+  kafka_extra="listeners=PLAINTEXT://$bootstrap,SSL://$ssl_bootstrap,CONTROLLER://127.0.0.1:$((PORT + 1))
+advertised.listeners=PLAINTEXT://$bootstrap,SSL://$ssl_bootstrap,CONTROLLER://127.0.0.1:$((PORT + 1))
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$work/keystore.pem"
+  client_bootstrap=$ssl_bootstrap
+  client_config=(--command-config "$work/ssl-client.properties")
+fi
 
 {
   machine_info "$work"
@@ -161,6 +185,9 @@ TOML
   echo "consumer: ConsumerPerformance on big from offset 0, a new group each round, --fetch-size $FETCH_SIZE; the producer starts $CONSUMER_LEAD_S s after its first progress line"
   echo "throttle: the broker's disk reads limited to $READ_BPS B/s$( ((READ_IOPS > 0)) && echo ", $READ_IOPS IOPS") on $DEVICE (blkio cgroup v1), page cache dropped before each round"
   echo "network threads: $NETWORK_THREADS (Laminar num.network.threads, Kafka num.network.threads); group.initial.rebalance.delay.ms 0 on both; other settings the brokers' defaults"
+  if [[ $TLS == 1 ]]; then
+    echo "tls: producer and consumer over TLS (an SSL listener on $ssl_bootstrap; PEM keystore, RSA 2048; the CA as the clients' PEM truststore); kernel TLS: $(cat /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null || echo unknown) (tcp_available_ulp)"
+  fi
 } > "$out/config.txt"
 cat "$out/config.txt"
 
@@ -170,13 +197,17 @@ start_broker() {
   local broker=$1 data=$2
   case $broker in
     laminar)
-      "$bin" serve --listen "$bootstrap" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+      # With TLS=1 the listeners come from the config file (--listen would replace them
+      # with one PLAINTEXT listener).
+      local listen=(--listen "$bootstrap")
+      [[ $TLS == 1 ]] && listen=()
+      "$bin" serve "${listen[@]}" --metrics-listen "127.0.0.1:$METRICS_PORT" \
         --data-dir "$data" --config "$work/laminar.toml" > "$out/raw/$broker-broker.log" 2>&1 &
       launcher_pid=$!
       broker_pid=$launcher_pid
       ;;
     kafka)
-      KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_HEAP_OPTS=$KAFKA_HEAP \
+      KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_HEAP_OPTS=$KAFKA_HEAP KAFKA_EXTRA_PROPS=$kafka_extra \
         bench/kafka/run-kafka.sh "$PORT" "$data" > "$out/raw/$broker-broker.log" 2>&1 &
       launcher_pid=$!
       ;;
@@ -209,8 +240,9 @@ now() { date +%s.%N; }
 producer() {
   local file=$1 topic=$2 records=$3 warmup=$4 size=$5 throughput=$6 limit=$7
   shift 7
-  local cmd=("${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$bootstrap"
-    --topic "$topic" --num-records "$records" --record-size "$size" --throughput "$throughput")
+  local cmd=("${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$client_bootstrap"
+    --topic "$topic" --num-records "$records" --record-size "$size" --throughput "$throughput"
+    "${client_config[@]}")
   ((warmup > 0)) && cmd+=(--warmup-records "$warmup")
   cmd+=(--command-property "$@")
   echo "\$ ${cmd[*]}" > "$file"
@@ -276,7 +308,7 @@ run_round() { # BROKER ROUND
   # (b) with the cold consumer
   scrape "$tag" b before
   local cfile=$out/raw/$tag-b-consumer.txt
-  local ccmd=("${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bootstrap"
+  local ccmd=("${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$client_bootstrap" "${client_config[@]}"
     --topic big --num-records "$FILL_RECORDS" --group "s1java-$broker-r$round-$$"
     --fetch-size "$FETCH_SIZE" --timeout 60000 --reporting-interval 1000 --show-detailed-stats
     --date-format "yyyy-MM-dd'T'HH:mm:ss.SSSZ")
