@@ -13,9 +13,18 @@ from pathlib import Path
 
 out = Path(sys.argv[1])
 raw = out / "raw"
-PRODUCE = re.compile(
-    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
-    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+
+
+def producer_line(kind=""):
+    """ProducerPerformance's summary line: the whole run's, or (kind "steady state ") the
+    one after its --warmup-records."""
+    return re.compile(
+        rf"(\d+) {kind}records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg "
+        r"latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, "
+        r"(\d+) ms 99.9th")
+
+
+PRODUCE = producer_line()
 rows = {}
 for f in sorted(raw.glob("r*-*-*-produce.txt")):
     rnd, broker, mode = f.name.split("-")[:3]
@@ -94,9 +103,7 @@ for broker in ["laminar", "kafka"]:
         return f"{t / p:.2f}" if t is not None and p else "-"
     print(f"| {broker} | {ratio('produce MB/s')} | {ratio('consume MB/s')} |")
 
-STEADY = re.compile(
-    r"(\d+) steady state records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg "
-    r"latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+STEADY = producer_line("steady state ")
 rate = {}
 for f in sorted(raw.glob("r*-*-*-rate.txt")):
     rnd, broker, phase = f.name.split("-")[:3]
