@@ -10,6 +10,7 @@ pub mod oauthbearer;
 pub mod principal;
 pub mod sasl;
 pub mod scram;
+pub mod scram_server;
 
 pub use client::{ClientExchange, ClientStep};
 pub use sasl::{AuthError, Authenticator, Exchange, Step, Users};

@@ -1,17 +1,19 @@
 //! SASL exchanges as a Kafka broker runs them (SaslHandshake names the mechanism, then each
-//! SaslAuthenticate carries one client message and gets one server message back), on
-//! `rsasl`'s mechanisms. The principal is the authenticated user name (`User:NAME`).
+//! SaslAuthenticate carries one client message and gets one server message back): PLAIN on
+//! `rsasl`, SCRAM on [`crate::scram_server`] (Kafka's checks, which older librdkafka needs),
+//! OAUTHBEARER on [`crate::oauthbearer`]. The principal is the authenticated user name
+//! (`User:NAME`).
 
 use std::sync::Arc;
 
-use rsasl::callback::{Context, Request, SessionCallback, SessionData};
-use rsasl::mechanisms::scram::properties::ScramStoredPassword;
-use rsasl::prelude::{Mechname, SASLConfig, SASLServer, Session, SessionError, State};
+use rsasl::callback::{Context, SessionCallback, SessionData};
+use rsasl::prelude::{Mechname, SASLConfig, SASLServer, Session, State};
 use rsasl::property::{AuthId, AuthzId, Password};
 use rsasl::validate::{Validate, Validation, ValidationError};
 
 use crate::oauthbearer::{initial_response, JwtValidator};
 use crate::scram::{ScramKeys, ScramMechanism};
+use crate::scram_server::{ScramError, ScramServer, ScramStep};
 
 /// Where an exchange finds its users.
 pub trait Users: Send + Sync + 'static {
@@ -58,6 +60,7 @@ impl AuthError {
 /// Starts exchanges for the mechanisms a listener enables.
 pub struct Authenticator {
     config: Arc<SASLConfig>,
+    users: Arc<dyn Users>,
     enabled: Vec<String>,
     oauth: Option<Arc<JwtValidator>>,
 }
@@ -84,10 +87,11 @@ impl Authenticator {
         }
         let config = SASLConfig::builder()
             .with_defaults()
-            .with_callback(Callback { users })
+            .with_callback(Callback { users: users.clone() })
             .map_err(|e| format!("SASL configuration: {e}"))?;
         Ok(Authenticator {
             config,
+            users,
             enabled,
             oauth,
         })
@@ -105,6 +109,12 @@ impl Authenticator {
         if mechanism == OAUTHBEARER {
             return Some(Exchange {
                 inner: Inner::OAuthBearer(self.oauth.clone()?),
+                mechanism: mechanism.to_string(),
+            });
+        }
+        if let Some(m) = ScramMechanism::from_name(mechanism) {
+            return Some(Exchange {
+                inner: Inner::Scram(Box::new(ScramServer::new(m)), self.users.clone()),
                 mechanism: mechanism.to_string(),
             });
         }
@@ -126,8 +136,10 @@ pub struct Exchange {
 }
 
 enum Inner {
-    /// PLAIN and SCRAM, on `rsasl`.
+    /// PLAIN, on `rsasl`.
     Password(Box<Session<Principal>>),
+    /// SCRAM-SHA-256 and SCRAM-SHA-512, with the users' stored keys.
+    Scram(Box<ScramServer>, Arc<dyn Users>),
     /// One message, a token.
     OAuthBearer(Arc<JwtValidator>),
 }
@@ -157,6 +169,25 @@ impl Exchange {
         let session = match &mut self.inner {
             Inner::Password(session) => session,
             Inner::OAuthBearer(validator) => return oauthbearer_step(validator, input),
+            Inner::Scram(server, users) => {
+                let mechanism = ScramMechanism::from_name(&self.mechanism).expect("a SCRAM exchange");
+                return match server.step(input, |user| users.scram(user, mechanism)) {
+                    Ok(ScramStep::Continue(challenge)) => Ok(Step::Continue(challenge)),
+                    Ok(ScramStep::Authenticated { response, user }) => Ok(Step::Authenticated {
+                        response,
+                        user,
+                        expires_s: None,
+                    }),
+                    Err(ScramError::InvalidCredentials) => {
+                        Err(AuthError::InvalidCredentials(self.mechanism.clone()))
+                    }
+                    Err(ScramError::AuthorizationId) => Err(AuthError::AuthorizationId),
+                    Err(ScramError::Refused(detail)) => Err(AuthError::Refused {
+                        mechanism: self.mechanism.clone(),
+                        detail,
+                    }),
+                };
+            }
         };
         let mut out = Vec::new();
         let invalid = || AuthError::InvalidCredentials(self.mechanism.clone());
@@ -217,30 +248,6 @@ struct Callback {
 }
 
 impl SessionCallback for Callback {
-    fn callback(
-        &self,
-        session: &SessionData,
-        context: &Context,
-        request: &mut Request,
-    ) -> Result<(), SessionError> {
-        let Some(mechanism) = ScramMechanism::from_name(session.mechanism().mechanism.as_str()) else {
-            return Ok(());
-        };
-        // No credential given: the exchange fails as a wrong password would.
-        if let Some(keys) = context
-            .get_ref::<AuthId>()
-            .and_then(|user| self.users.scram(user, mechanism))
-        {
-            request.satisfy::<ScramStoredPassword>(&ScramStoredPassword::new(
-                keys.iterations,
-                &keys.salt,
-                &keys.stored_key,
-                &keys.server_key,
-            ))?;
-        }
-        Ok(())
-    }
-
     fn validate(
         &self,
         session: &SessionData,
@@ -262,7 +269,6 @@ impl SessionCallback for Callback {
             if authzid.is_some_and(|a| a != user) {
                 return Ok(Err(AuthError::AuthorizationId));
             }
-            // SCRAM's proof was checked against the stored keys before this is called.
             if mechanism == "PLAIN" && !password.is_some_and(|p| self.users.plain(&user, &p)) {
                 return Ok(Err(AuthError::InvalidCredentials(mechanism)));
             }

@@ -71,10 +71,12 @@ pub struct Session {
 pub enum Auth {
     /// On a SASL listener, before SaslHandshake: only ApiVersions and the SASL requests.
     Unauthenticated,
-    /// A mechanism was chosen; SaslAuthenticate requests carry the exchange. `current`: the
-    /// principal a re-authentication (KIP-368) must end as, while the connection serves on.
+    /// A mechanism was chosen; SaslAuthenticate requests carry the exchange (or, after a
+    /// SaslHandshake v0, the frames themselves: `framing`). `current`: the principal a
+    /// re-authentication (KIP-368) must end as, while the connection serves on.
     Exchanging {
         exchange: Exchange,
+        framing: Framing,
         current: Option<(Principal, Option<Instant>)>,
     },
     /// Authenticated (or on a listener without authentication), until `expires` if
@@ -85,6 +87,18 @@ pub enum Auth {
     },
     /// An authentication failed: the connection only closes.
     Failed,
+}
+
+/// How the messages of a SASL exchange travel, as the handshake's version chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// SaslHandshake v1: each message in a SaslAuthenticate request (KIP-152).
+    Requests,
+    /// SaslHandshake v0: each frame after the handshake is a bare SASL token (a 4-byte
+    /// length, then the token, no request header), answered the same way, until the
+    /// exchange ends. Kafka 4 still serves it; librdkafka before 1.x and old Java clients
+    /// send it.
+    RawTokens,
 }
 
 /// The largest frame a client that has not authenticated may send (Kafka's
@@ -130,6 +144,18 @@ impl Session {
         matches!(
             *self.auth(),
             Auth::Unauthenticated | Auth::Exchanging { current: None, .. } | Auth::Failed
+        )
+    }
+
+    /// Whether the connection's next frame is a bare SASL token (after a SaslHandshake v0),
+    /// not a request.
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(
+            *self.auth(),
+            Auth::Exchanging {
+                framing: Framing::RawTokens,
+                ..
+            }
         )
     }
 

@@ -54,7 +54,13 @@ impl Service for Broker {
             .then(|| session.opened + crate::context::AUTHENTICATION_TIMEOUT)
     }
 
-    fn kind(&self, frame: &[u8]) -> RequestKind {
+    fn kind(&self, session: &Session, frame: &[u8]) -> RequestKind {
+        if session.expects_raw_token() {
+            return RequestKind {
+                name: "a SASL token (after SaslHandshake v0)",
+                phases: Some(self.metrics.phases(ApiKey::SaslAuthenticate)),
+            };
+        }
         match peek_header(frame).and_then(|(key, _, _)| ApiKey::from_i16(key)) {
             Some(api) => RequestKind {
                 name: api.name(),
@@ -84,6 +90,10 @@ impl Broker {
         frame: Bytes,
         session: &Session,
     ) -> Result<Dispatched, CloseConnection> {
+        // After a SaslHandshake v0 the frames are bare SASL tokens until the exchange ends.
+        if session.expects_raw_token() {
+            return handlers::sasl_authenticate::raw_token(session, &self.config.security, frame).await;
+        }
         let (key, version, correlation_id) =
             peek_header(&frame).ok_or_else(|| CloseConnection("request shorter than its header".into()))?;
         let Some(api) = ApiKey::from_i16(key) else {

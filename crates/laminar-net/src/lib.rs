@@ -93,7 +93,9 @@ pub trait Service: Send + Sync + 'static {
     /// A connection accepted from `peer` on the listener at `listener` (its index in the
     /// list [`serve`] was given), with what its TLS handshake learned on a TLS listener.
     fn open(&self, peer: std::net::SocketAddr, listener: usize, tls: Option<&TlsPeer>) -> Arc<Self::Session>;
-    fn kind(&self, frame: &[u8]) -> RequestKind;
+    /// What the connection's next frame is (a frame's meaning may depend on the
+    /// connection's state: after a SASL handshake v0 it is a bare token).
+    fn kind(&self, session: &Self::Session, frame: &[u8]) -> RequestKind;
     /// The largest frame the connection may send now, if less than
     /// `socket.request.max.bytes` (a client that has not authenticated yet, as Kafka's
     /// `sasl.server.max.receive.size`): a larger one closes the connection.

@@ -345,7 +345,7 @@ async fn connection<S: Service>(
                 tokio::time::sleep(Duration::from_millis(muted_ms - now_ms)).await;
             }
             let started = Instant::now();
-            let kind = service.kind(&frame);
+            let kind = service.kind(&session, &frame);
             let call = doing(
                 &wd,
                 kind.name,

@@ -309,11 +309,12 @@ pub const API_TABLE: &[ApiSpec] = &[
         max_version: 2,
         first_flexible: 0,
     },
-    // From v1 the SASL exchange goes in SaslAuthenticate requests (KIP-152); v0's raw
-    // tokens after the handshake are not taken, as no current client sends them.
+    // From v1 the SASL exchange goes in SaslAuthenticate requests (KIP-152); after v0 it goes
+    // in bare length-framed tokens. librdkafka before 2.x (Debian 12's 2.0.2 among them)
+    // turns SASL on only when v0 is in the range, even though it then sends v1.
     ApiSpec {
         key: ApiKey::SaslHandshake,
-        min_version: 1,
+        min_version: 0,
         max_version: 1,
         first_flexible: i16::MAX,
     },

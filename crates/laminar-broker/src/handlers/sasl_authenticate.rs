@@ -1,5 +1,5 @@
-//! SaslAuthenticate v0-2: one message of the SASL exchange SaslHandshake began, answered
-//! with the server's next. On success the connection is the user (`User:NAME`); with
+//! SaslAuthenticate v0-2: one message of the SASL exchange SaslHandshake v1 began, answered
+//! with the server's next (after a SaslHandshake v0 the messages come bare: [`raw_token`]). On success the connection is the user (`User:NAME`); with
 //! `connections.max.reauth.ms`, or a credential that expires (an OAUTHBEARER token), its
 //! session lasts until the first of the two (v1+ tells the client, which authenticates again
 //! before; the connection is closed at its next request after that). A failure is answered SASL_AUTHENTICATION_FAILED after
@@ -8,13 +8,17 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::SaslAuthenticateResponse;
 use laminar_auth::Step;
+use laminar_net::CloseConnection;
 use laminar_protocol::requests::SaslAuthenticateRequest;
+use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
 use crate::context::{Auth, Principal, RequestContext, Session};
+use crate::response::Dispatched;
 use crate::security::SecuritySettings;
 
 pub async fn handle(
@@ -24,17 +28,91 @@ pub async fn handle(
     r: SaslAuthenticateRequest,
 ) -> Encoded {
     let mut resp = SaslAuthenticateResponse::default();
-    let failed = {
-        let mut auth = session.auth();
-        let Auth::Exchanging { exchange, current } = &mut *auth else {
+    match step(session, settings, &r.auth_bytes) {
+        Ok(answer) => {
+            resp.auth_bytes = answer.bytes.into();
+            resp.session_lifetime_ms = answer.session_lifetime_ms.unwrap_or(0) as i64;
+        }
+        Err(Failure::NotExchanging) => {
             resp.error_code = ErrorCode::IllegalSaslState.code();
             resp.error_message = Some(sb("SaslAuthenticate without a SaslHandshake before it"));
-            return encode(ctx, &resp);
+        }
+        Err(Failure::Refused { told }) => {
+            resp.error_code = ErrorCode::SaslAuthenticationFailed.code();
+            resp.error_message = Some(sb(told.as_deref().unwrap_or("Authentication failed")));
+            // Only this connection waits: its requests are handled one at a time, off the others'.
+            tokio::time::sleep(Duration::from_millis(settings.failed_authentication_delay_ms)).await;
+        }
+    }
+    responses::encode(
+        ApiKey::SaslAuthenticate,
+        ctx.api_version,
+        ctx.correlation_id,
+        &resp,
+    )
+}
+
+/// A frame after a SaslHandshake v0: a bare SASL token, answered with the server's next
+/// token framed by its length alone (no response header), as Kafka's
+/// `SaslServerAuthenticator` does without SaslAuthenticate headers. There is no way to
+/// tell such a client why it failed: Kafka closes the connection, and so does Laminar,
+/// after the same delay.
+pub async fn raw_token(
+    session: &Session,
+    settings: &SecuritySettings,
+    token: Bytes,
+) -> Result<Dispatched, CloseConnection> {
+    match step(session, settings, &token) {
+        Ok(answer) => {
+            let mut out = BytesMut::with_capacity(4 + answer.bytes.len());
+            out.put_u32(answer.bytes.len() as u32);
+            out.put_slice(&answer.bytes);
+            Ok(Dispatched::Now(Some(ResponseFrame::from_bytes(out.freeze()))))
+        }
+        Err(Failure::NotExchanging) => Err(CloseConnection(
+            "a bare SASL token outside a SaslHandshake v0 exchange".into(),
+        )),
+        Err(Failure::Refused { .. }) => {
+            tokio::time::sleep(Duration::from_millis(settings.failed_authentication_delay_ms)).await;
+            Err(CloseConnection(
+                "its SASL authentication (SaslHandshake v0) failed".into(),
+            ))
+        }
+    }
+}
+
+/// The server's answer to one message of the exchange.
+struct Answer {
+    bytes: Vec<u8>,
+    /// Once authenticated: how long the session lasts (`None`: unbounded).
+    session_lifetime_ms: Option<u64>,
+}
+
+enum Failure {
+    /// No exchange is under way (no SaslHandshake before).
+    NotExchanging,
+    /// The exchange failed: the connection serves nothing more. `told`: what the client may
+    /// be told (never whether the user exists); the reason is logged.
+    Refused { told: Option<String> },
+}
+
+/// Takes the client's next message of the exchange SaslHandshake began, however it was
+/// framed. On success the connection is the user (`User:NAME`), until its session ends.
+fn step(session: &Session, settings: &SecuritySettings, input: &[u8]) -> Result<Answer, Failure> {
+    let (failed, told) = {
+        let mut auth = session.auth();
+        let Auth::Exchanging {
+            exchange, current, ..
+        } = &mut *auth
+        else {
+            return Err(Failure::NotExchanging);
         };
-        match exchange.step(&r.auth_bytes) {
+        match exchange.step(input) {
             Ok(Step::Continue(challenge)) => {
-                resp.auth_bytes = challenge.into();
-                None
+                return Ok(Answer {
+                    bytes: challenge,
+                    session_lifetime_ms: None,
+                })
             }
             Ok(Step::Authenticated {
                 response,
@@ -44,50 +122,31 @@ pub async fn handle(
                 let principal = Principal::user(&user);
                 match current.take() {
                     // Kafka: re-authentication may not change who the connection is.
-                    Some((was, _)) if was != principal => Some(format!(
-                        "re-authentication as {principal} on a connection authenticated as {was}"
-                    )),
+                    Some((was, _)) if was != principal => (
+                        format!("re-authentication as {principal} on a connection authenticated as {was}"),
+                        None,
+                    ),
                     _ => {
                         let lifetime_ms = session_lifetime_ms(settings.connections_max_reauth_ms, expires_s);
                         let expires = lifetime_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-                        resp.auth_bytes = response.into();
-                        resp.session_lifetime_ms = lifetime_ms.unwrap_or(0) as i64;
                         *auth = Auth::Authenticated { principal, expires };
-                        None
+                        return Ok(Answer {
+                            bytes: response,
+                            session_lifetime_ms: lifetime_ms,
+                        });
                     }
                 }
             }
-            Err(e) => {
-                resp.error_message = Some(sb(&e.to_string()));
-                Some(e.detail())
-            }
+            Err(e) => (e.detail(), Some(e.to_string())),
         }
     };
-    if let Some(why) = failed {
-        *session.auth() = Auth::Failed;
-        crate::warn!(
-            "authentication of the connection from {} on listener {} failed: {why}",
-            session.peer,
-            session.listener.name
-        );
-        resp.error_code = ErrorCode::SaslAuthenticationFailed.code();
-        if resp.error_message.is_none() {
-            resp.error_message = Some(sb("Authentication failed"));
-        }
-        resp.auth_bytes = Default::default();
-        // Only this connection waits: its requests are handled one at a time, off the others'.
-        tokio::time::sleep(Duration::from_millis(settings.failed_authentication_delay_ms)).await;
-    }
-    encode(ctx, &resp)
-}
-
-fn encode(ctx: &RequestContext, resp: &SaslAuthenticateResponse) -> Encoded {
-    responses::encode(
-        ApiKey::SaslAuthenticate,
-        ctx.api_version,
-        ctx.correlation_id,
-        resp,
-    )
+    *session.auth() = Auth::Failed;
+    crate::warn!(
+        "authentication of the connection from {} on listener {} failed: {failed}",
+        session.peer,
+        session.listener.name
+    );
+    Err(Failure::Refused { told })
 }
 
 /// How long a session lasts, as Kafka bounds it: by `connections.max.reauth.ms` (0: no

@@ -1,6 +1,8 @@
-//! SaslHandshake v1: a client on a SASL listener names its mechanism; the exchange then goes
-//! in SaslAuthenticate requests. After authenticating, a client may begin again (KIP-368's
-//! re-authentication) and serves on meanwhile as who it was.
+//! SaslHandshake v0-1: a client on a SASL listener names its mechanism; after v1 the
+//! exchange goes in SaslAuthenticate requests, after v0 in bare tokens framed by their
+//! length (as Kafka 4 still serves it, for older clients). After authenticating, a client may
+//! begin again with v1 (KIP-368's re-authentication, which needs SaslAuthenticate v1) and
+//! serves on meanwhile as who it was.
 
 use std::time::Instant;
 
@@ -9,7 +11,7 @@ use laminar_protocol::requests::SaslHandshakeRequest;
 use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
-use crate::context::{Auth, RequestContext, Session};
+use crate::context::{Auth, Framing, RequestContext, Session};
 
 pub fn handle(session: &Session, ctx: &RequestContext, r: SaslHandshakeRequest) -> Encoded {
     let mut resp = SaslHandshakeResponse::default();
@@ -24,13 +26,23 @@ pub fn handle(session: &Session, ctx: &RequestContext, r: SaslHandshakeRequest) 
                 Auth::Authenticated { principal, expires } => Some(Some((principal.clone(), *expires))),
                 Auth::Exchanging { .. } | Auth::Failed => None,
             };
+            let framing = match ctx.api_version {
+                0 => Framing::RawTokens,
+                _ => Framing::Requests,
+            };
             match (current, sasl.start(&r.mechanism)) {
                 (None, _) => ErrorCode::IllegalSaslState.code(),
+                // KIP-368: a re-authentication goes in SaslAuthenticate requests.
+                (Some(Some(_)), _) if framing == Framing::RawTokens => ErrorCode::IllegalSaslState.code(),
                 (Some(_), None) => ErrorCode::UnsupportedSaslMechanism.code(),
                 (Some(current), Some(exchange)) => {
                     // A session that expired serves nothing more while it authenticates again.
                     let current = current.filter(|(_, expires)| expires.is_none_or(|e| Instant::now() < e));
-                    *auth = Auth::Exchanging { exchange, current };
+                    *auth = Auth::Exchanging {
+                        exchange,
+                        framing,
+                        current,
+                    };
                     ErrorCode::None.code()
                 }
             }

@@ -1,6 +1,7 @@
 //! `laminar serve` as a child process, for tests that need a real process to kill.
 #![allow(dead_code)]
 
+pub mod pki;
 pub mod tools;
 
 use std::io::{BufRead, BufReader};
