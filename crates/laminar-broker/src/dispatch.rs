@@ -188,7 +188,7 @@ impl Broker {
             Request::JoinGroup(r) => handlers::join_group::handle(&b.groups.coordinator, &ctx, r).await,
             Request::SyncGroup(r) => handlers::sync_group::handle(&b.groups.coordinator, &ctx, r).await,
             Request::Heartbeat(r) => handlers::heartbeat::handle(&b.groups.coordinator, &ctx, r),
-            Request::LeaveGroup(r) => handlers::leave_group::handle(&b.groups.coordinator, &ctx, r),
+            Request::LeaveGroup(r) => handlers::leave_group::handle(&b.groups, &ctx, r).await,
             Request::OffsetCommit(r) => handlers::offset_commit::handle(&b.groups, &b.topics, &ctx, r).await,
             Request::OffsetFetch(r) => {
                 handlers::offset_fetch::handle(&b.groups.coordinator, &b.groups.store, &ctx, r)

@@ -864,7 +864,9 @@ impl Coordinator {
                     keep
                 });
             }
-            if group.metadata_changed && !pending.groups.contains(&group.id) {
+            // Offsets pending do not hold metadata back (other keys); a pending deletion or
+            // metadata of the group does: this record must land after it.
+            if group.metadata_changed && !pending.rewritten.contains(&group.id) {
                 group.metadata_changed = false;
                 group.metadata_written = true;
                 records.push(GroupRecord::Metadata {
@@ -885,6 +887,19 @@ impl Coordinator {
             !gone
         });
         records
+    }
+
+    /// The metadata records `take_changes` took were not written (the append failed): the
+    /// groups' metadata is written again at the next round.
+    pub fn metadata_not_written(&self, records: &[GroupRecord]) {
+        let mut groups = self.groups.lock().unwrap();
+        for r in records {
+            if let GroupRecord::Metadata { group, .. } = r {
+                if let Some(g) = groups.get_mut(group) {
+                    g.metadata_changed = true;
+                }
+            }
+        }
     }
 
     /// Restores a group's metadata read back from the log at startup. Its members are

@@ -75,6 +75,8 @@ pub struct PendingView {
     pub offsets: std::collections::HashSet<(String, String, i32)>,
     /// Groups with any pending record.
     pub groups: std::collections::HashSet<String>,
+    /// Groups with a pending deletion or metadata record.
+    pub rewritten: std::collections::HashSet<String>,
 }
 
 pub struct GroupStore {
@@ -152,6 +154,7 @@ impl GroupStore {
                 }
                 GroupRecord::GroupDeleted { group } | GroupRecord::Metadata { group, .. } => {
                     view.groups.insert(group.clone());
+                    view.rewritten.insert(group.clone());
                 }
             }
         }

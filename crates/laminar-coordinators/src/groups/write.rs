@@ -27,6 +27,10 @@ pub struct Groups {
     runtime: Arc<CoordinatorRuntime>,
     /// Kafka's `offsets.retention.minutes`.
     offsets_retention: Duration,
+    /// Held by each round of [`Groups::persist_changes`] until its records are durable: a
+    /// round that finds a change already taken by the round before it must not answer until
+    /// that round's records are durable.
+    changes_round: tokio::sync::Mutex<()>,
 }
 
 impl Groups {
@@ -42,6 +46,7 @@ impl Groups {
             hold: CoordinatorLog::new(OFFSETS_TOPIC),
             runtime,
             offsets_retention,
+            changes_round: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -107,8 +112,14 @@ impl Groups {
     }
 
     /// Makes the coordinator's own changes durable: group metadata that changed, expired
-    /// offsets and groups that are gone (see `Coordinator::take_changes`).
+    /// offsets and groups that are gone (see `Coordinator::take_changes`). When it returns,
+    /// every change made before the call is durable (or the error says why not): a request
+    /// that changed a group (a LeaveGroup) answers after it, as Kafka answers once its
+    /// records are committed, so a broker killed after the answer comes back with the change.
     pub async fn persist_changes(self: &Arc<Self>) -> ErrorCode {
+        // One round at a time: a change taken by a round in flight is durable only when that
+        // round is done, and this one may find nothing left to write.
+        let _round = self.changes_round.lock().await;
         self.append_group_log(GroupWrite::Changes(self.offsets_retention))
             .await
     }
@@ -155,9 +166,19 @@ impl Groups {
             if records.is_empty() {
                 return Ok(None);
             }
-            let mut batch = GroupStore::encode(&records, &g.coordinator, &pending, producer)
-                .map_err(|e| WriteError::Encode(e.to_string()))?;
-            let info = append.append(&mut batch)?;
+            let appended = GroupStore::encode(&records, &g.coordinator, &pending, producer)
+                .map_err(|e| WriteError::Encode(e.to_string()))
+                .and_then(|mut batch| Ok(append.append(&mut batch)?));
+            let info = match appended {
+                Ok(info) => info,
+                Err(e) => {
+                    // Changes taken from memory and not written are taken again next round.
+                    if matches!(apply, Apply::No) {
+                        g.coordinator.metadata_not_written(&records);
+                    }
+                    return Err(e);
+                }
+            };
             match apply {
                 // In log order: before any later batch exists.
                 Apply::Now => {
