@@ -25,11 +25,18 @@ fn lazy_mount(dir: &std::path::Path) -> (Mount, std::path::PathBuf) {
     (mount, mnt.join("data"))
 }
 
-/// Produces `values` to partition 0 of `topic` at acks=1: answered after the write.
+/// Produces `values` to partition 0 of `topic` at acks=1: answered after the write. They
+/// go in one request, one batch (a linger longer than the loop; `flush` sends at once):
+/// split in two, the second request's write would wait on a FUSE mount for the first one's
+/// held fsync (the kernel holds the file's inode lock through a FUSE fsync), and be
+/// answered only after that fsync had made the first batch visible, rightly
+/// (`a_write_waits_behind_a_held_fsync_and_consumers_see_only_what_it_covered`). That is
+/// how `acks_all_survives_...` once read a high watermark of 1 instead of 0 (issue 40).
 fn produce_acks_1(addr: &str, topic: &str, values: impl IntoIterator<Item = String>) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", addr)
         .set("acks", "1")
+        .set("linger.ms", "10000")
         .create()
         .unwrap();
     for v in values {
@@ -37,6 +44,16 @@ fn produce_acks_1(addr: &str, topic: &str, values: impl IntoIterator<Item = Stri
             .unwrap();
     }
     p.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// A high watermark read while a held fsync is still held: else the fsync may have ended
+/// and made the records visible, rightly, and the reading proves nothing.
+fn assert_fsync_still_held(mount: &Mount) {
+    let stats = mount.command("stats").unwrap();
+    assert!(
+        !stats.contains("\"delaying_now\":0"),
+        "the held fsync ended before the high watermark was read (a machine too slow for the 5 s rule): {stats}"
+    );
 }
 
 #[test]
@@ -65,6 +82,7 @@ fn acks_all_survives_a_power_cut_and_unsynced_acks_1_does_not() {
     produce_acks_1(&addr, "unsynced", (0..100).map(|i| format!("r{i}")));
     // Written, acknowledged, and not visible to consumers: not on the disk.
     assert_eq!(common::high_watermark(&addr, "unsynced"), 0);
+    assert_fsync_still_held(&mount);
 
     // The cut comes while their fsync is still held back; the kill then waits for it (a
     // process in a FUSE call dies when the call returns), and it syncs nothing.
@@ -253,6 +271,7 @@ fn a_power_cut_never_takes_back_what_a_consumer_read() {
             .collect()
     };
     let read = values(&addr);
+    assert_fsync_still_held(&mount);
     // The cut comes while their fsync is held back (see above).
     broker.freeze();
     mount.command("powercut").unwrap();
@@ -277,6 +296,46 @@ fn a_power_cut_never_takes_back_what_a_consumer_read() {
         "the acks=1 records were not visible before their fsync"
     );
     assert_eq!(after.len(), 100, "the cut took the acks=1 records, never fsynced");
+    broker.terminate();
+    mount.unmount().unwrap();
+}
+
+/// Issue 40: the race `acks_all_survives_...` once lost, made certain. The first acks=1
+/// request's fsync is held back; a second request's write to the same file then waits for
+/// it (on a FUSE mount the kernel holds the file's inode lock through the fsync), and is
+/// answered once that fsync returns. By then the first record is on the disk and visible,
+/// and only it: the high watermark is 1, the end that fsync covered, never the end written.
+#[test]
+fn a_write_waits_behind_a_held_fsync_and_consumers_see_only_what_it_covered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mount, data) = lazy_mount(tmp.path());
+    let broker = common::serve(&data);
+    let addr = broker.addr.clone();
+    common::create_topic(&addr, "split", 1);
+    mount.command("delay fsync **/split-0/* 3000").unwrap();
+    produce_acks_1(&addr, "split", ["r0".to_string()]);
+    let held = std::time::Instant::now();
+    while mount.command("stats").unwrap().contains("\"delaying_now\":0") {
+        assert!(held.elapsed() < Duration::from_secs(2), "r0's fsync never began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(common::high_watermark(&addr, "split"), 0);
+    let started = std::time::Instant::now();
+    produce_acks_1(&addr, "split", (1..100).map(|i| format!("r{i}")));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "the second write waited for the first fsync ({waited:?})"
+    );
+    // r0's fsync returned; r1..r99's is held now.
+    assert_eq!(common::high_watermark(&addr, "split"), 1);
+    assert_fsync_still_held(&mount);
+    mount.command("clear").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while common::high_watermark(&addr, "split") < 100 {
+        assert!(std::time::Instant::now() < deadline, "visible once synced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     broker.terminate();
     mount.unmount().unwrap();
 }
