@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::raw::call;
+use common::raw::{call, call_as};
 
 use std::net::TcpStream;
 
@@ -80,7 +80,11 @@ fn every_advertised_version_round_trips() {
                     p.index = 0;
                     p.records = Some(batch());
                     let mut t = produce_request::TopicProduceData::default();
-                    t.name = TopicName(sb("conf"));
+                    if v >= 13 {
+                        t.topic_id = topic_id;
+                    } else {
+                        t.name = TopicName(sb("conf"));
+                    }
                     t.partition_data = vec![p];
                     let mut r = ProduceRequest::default();
                     r.acks = 1;
@@ -91,6 +95,17 @@ fn every_advertised_version_round_trips() {
                         resp.responses[0].partition_responses[0].error_code, 0,
                         "Produce v{v}"
                     );
+                    if v >= 13 {
+                        assert_eq!(resp.responses[0].topic_id, topic_id, "answered by id");
+                        // An id no topic has: UNKNOWN_TOPIC_ID, nothing appended.
+                        r.topic_data[0].topic_id = uuid::Uuid::from_u128(7);
+                        let resp: ProduceResponse = call(&mut s, ApiKey::Produce, v, next(), &r);
+                        let t = &resp.responses[0];
+                        assert_eq!(
+                            (t.topic_id, t.partition_responses[0].error_code),
+                            (r.topic_data[0].topic_id, 100)
+                        );
+                    }
                 }
                 1 => {
                     let mut p = fetch_request::FetchPartition::default();
@@ -131,7 +146,8 @@ fn every_advertised_version_round_trips() {
                         let mut r = ListOffsetsRequest::default();
                         r.replica_id = BrokerId(-1);
                         r.topics = vec![t];
-                        let mut resp: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, next(), &r);
+                        let mut resp: ListOffsetsResponse =
+                            call_as(&mut s, ApiKey::ListOffsets, v, v.min(10), next(), &r);
                         resp.topics.remove(0).partitions.remove(0)
                     };
                     let latest = list(-1);
@@ -145,6 +161,27 @@ fn every_advertised_version_round_trips() {
                             (max.offset, max.timestamp),
                             (2, 1_700_000_000_002),
                             "max timestamp"
+                        );
+                    }
+                    if v >= 8 {
+                        // Earliest local (-4): nothing is tiered, so the log start.
+                        let local = list(-4);
+                        assert_eq!((local.error_code, local.offset), (0, list(-2).offset));
+                    }
+                    if v >= 9 {
+                        // Latest tiered (-5): none, as Kafka answers without tiered storage.
+                        let tiered = list(-5);
+                        assert_eq!(
+                            (tiered.error_code, tiered.offset, tiered.leader_epoch),
+                            (0, -1, -1)
+                        );
+                    }
+                    if v >= 11 {
+                        // Earliest pending upload (-6): none either.
+                        let pending = list(-6);
+                        assert_eq!(
+                            (pending.error_code, pending.offset, pending.leader_epoch),
+                            (0, -1, -1)
                         );
                     }
                 }
@@ -345,6 +382,15 @@ fn every_advertised_version_round_trips() {
                     assert_eq!(
                         resp.groups[0].group_state.as_str(),
                         "Empty",
+                        "DescribeGroups v{v}"
+                    );
+                    // A group that does not exist: Dead, and from v6 GROUP_ID_NOT_FOUND.
+                    r.groups = vec![GroupId(sb("never-was"))];
+                    let resp: DescribeGroupsResponse = call(&mut s, ApiKey::DescribeGroups, v, next(), &r);
+                    let expected = if v >= 6 { 69 } else { 0 };
+                    assert_eq!(
+                        (resp.groups[0].error_code, resp.groups[0].group_state.as_str()),
+                        (expected, "Dead"),
                         "DescribeGroups v{v}"
                     );
                 }
@@ -601,6 +647,26 @@ fn every_advertised_version_round_trips() {
                         [39, 85],
                         "one node: INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS"
                     );
+                    if v >= 1 {
+                        // KIP-860: a move to two replicas of a one-replica partition, refused.
+                        let mut grown =
+                            alter_partition_reassignments_request::ReassignablePartition::default();
+                        grown.partition_index = 0;
+                        grown.replicas = Some(vec![BrokerId(0), BrokerId(7)]);
+                        r.topics[0].partitions = vec![grown];
+                        r.allow_replication_factor_change = false;
+                        let resp: AlterPartitionReassignmentsResponse =
+                            call(&mut s, ApiKey::AlterPartitionReassignments, v, next(), &r);
+                        assert!(!resp.allow_replication_factor_change);
+                        let p = &resp.responses[0].partitions[0];
+                        assert_eq!(
+                            (p.error_code, p.error_message.as_ref().map(|m| m.to_string())),
+                            (
+                                38,
+                                Some("The replication factor is changed from 1 to 2".to_string())
+                            )
+                        );
+                    }
                 }
                 46 => {
                     let mut r = ListPartitionReassignmentsRequest::default();

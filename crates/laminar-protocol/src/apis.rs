@@ -65,25 +65,25 @@ pub const API_TABLE: &[ApiSpec] = &[
     ApiSpec {
         key: ApiKey::Produce,
         min_version: 3,
-        max_version: 12,
+        max_version: 13,
         first_flexible: 9,
     },
     ApiSpec {
         key: ApiKey::Fetch,
         min_version: 4,
-        max_version: 16,
+        max_version: 18,
         first_flexible: 12,
     },
     ApiSpec {
         key: ApiKey::ListOffsets,
         min_version: 1,
-        max_version: 7,
+        max_version: 11,
         first_flexible: 6,
     },
     ApiSpec {
         key: ApiKey::Metadata,
         min_version: 0,
-        max_version: 12,
+        max_version: 13,
         first_flexible: 9,
     },
     ApiSpec {
@@ -107,7 +107,7 @@ pub const API_TABLE: &[ApiSpec] = &[
     ApiSpec {
         key: ApiKey::InitProducerId,
         min_version: 0,
-        max_version: 4,
+        max_version: 5,
         first_flexible: 2,
     },
     ApiSpec {
@@ -142,7 +142,7 @@ pub const API_TABLE: &[ApiSpec] = &[
     },
     ApiSpec {
         key: ApiKey::JoinGroup,
-        min_version: 2,
+        min_version: 0,
         max_version: 9,
         first_flexible: 6,
     },
@@ -167,7 +167,7 @@ pub const API_TABLE: &[ApiSpec] = &[
     ApiSpec {
         key: ApiKey::DescribeGroups,
         min_version: 0,
-        max_version: 5,
+        max_version: 6,
         first_flexible: 5,
     },
     ApiSpec {
@@ -240,7 +240,7 @@ pub const API_TABLE: &[ApiSpec] = &[
     ApiSpec {
         key: ApiKey::AlterPartitionReassignments,
         min_version: 0,
-        max_version: 0,
+        max_version: 1,
         first_flexible: 0,
     },
     ApiSpec {

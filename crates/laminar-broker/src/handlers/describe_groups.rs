@@ -1,4 +1,5 @@
-//! DescribeGroups v0-5: state, protocol and members with their assignments.
+//! DescribeGroups v0-6: state, protocol and members with their assignments. A group that does
+//! not exist is Dead, and from v6 also GROUP_ID_NOT_FOUND (KIP-1043), as Kafka answers.
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsResponse, GroupId};
@@ -27,7 +28,13 @@ pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroups
             d.authorized_operations = ctx.authorized_operations(ResourceType::Group, &id);
         }
         match groups.get(&id) {
-            None => d.group_state = sb(GroupState::Dead.name()),
+            None => {
+                d.group_state = sb(GroupState::Dead.name());
+                if version >= 6 {
+                    d.error_code = laminar_protocol::ErrorCode::GroupIdNotFound.code();
+                    d.error_message = Some(sb(&format!("Group {id} not found.")));
+                }
+            }
             Some(g) => {
                 d.group_state = sb(g.state.name());
                 d.protocol_type = sb(g.protocol_type.as_deref().unwrap_or(""));

@@ -1,5 +1,7 @@
-//! ListOffsets v1-7: earliest (-2), latest (-1: the last stable offset for `read_committed`),
-//! max timestamp (-3), and by timestamp.
+//! ListOffsets v1-11: earliest (-2), latest (-1: the last stable offset for `read_committed`),
+//! max timestamp (-3, v7+), earliest local (-4, v8+: the earliest, as nothing is tiered),
+//! latest tiered (-5, v9+) and earliest pending upload (-6, v11+): none, offset -1, as Kafka
+//! answers without tiered storage; and by timestamp.
 
 use std::sync::Arc;
 
@@ -20,6 +22,13 @@ use laminar_protocol::ErrorCode;
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
+/// KIP-405's local log start; without tiered storage, the log start.
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// KIP-1005's last offset in remote storage: with none, offset -1 (Kafka's answer when
+/// `remote.storage.enable` is off).
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+/// KIP-1023's first offset not yet uploaded to remote storage: with none, offset -1.
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
 
 fn lookup(
     hosted: &Partitions,
@@ -40,7 +49,9 @@ fn lookup(
             return p;
         }
     };
-    if version >= 4 {
+    let tiered = (version >= 9 && timestamp == LATEST_TIERED_TIMESTAMP)
+        || (version >= 11 && timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP);
+    if version >= 4 && !tiered {
         p.leader_epoch = led.epoch.0;
     }
     // A consumer's end is the high watermark, and a read_committed consumer's the last
@@ -51,6 +62,9 @@ fn lookup(
         LATEST_TIMESTAMP if read_committed => Ok(Some((log.last_stable_offset().min(hw), -1))),
         LATEST_TIMESTAMP => Ok(Some((hw, -1))),
         EARLIEST_TIMESTAMP => Ok(Some((log.log_start(), -1))),
+        EARLIEST_LOCAL_TIMESTAMP if version >= 8 => Ok(Some((log.log_start(), -1))),
+        LATEST_TIERED_TIMESTAMP if version >= 9 => Ok(None),
+        EARLIEST_PENDING_UPLOAD_TIMESTAMP if version >= 11 => Ok(None),
         // The first record carrying the largest timestamp (ListOffsets v7+, KIP-734).
         MAX_TIMESTAMP => match log.max_timestamp_ms() {
             Some(ts) => log.offset_for_timestamp(ts),
@@ -125,5 +139,7 @@ pub async fn handle(
         .await;
     let mut resp = ListOffsetsResponse::default();
     resp.topics = topics;
-    responses::encode(ApiKey::ListOffsets, version, correlation_id, &resp)
+    // v11's answer is v10's, field for field (KIP-1023 adds only a timestamp value): the
+    // codec (generated from Kafka 4.1) knows up to v10.
+    responses::encode(ApiKey::ListOffsets, version.min(10), correlation_id, &resp)
 }

@@ -6,6 +6,7 @@
 //! even the same connection's next request: it is appended while this one's fsync runs.
 
 use laminar_cluster::{LeaderEpoch, TopicPartition};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceResponse};
-use laminar_protocol::requests::ProduceRequest;
+use laminar_protocol::requests::{ProduceRequest, ProduceTopic};
 use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey};
 use laminar_records::{
@@ -722,6 +723,7 @@ pub async fn handle(
 ) -> Result<Dispatched, CloseConnection> {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let client_id = ctx.client_id.as_str();
+    let (r, ids, unknown_ids) = resolve_topic_ids(&s.topics, r);
     let acks = r.acks;
     let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
     let request_bytes: u64 = r
@@ -734,16 +736,7 @@ pub async fn handle(
     let mut waits = Vec::new();
     if ![0, 1, -1].contains(&acks) {
         for t in &r.topics {
-            let mut tr = TopicProduceResponse::default();
-            tr.name = topic_name(&t.name);
-            for p in &t.partitions {
-                let mut pr = PartitionProduceResponse::default();
-                pr.index = p.index;
-                pr.error_code = ErrorCode::InvalidRequiredAcks.code();
-                pr.base_offset = -1;
-                tr.partition_responses.push(pr);
-            }
-            resp.responses.push(tr);
+            resp.responses.push(refused(t, ErrorCode::InvalidRequiredAcks));
         }
     } else {
         let mut pending = Vec::new();
@@ -760,24 +753,15 @@ pub async fn handle(
             .is_none_or(|id| ctx.may(Operation::Write, ResourceType::TransactionalId, id));
         for t in r.topics {
             // Refused partitions are answered without being appended; the others go on.
-            let refused = if !txn_allowed {
+            let denied = if !txn_allowed {
                 Some(ErrorCode::TransactionalIdAuthorizationFailed)
             } else if !ctx.may(Operation::Write, ResourceType::Topic, &t.name) {
                 Some(ErrorCode::TopicAuthorizationFailed)
             } else {
                 None
             };
-            if let Some(code) = refused {
-                let mut tr = TopicProduceResponse::default();
-                tr.name = topic_name(&t.name);
-                for p in &t.partitions {
-                    let mut pr = PartitionProduceResponse::default();
-                    pr.index = p.index;
-                    pr.error_code = code.code();
-                    pr.base_offset = -1;
-                    tr.partition_responses.push(pr);
-                }
-                pending.push((t.name, Err(tr)));
+            if let Some(code) = denied {
+                pending.push((t.name.clone(), Err(refused(&t, code))));
                 continue;
             }
             let handles: Vec<_> = t
@@ -817,6 +801,15 @@ pub async fn handle(
             }
             resp.responses.push(tr);
         }
+    }
+    // v13 answers by topic id: an id this broker does not know is UNKNOWN_TOPIC_ID.
+    for tr in &mut resp.responses {
+        if let Some(id) = ids.get(tr.name.as_str()) {
+            tr.topic_id = super::uuid(*id);
+        }
+    }
+    for t in unknown_ids {
+        resp.responses.push(refused(&t, ErrorCode::UnknownTopicId));
     }
     let redirected = || {
         resp.responses
@@ -874,4 +867,45 @@ pub async fn handle(
         version,
         correlation_id,
     ))))
+}
+
+/// A topic's answer when none of its partitions is appended: `code` for each.
+fn refused(t: &ProduceTopic, code: ErrorCode) -> TopicProduceResponse {
+    let mut tr = TopicProduceResponse::default();
+    tr.name = topic_name(&t.name);
+    tr.topic_id = super::uuid(t.topic_id.unwrap_or_default());
+    for p in &t.partitions {
+        let mut pr = PartitionProduceResponse::default();
+        pr.index = p.index;
+        pr.error_code = code.code();
+        pr.base_offset = -1;
+        tr.partition_responses.push(pr);
+    }
+    tr
+}
+
+/// Produce v13 names topics by id (KIP-516): the request with each known id's topic named,
+/// the ids by name (for the answer), and the topics whose id no topic here has.
+fn resolve_topic_ids(
+    topics: &Topics,
+    mut r: ProduceRequest,
+) -> (ProduceRequest, HashMap<String, [u8; 16]>, Vec<ProduceTopic>) {
+    let mut ids = HashMap::new();
+    let mut unknown = Vec::new();
+    let mut known = Vec::with_capacity(r.topics.len());
+    for mut t in r.topics {
+        match t.topic_id {
+            None => known.push(t),
+            Some(id) => match topics.by_id(&id) {
+                Some(meta) => {
+                    ids.insert(meta.name.clone(), id);
+                    t.name = meta.name;
+                    known.push(t);
+                }
+                None => unknown.push(t),
+            },
+        }
+    }
+    r.topics = known;
+    (r, ids, unknown)
 }

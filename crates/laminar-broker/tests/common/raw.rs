@@ -77,16 +77,32 @@ pub fn call<Req: Encodable, Resp: Decodable>(
     correlation_id: i32,
     req: &Req,
 ) -> Resp {
+    call_as(stream, key, version, version, correlation_id, req)
+}
+
+/// Like [`call`], for a `version` the crate does not know whose request and response are
+/// those of `codec_version` (ListOffsets v11 is v10 with one more timestamp value): the
+/// header says `version`, the bodies are the codec's.
+pub fn call_as<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    codec_version: i16,
+    correlation_id: i32,
+    req: &Req,
+) -> Resp {
     let mut header = RequestHeader::default();
     header.request_api_key = key as i16;
-    header.request_api_version = version;
+    header.request_api_version = codec_version;
     header.correlation_id = correlation_id;
     header.client_id = Some(StrBytes::from_static_str("laminar-test"));
     let mut buf = BytesMut::new();
     buf.put_i32(0);
     header
-        .encode(&mut buf, key.request_header_version(version))
+        .encode(&mut buf, key.request_header_version(codec_version))
         .unwrap();
+    buf[6..8].copy_from_slice(&version.to_be_bytes());
+    let version = codec_version;
     req.encode(&mut buf, version)
         .unwrap_or_else(|e| panic!("encode {key:?} v{version}: {e}"));
     let size = (buf.len() - 4) as i32;

@@ -103,6 +103,7 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
         }
         ApiKey::AlterPartitionReassignments => {
             let timeout_ms = r.i32()?;
+            let allow_replication_factor_change = if v >= 1 { r.bool()? } else { true };
             let topics = r.array(3, |r| {
                 let name = r.string()?;
                 let partitions = r.array(6, |r| {
@@ -117,7 +118,11 @@ pub fn decode(frame: Bytes) -> Result<(RequestHeader, Request)> {
                 r.tagged_fields()?;
                 Ok((name, partitions))
             })?;
-            Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest { timeout_ms, topics })
+            Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest {
+                timeout_ms,
+                allow_replication_factor_change,
+                topics,
+            })
         }
         ApiKey::ListPartitionReassignments => {
             r.i32()?; // timeout_ms
@@ -369,12 +374,18 @@ fn metadata(r: &mut Reader, v: i16) -> Result<MetadataRequest> {
     })
 }
 
-fn produce(r: &mut Reader, _v: i16) -> Result<ProduceRequest> {
+fn produce(r: &mut Reader, v: i16) -> Result<ProduceRequest> {
     let transactional_id = r.nullable_string()?;
     let acks = r.i16()?;
     let timeout_ms = r.i32()?;
-    let topics = r.array(2, |r| {
-        let name = r.string()?;
+    // v13 names each topic by its id (KIP-516), not by its name.
+    let min_topic_bytes = if v >= 13 { 16 + 1 + 1 } else { 2 };
+    let topics = r.array(min_topic_bytes, |r| {
+        let (name, topic_id) = if v >= 13 {
+            (String::new(), Some(r.uuid()?))
+        } else {
+            (r.string()?, None)
+        };
         let partitions = r.array(5, |r| {
             let index = r.i32()?;
             let records = r.nullable_bytes()?;
@@ -382,7 +393,11 @@ fn produce(r: &mut Reader, _v: i16) -> Result<ProduceRequest> {
             Ok(ProducePartition { index, records })
         })?;
         r.tagged_fields()?;
-        Ok(ProduceTopic { name, partitions })
+        Ok(ProduceTopic {
+            name,
+            topic_id,
+            partitions,
+        })
     })?;
     Ok(ProduceRequest {
         transactional_id,
@@ -488,6 +503,11 @@ fn list_offsets(r: &mut Reader, v: i16) -> Result<ListOffsetsRequest> {
         r.tagged_fields()?;
         Ok(ListOffsetsTopic { name, partitions })
     })?;
+    // v10's TimeoutMs bounds a lookup in remote (tiered) storage, which Laminar has not
+    // (v11 is v10 with one more timestamp value).
+    if v >= 10 {
+        r.i32()?;
+    }
     Ok(ListOffsetsRequest {
         replica_id,
         isolation_level,

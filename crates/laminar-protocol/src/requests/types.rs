@@ -312,6 +312,8 @@ pub struct DeleteRecordsRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlterPartitionReassignmentsRequest {
     pub timeout_ms: i32,
+    /// v1+ (KIP-860): `false` refuses a move that changes a partition's replica count.
+    pub allow_replication_factor_change: bool,
     /// Per topic, per partition: the target replicas, or `None` to cancel a move.
     pub topics: Vec<(String, Vec<PartitionMove>)>,
 }
@@ -469,7 +471,10 @@ pub struct ProduceRequest {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProduceTopic {
+    /// Empty in v13 until the broker resolves `topic_id`.
     pub name: String,
+    /// v13+: the topic's id, which names it instead of its name.
+    pub topic_id: Option<[u8; 16]>,
     pub partitions: Vec<ProducePartition>,
 }
 
