@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256, Sha512};
 
 use crate::scram::{ScramKeys, ScramMechanism};
 
-/// Where an exchange is.
+/// Where an exchange is. One per exchange, boxed by its owner (`sasl::Inner`): the size
+/// between states does not matter.
+#[allow(clippy::large_enum_variant)]
 enum State {
     /// Waiting for the client's first message.
     First,
@@ -28,6 +30,8 @@ enum State {
         /// The whole nonce of the server's first message (the client's, then the server's).
         nonce: String,
         keys: ScramKeys,
+        /// Whether the user has a credential (else `keys` are a stand-in).
+        known: bool,
         user: String,
     },
     /// Finished, or failed: no more messages.
@@ -80,7 +84,13 @@ impl ScramServer {
         match std::mem::replace(&mut self.state, State::Done) {
             State::First => {
                 let first = parse_client_first(input)?;
-                let keys = credential(&first.user).ok_or(ScramError::InvalidCredentials)?;
+                // An unknown user goes on as a known one would, with a salt that is the same
+                // at every try, and fails at the proof: the answers do not tell whether the
+                // user exists.
+                let (keys, known) = match credential(&first.user) {
+                    Some(keys) => (keys, true),
+                    None => (self.stand_in(&first.user), false),
+                };
                 let mut random = [0u8; 24];
                 rand::thread_rng().fill_bytes(&mut random);
                 let nonce = format!("{}{}", first.nonce, B64.encode(random));
@@ -92,6 +102,7 @@ impl ScramServer {
                     server_first,
                     nonce,
                     keys,
+                    known,
                     user: first.user,
                 };
                 Ok(ScramStep::Continue(answer))
@@ -102,6 +113,7 @@ impl ScramServer {
                 server_first,
                 nonce,
                 keys,
+                known,
                 user,
             } => {
                 let (without_proof, proof) = input
@@ -134,7 +146,7 @@ impl ScramServer {
                     return Err(ScramError::InvalidCredentials);
                 }
                 let client_key: Vec<u8> = proof.iter().zip(&client_signature).map(|(p, s)| p ^ s).collect();
-                if !constant_time_eq(&self.hash(&client_key), &keys.stored_key) {
+                if !constant_time_eq(&self.hash(&client_key), &keys.stored_key) || !known {
                     return Err(ScramError::InvalidCredentials);
                 }
                 let server_signature = self.hmac(&keys.server_key, auth_message.as_bytes());
@@ -144,6 +156,34 @@ impl ScramServer {
                 })
             }
             State::Done => Err(refused("a message after the exchange ended")),
+        }
+    }
+
+    /// Keys for a user who has none: a salt derived from the name with a key of this
+    /// process (the same name gets the same salt every time), Kafka's lowest iteration
+    /// count, and keys no password matches.
+    fn stand_in(&self, user: &str) -> ScramKeys {
+        static SECRET: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+        let secret = SECRET.get_or_init(|| {
+            let mut key = [0u8; 32];
+            rand::thread_rng().fill_bytes(&mut key);
+            key
+        });
+        let salt = Hmac::<Sha256>::new_from_slice(secret)
+            .expect("HMAC takes a key of any length")
+            .chain_update(self.mechanism.name().as_bytes())
+            .chain_update(b"\0")
+            .chain_update(user.as_bytes())
+            .finalize()
+            .into_bytes()
+            .to_vec();
+        let mut unmatched = vec![0u8; self.mechanism.hash_len()];
+        rand::thread_rng().fill_bytes(&mut unmatched);
+        ScramKeys {
+            iterations: crate::scram::MIN_ITERATIONS,
+            salt,
+            stored_key: unmatched.clone(),
+            server_key: unmatched,
         }
     }
 
@@ -339,6 +379,27 @@ mod tests {
                 Err(ScramError::InvalidCredentials)
             );
         }
+    }
+
+    /// Issue 41: an unknown user is answered as a known one (a salt, stable per name), and
+    /// refused only at the proof.
+    #[test]
+    fn an_unknown_user_gets_a_stable_salt_and_fails_only_at_the_proof() {
+        let first_answer = |user: &str| {
+            let mut server = ScramServer::new(ScramMechanism::Sha512);
+            let msg = format!("n,,n={user},r=abc");
+            let Ok(ScramStep::Continue(answer)) = server.step(msg.as_bytes(), |_| None) else {
+                panic!("an unknown user gets the server's first message");
+            };
+            let answer = String::from_utf8(answer).unwrap();
+            answer.split(",s=").nth(1).unwrap().to_string()
+        };
+        assert_eq!(
+            first_answer("mallory"),
+            first_answer("mallory"),
+            "the same salt each time"
+        );
+        assert_ne!(first_answer("mallory"), first_answer("trudy"));
     }
 
     #[test]

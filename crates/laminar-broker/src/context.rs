@@ -73,17 +73,22 @@ pub enum Auth {
     Unauthenticated,
     /// A mechanism was chosen; SaslAuthenticate requests carry the exchange (or, after a
     /// SaslHandshake v0, the frames themselves: `framing`). `current`: the principal a
-    /// re-authentication (KIP-368) must end as, while the connection serves on.
+    /// re-authentication (KIP-368) must end as. Nothing but the exchange is served until it
+    /// ends, which must be within [`AUTHENTICATION_TIMEOUT`] of `started`, as Kafka serves
+    /// nothing while a connection re-authenticates.
     Exchanging {
         exchange: Exchange,
         framing: Framing,
-        current: Option<(Principal, Option<Instant>)>,
+        current: Option<Principal>,
+        started: Instant,
     },
     /// Authenticated (or on a listener without authentication), until `expires` if
-    /// `connections.max.reauth.ms` is set.
+    /// `connections.max.reauth.ms` or the credential bounds the session. `mechanism`: the
+    /// SASL mechanism it authenticated with, which a re-authentication must keep.
     Authenticated {
         principal: Principal,
         expires: Option<Instant>,
+        mechanism: Option<String>,
     },
     /// An authentication failed: the connection only closes.
     Failed,
@@ -128,6 +133,7 @@ impl Session {
             Auth::Authenticated {
                 principal: certified.unwrap_or_else(Principal::anonymous),
                 expires: None,
+                mechanism: None,
             }
         };
         Session {
@@ -139,12 +145,20 @@ impl Session {
         }
     }
 
-    /// Whether the connection has not authenticated yet (on a SASL listener).
+    /// Whether the connection is not authenticated now: before its first authentication, and
+    /// while it authenticates again (a re-authentication gets the same bounds, frame size
+    /// and time, as a first one).
     pub fn unauthenticated(&self) -> bool {
-        matches!(
-            *self.auth(),
-            Auth::Unauthenticated | Auth::Exchanging { current: None, .. } | Auth::Failed
-        )
+        !matches!(*self.auth(), Auth::Authenticated { .. })
+    }
+
+    /// When the exchange under way must have ended, or the connection closes.
+    pub fn authenticate_by(&self) -> Option<Instant> {
+        match &*self.auth() {
+            Auth::Authenticated { .. } => None,
+            Auth::Exchanging { started, .. } => Some(*started + AUTHENTICATION_TIMEOUT),
+            Auth::Unauthenticated | Auth::Failed => Some(self.opened + AUTHENTICATION_TIMEOUT),
+        }
     }
 
     /// Whether the connection's next frame is a bare SASL token (after a SaslHandshake v0),
@@ -164,30 +178,37 @@ impl Session {
         self.auth.lock().unwrap()
     }
 
-    /// Who sends `api` now, or why the connection must close instead (Kafka closes a
-    /// connection that sends anything else during its SASL exchange, and one whose session
-    /// expired). The SASL requests and ApiVersions pass with whoever it is so far.
+    /// Who sends `api` now, or why the connection must close instead, as Kafka closes it:
+    /// anything but the SASL requests (and ApiVersions) during a SASL exchange, first or
+    /// again (KIP-368), and anything but a SaslHandshake that begins a re-authentication
+    /// once the session has expired.
     pub fn principal_for(&self, api: ApiKey, now: Instant) -> Result<Principal, Refused> {
         let sasl_request = matches!(
             api,
             ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
         );
         match &*self.auth() {
-            Auth::Authenticated { principal, expires } => {
-                if expires.is_some_and(|e| now >= e) && !sasl_request {
+            Auth::Authenticated {
+                principal, expires, ..
+            } => {
+                if expires.is_some_and(|e| now >= e) && api != ApiKey::SaslHandshake {
                     return Err(Refused(format!(
-                        "{principal}'s session expired (connections.max.reauth.ms) before it authenticated again"
+                        "{principal}'s session expired (connections.max.reauth.ms or its credential) before it authenticated again"
                     )));
                 }
                 Ok(principal.clone())
             }
-            Auth::Exchanging {
-                current: Some((principal, _)),
-                ..
-            } => Ok(principal.clone()),
-            Auth::Unauthenticated | Auth::Exchanging { current: None, .. } if sasl_request => {
-                Ok(Principal::anonymous())
+            Auth::Exchanging { current, .. } if sasl_request => {
+                Ok(current.clone().unwrap_or_else(Principal::anonymous))
             }
+            Auth::Unauthenticated if sasl_request => Ok(Principal::anonymous()),
+            Auth::Exchanging {
+                current: Some(principal),
+                ..
+            } => Err(Refused(format!(
+                "a {} request while {principal} authenticates again",
+                api.name()
+            ))),
             Auth::Unauthenticated | Auth::Exchanging { .. } => Err(Refused(format!(
                 "unexpected {} request during SASL authentication",
                 api.name()

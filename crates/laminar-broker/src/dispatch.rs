@@ -49,9 +49,7 @@ impl Service for Broker {
     }
 
     fn authenticate_by(&self, session: &Session) -> Option<std::time::Instant> {
-        session
-            .unauthenticated()
-            .then(|| session.opened + crate::context::AUTHENTICATION_TIMEOUT)
+        session.authenticate_by()
     }
 
     fn kind(&self, session: &Session, frame: &[u8]) -> RequestKind {

@@ -336,7 +336,13 @@ async fn connection<S: Service>(
     let muted_until_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mute = muted_until_ms.clone();
     let (service_for_limit, session_for_limit) = (service.clone(), session.clone());
+    // The executor tells the reader when the authentication deadline changed (a handshake
+    // began an exchange, or one ended), so that a client silent after a SaslHandshake is
+    // closed at its deadline, not only at its next bytes.
+    let deadline_changed = Arc::new(tokio::sync::Notify::new());
+    let deadline_moved = deadline_changed.clone();
     let executor = tokio::spawn(async move {
+        let mut deadline = service.authenticate_by(&session);
         while let Some((frame, received, budget)) = frame_rx.recv().await {
             // A throttled client's requests already read wait out the throttle too.
             let muted_ms = mute.load(Ordering::Relaxed);
@@ -354,6 +360,11 @@ async fn connection<S: Service>(
             );
             let (result, noted) = measure_waits(call).await;
             drop(budget);
+            let now_by = service.authenticate_by(&session);
+            if now_by != deadline {
+                deadline = now_by;
+                deadline_moved.notify_one();
+            }
             let handled = Instant::now();
             if !noted.throttle.is_zero() {
                 let until = (handled + noted.throttle).duration_since(epoch).as_millis() as u64;
@@ -528,6 +539,7 @@ async fn connection<S: Service>(
                     closing_unauthenticated(peer);
                     break;
                 }
+                _ = deadline_changed.notified() => continue,
                 _ = frame_tx.closed() => break,
                 _ = shutdown.changed() => break,
             }

@@ -314,3 +314,151 @@ fn laminar_users_sets_lists_and_removes_scram_credentials() {
     assert!(!users(&["describe"]).contains("carol"));
     b.terminate();
 }
+
+/// A raw client on `addr`: Kafka requests encoded by the `kafka-protocol` crate, v1 headers.
+struct Raw {
+    stream: TcpStream,
+    next: i32,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        Raw { stream, next: 0 }
+    }
+
+    /// Sends a request and reads its answer's body, or `None` when the broker closed the
+    /// connection instead of answering.
+    fn call<Req: kafka_protocol::protocol::Encodable, Resp: kafka_protocol::protocol::Decodable>(
+        &mut self,
+        key: kafka_protocol::messages::ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> Option<Resp> {
+        use bytes::{Buf, BufMut, BytesMut};
+        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+        self.next += 1;
+        let mut header = RequestHeader::default();
+        header.request_api_key = key as i16;
+        header.request_api_version = version;
+        header.correlation_id = self.next;
+        header.client_id = Some(StrBytes::from_static_str("raw"));
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        req.encode(&mut buf, version).unwrap();
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream.write_all(&buf).ok()?;
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).unwrap();
+        let mut body = bytes::Bytes::from(body);
+        ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+        let resp = Resp::decode(&mut body, version).unwrap();
+        assert_eq!(body.remaining(), 0);
+        Some(resp)
+    }
+
+    /// SaslHandshake v1 with `mechanism`: its error code.
+    fn handshake(&mut self, mechanism: &str) -> Option<i16> {
+        use kafka_protocol::messages::{ApiKey, SaslHandshakeRequest, SaslHandshakeResponse};
+        let mut r = SaslHandshakeRequest::default();
+        r.mechanism = kafka_protocol::protocol::StrBytes::from_string(mechanism.to_string());
+        self.call::<_, SaslHandshakeResponse>(ApiKey::SaslHandshake, 1, &r)
+            .map(|r| r.error_code)
+    }
+
+    /// PLAIN's one message in SaslAuthenticate v2: its error code.
+    fn plain(&mut self, user: &str, password: &str) -> Option<i16> {
+        use kafka_protocol::messages::{ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse};
+        let mut r = SaslAuthenticateRequest::default();
+        r.auth_bytes = format!("\0{user}\0{password}").into_bytes().into();
+        self.call::<_, SaslAuthenticateResponse>(ApiKey::SaslAuthenticate, 2, &r)
+            .map(|r| r.error_code)
+    }
+
+    /// Metadata v12 for every topic: whether it was answered.
+    fn metadata(&mut self) -> bool {
+        use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+        self.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &MetadataRequest::default())
+            .is_some()
+    }
+
+    /// Whether the broker closed the connection within `within` (reading nothing).
+    fn closed_within(&mut self, within: Duration) -> bool {
+        self.stream.set_read_timeout(Some(within)).unwrap();
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0))
+    }
+}
+
+/// Issue 41, hole 1: a re-authentication serves nothing until it completes, keeps its
+/// mechanism, and must complete in bounded time; an expired session serves nothing but the
+/// SaslHandshake that begins a re-authentication. (Before: a PLAIN client that sent
+/// SaslHandshake again and never SaslAuthenticate was served Metadata after its session had
+/// ended, and could change mechanism.)
+#[test]
+fn a_re_authentication_serves_nothing_until_it_completes_and_keeps_its_mechanism() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (b, _plain, sasl) = common::serve_plaintext_and(
+        &tmp.path().join("data"),
+        "SASL_PLAINTEXT",
+        &[
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_bob=\"bob-secret\";",
+            "connections.max.reauth.ms=2000",
+        ],
+    );
+    let authenticated = || {
+        let mut c = Raw::connect(&sasl);
+        assert_eq!(c.handshake("PLAIN"), Some(0));
+        assert_eq!(c.plain("bob", "bob-secret"), Some(0));
+        assert!(c.metadata(), "served once authenticated");
+        c
+    };
+    // Re-authentication begun, then another request: closed, not served.
+    let mut c = authenticated();
+    assert_eq!(c.handshake("PLAIN"), Some(0));
+    assert!(
+        !c.metadata(),
+        "a Metadata request during re-authentication closes the connection"
+    );
+    // A re-authentication that completes serves on.
+    let mut c = authenticated();
+    assert_eq!(c.handshake("PLAIN"), Some(0));
+    assert_eq!(c.plain("bob", "bob-secret"), Some(0));
+    assert!(c.metadata(), "served again once re-authenticated");
+    // It may not change mechanism.
+    let mut c = authenticated();
+    assert_eq!(
+        c.handshake("SCRAM-SHA-512"),
+        Some(33),
+        "UNSUPPORTED_SASL_MECHANISM"
+    );
+    assert!(!c.metadata(), "and the connection serves nothing more");
+    // One begun and left silent is closed at the authentication deadline (10 s), though the
+    // client sends nothing more.
+    let mut c = authenticated();
+    assert_eq!(c.handshake("PLAIN"), Some(0));
+    let started = std::time::Instant::now();
+    assert!(c.closed_within(Duration::from_secs(20)), "closed");
+    assert!(
+        started.elapsed() < Duration::from_secs(13),
+        "at the deadline: {:?}",
+        started.elapsed()
+    );
+    // An expired session: ApiVersions is no way around it either.
+    let mut c = authenticated();
+    std::thread::sleep(Duration::from_millis(2300));
+    let versions = kafka_protocol::messages::ApiVersionsRequest::default();
+    let answered: Option<kafka_protocol::messages::ApiVersionsResponse> =
+        c.call(kafka_protocol::messages::ApiKey::ApiVersions, 3, &versions);
+    assert!(answered.is_none(), "closed: its session expired");
+    b.terminate();
+}

@@ -122,14 +122,19 @@ fn step(session: &Session, settings: &SecuritySettings, input: &[u8]) -> Result<
                 let principal = Principal::user(&user);
                 match current.take() {
                     // Kafka: re-authentication may not change who the connection is.
-                    Some((was, _)) if was != principal => (
+                    Some(was) if was != principal => (
                         format!("re-authentication as {principal} on a connection authenticated as {was}"),
                         None,
                     ),
                     _ => {
                         let lifetime_ms = session_lifetime_ms(settings.connections_max_reauth_ms, expires_s);
                         let expires = lifetime_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-                        *auth = Auth::Authenticated { principal, expires };
+                        let mechanism = Some(exchange.mechanism().to_string());
+                        *auth = Auth::Authenticated {
+                            principal,
+                            expires,
+                            mechanism,
+                        };
                         return Ok(Answer {
                             bytes: response,
                             session_lifetime_ms: lifetime_ms,
