@@ -26,7 +26,7 @@ fn start(tmp: &std::path::Path) -> (Serve, String, String) {
             format!(
                 r#""listeners" = "PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"
 "sasl.enabled.mechanisms" = "PLAIN"
-"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\";"
+"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\" user_mallory=\"mallory-secret\";"
 "authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 "super.users" = "User:ANONYMOUS"
 "#
@@ -301,5 +301,124 @@ fn laminar_acls_adds_lists_and_removes_acls() {
     remove.extend_from_slice(&write_t);
     assert!(acls(&remove).contains("1 ACLs removed"));
     assert!(produce(&sasl, "t").is_some(), "the ACL is gone");
+    broker.terminate();
+}
+
+/// Issue 41, hole 3: records of a transaction need the request's transactional id and WRITE
+/// on it, as Kafka's KafkaApis asks. Mallory may write topic `t` but not alice's
+/// transactional id; alice's producer id and epoch are visible (DescribeProducers). A Produce
+/// of a transactional batch in alice's name, with no transactional id or with hers, is
+/// refused whole (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53) and appends nothing; alice's
+/// transaction then commits with only her records. (Before: without a transactional id the
+/// batch went into her transaction.)
+#[test]
+fn records_of_another_producers_transaction_need_its_transactional_id() {
+    use common::raw::Raw;
+    use kafka_protocol::messages::{
+        describe_producers_request::TopicRequest, produce_request, ApiKey, DescribeProducersRequest,
+        DescribeProducersResponse, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use rdkafka::producer::BaseRecord;
+    let tmp = tempfile::tempdir().unwrap();
+    let (broker, plain, sasl) = start(tmp.path());
+    common::create_topic(&plain, "t", 1);
+    let acls = |args: &[&str]| {
+        let mut all = vec!["acls", "add"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bootstrap", &plain]);
+        common::laminar(&all);
+    };
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--allow-principal",
+        "User:mallory",
+        "--operation",
+        "Write",
+        "--topic",
+        "t",
+    ]);
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--transactional-id",
+        "alice-txn",
+    ]);
+
+    let p: ThreadedProducer<DefaultProducerContext> = alice(&sasl)
+        .set("transactional.id", "alice-txn")
+        .create()
+        .unwrap();
+    p.init_transactions(Duration::from_secs(30)).unwrap();
+    p.begin_transaction().unwrap();
+    p.send(BaseRecord::<(), _>::to("t").partition(0).payload("a0"))
+        .unwrap();
+    p.flush(Duration::from_secs(30)).unwrap();
+
+    // Her producer id and epoch, as anyone allowed to describe the topic sees them.
+    let mut admin = Raw::connect(&plain);
+    let mut topic = TopicRequest::default();
+    topic.name = TopicName(StrBytes::from_static_str("t"));
+    topic.partition_indexes = vec![0];
+    let mut describe = DescribeProducersRequest::default();
+    describe.topics = vec![topic];
+    let described: DescribeProducersResponse = admin.call(ApiKey::DescribeProducers, 0, &describe).unwrap();
+    let hers = &described.topics[0].partitions[0].active_producers[0];
+
+    let mut mallory = Raw::connect(&sasl);
+    assert_eq!(mallory.handshake("PLAIN"), Some(0));
+    assert_eq!(mallory.plain("mallory", "mallory-secret"), Some(0));
+    let forged = |transactional_id: Option<&'static str>| {
+        let record = Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: hers.producer_id.0,
+            producer_epoch: hers.producer_epoch as i16,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: hers.last_sequence + 1,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(bytes::Bytes::from_static(b"mallory")),
+            headers: Default::default(),
+        };
+        let mut batch = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut batch, [&record], &options).unwrap();
+        let mut partition = produce_request::PartitionProduceData::default();
+        partition.index = 0;
+        partition.records = Some(batch.freeze());
+        let mut t = produce_request::TopicProduceData::default();
+        t.name = TopicName(StrBytes::from_static_str("t"));
+        t.partition_data = vec![partition];
+        let mut r = ProduceRequest::default();
+        r.transactional_id = transactional_id.map(|id| TransactionalId(StrBytes::from_static_str(id)));
+        r.acks = -1;
+        r.timeout_ms = 5000;
+        r.topic_data = vec![t];
+        r
+    };
+    for id in [None, Some("alice-txn")] {
+        let answer: ProduceResponse = mallory.call(ApiKey::Produce, 9, &forged(id)).unwrap();
+        assert_eq!(
+            answer.responses[0].partition_responses[0].error_code, 53,
+            "a forged transactional batch with transactional id {id:?}"
+        );
+    }
+    p.commit_transaction(Duration::from_secs(30)).unwrap();
+    let read = common::read_to_end(&plain, "t", 1, "read_committed");
+    let values: Vec<&[u8]> = read.iter().map(|(_, _, v)| v.as_slice()).collect();
+    assert_eq!(values, [&b"a0"[..]], "only alice's record, committed");
     broker.terminate();
 }

@@ -10,6 +10,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
+use common::raw::Raw;
 use common::tools::Tools;
 use common::{free_port, try_serve_with, Serve};
 use rdkafka::config::ClientConfig;
@@ -313,89 +314,6 @@ fn laminar_users_sets_lists_and_removes_scram_credentials() {
     assert!(metadata(&sasl_client(&sasl, "SCRAM-SHA-256", "carol", "carol-secret")).is_err());
     assert!(!users(&["describe"]).contains("carol"));
     b.terminate();
-}
-
-/// A raw client on `addr`: Kafka requests encoded by the `kafka-protocol` crate, v1 headers.
-struct Raw {
-    stream: TcpStream,
-    next: i32,
-}
-
-impl Raw {
-    fn connect(addr: &str) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-        Raw { stream, next: 0 }
-    }
-
-    /// Sends a request and reads its answer's body, or `None` when the broker closed the
-    /// connection instead of answering.
-    fn call<Req: kafka_protocol::protocol::Encodable, Resp: kafka_protocol::protocol::Decodable>(
-        &mut self,
-        key: kafka_protocol::messages::ApiKey,
-        version: i16,
-        req: &Req,
-    ) -> Option<Resp> {
-        use bytes::{Buf, BufMut, BytesMut};
-        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-        self.next += 1;
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = version;
-        header.correlation_id = self.next;
-        header.client_id = Some(StrBytes::from_static_str("raw"));
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        header
-            .encode(&mut buf, key.request_header_version(version))
-            .unwrap();
-        req.encode(&mut buf, version).unwrap();
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        self.stream.write_all(&buf).ok()?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).ok()?;
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut body).unwrap();
-        let mut body = bytes::Bytes::from(body);
-        ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
-        let resp = Resp::decode(&mut body, version).unwrap();
-        assert_eq!(body.remaining(), 0);
-        Some(resp)
-    }
-
-    /// SaslHandshake v1 with `mechanism`: its error code.
-    fn handshake(&mut self, mechanism: &str) -> Option<i16> {
-        use kafka_protocol::messages::{ApiKey, SaslHandshakeRequest, SaslHandshakeResponse};
-        let mut r = SaslHandshakeRequest::default();
-        r.mechanism = kafka_protocol::protocol::StrBytes::from_string(mechanism.to_string());
-        self.call::<_, SaslHandshakeResponse>(ApiKey::SaslHandshake, 1, &r)
-            .map(|r| r.error_code)
-    }
-
-    /// PLAIN's one message in SaslAuthenticate v2: its error code.
-    fn plain(&mut self, user: &str, password: &str) -> Option<i16> {
-        use kafka_protocol::messages::{ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse};
-        let mut r = SaslAuthenticateRequest::default();
-        r.auth_bytes = format!("\0{user}\0{password}").into_bytes().into();
-        self.call::<_, SaslAuthenticateResponse>(ApiKey::SaslAuthenticate, 2, &r)
-            .map(|r| r.error_code)
-    }
-
-    /// Metadata v12 for every topic: whether it was answered.
-    fn metadata(&mut self) -> bool {
-        use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
-        self.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &MetadataRequest::default())
-            .is_some()
-    }
-
-    /// Whether the broker closed the connection within `within` (reading nothing).
-    fn closed_within(&mut self, within: Duration) -> bool {
-        self.stream.set_read_timeout(Some(within)).unwrap();
-        let mut b = [0u8; 1];
-        matches!(self.stream.read(&mut b), Ok(0))
-    }
 }
 
 /// Issue 41, hole 1: a re-authentication serves nothing until it completes, keeps its

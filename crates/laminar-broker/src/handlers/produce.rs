@@ -746,11 +746,20 @@ pub async fn handle(
             timeout,
             transactional_id: r.transactional_id.clone(),
         });
-        // A transactional producer must be allowed to WRITE its transactional id, as in Kafka.
-        let txn_allowed = r
-            .transactional_id
-            .as_deref()
-            .is_none_or(|id| ctx.may(Operation::Write, ResourceType::TransactionalId, id));
+        // As Kafka's KafkaApis: records of a transaction need the request's transactional id,
+        // and WRITE on it. Without the id, a user allowed to write the topic could put
+        // records into another producer's transaction (its id and epoch are visible through
+        // DescribeProducers) and have that producer's own taken as duplicates.
+        let transactional = r.topics.iter().flat_map(|t| &t.partitions).any(|p| {
+            p.records
+                .as_deref()
+                .and_then(|records| BatchHeader::parse(records).ok())
+                .is_some_and(|h| h.is_transactional())
+        });
+        let txn_allowed = !transactional
+            || r.transactional_id
+                .as_deref()
+                .is_some_and(|id| ctx.may(Operation::Write, ResourceType::TransactionalId, id));
         for t in r.topics {
             // Refused partitions are answered without being appended; the others go on.
             let denied = if !txn_allowed {

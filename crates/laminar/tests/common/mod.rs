@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod pki;
+pub mod raw;
 pub mod tools;
 
 use std::io::{BufRead, BufReader};
