@@ -137,7 +137,10 @@ impl Session {
             }
         };
         Session {
-            peer,
+            // An IPv4 client on a dual-stack listener arrives as `::ffff:a.b.c.d`: it is the
+            // IPv4 address for host ACLs, quotas and logs, as Java sees it in Kafka (a
+            // `--deny-host 10.0.0.5` must hold for it).
+            peer: SocketAddr::new(peer.ip().to_canonical(), peer.port()),
             opened: Instant::now(),
             listener,
             sasl,

@@ -422,3 +422,57 @@ fn records_of_another_producers_transaction_need_its_transactional_id() {
     assert_eq!(values, [&b"a0"[..]], "only alice's record, committed");
     broker.terminate();
 }
+
+/// Issue 41, hole 8: on a dual-stack listener (`[::]`) an IPv4 client's address arrives
+/// IPv4-mapped (`::ffff:127.0.0.1`); a DENY for host 127.0.0.1 must still hold for it.
+/// (Before, the two were compared as strings and the DENY was bypassed.)
+#[test]
+fn a_host_deny_holds_for_an_ipv4_client_on_a_dual_stack_listener() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (p, s) = (free_port(), free_port());
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#""listeners" = "PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://[::]:{s}"
+"advertised.listeners" = "PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"
+"sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\";"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:ANONYMOUS"
+"#
+        ),
+    )
+    .unwrap();
+    let broker = common::try_serve_args(&tmp.path().join("data"), &["--config", config.to_str().unwrap()])
+        .expect("the broker starts on free ports");
+    let (plain, sasl) = (format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}"));
+    common::create_topic(&plain, "t", 1);
+    let acls = |args: &[&str]| {
+        let mut all = vec!["acls"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bootstrap", &plain]);
+        common::laminar(&all);
+    };
+    let mut allow = vec!["add"];
+    allow.extend_from_slice(&common::tools::ALICE_WRITES_T);
+    acls(&allow);
+    assert_eq!(produce(&sasl, "t"), None, "alice may write t from anywhere");
+    acls(&[
+        "add",
+        "--deny-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--topic",
+        "t",
+        "--host",
+        "127.0.0.1",
+    ]);
+    assert_eq!(
+        produce(&sasl, "t"),
+        Some(RDKafkaErrorCode::TopicAuthorizationFailed),
+        "but not from 127.0.0.1, which she connects from over the dual-stack listener"
+    );
+    broker.terminate();
+}
