@@ -9,17 +9,24 @@ use std::collections::BTreeMap;
 pub fn options(config: &str) -> Result<BTreeMap<String, String>, String> {
     let body = config.trim().trim_end_matches(';').trim();
     let mut words = body.splitn(3, char::is_whitespace);
-    let _module = words.next().filter(|m| !m.is_empty()).ok_or("no login module")?;
+    let _module = words
+        .next()
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| "no login module".to_string())?;
     let flag = words.next().unwrap_or("");
+    // No error repeats the configuration's text: it holds passwords.
     if !["required", "requisite", "sufficient", "optional"].contains(&flag) {
-        return Err(format!("{flag:?} is not a JAAS control flag"));
+        return Err("the word after the login module is not a JAAS control flag (required, requisite, sufficient, optional)".into());
     }
     let mut rest = words.next().unwrap_or("").trim();
     let mut out = BTreeMap::new();
     while !rest.is_empty() {
-        let (name, after) = rest
-            .split_once('=')
-            .ok_or_else(|| format!("{rest:?} is not name=\"value\""))?;
+        let (name, after) = rest.split_once('=').ok_or_else(|| {
+            format!(
+                "an option after {} is not name=\"value\"",
+                out.keys().last().map_or("the control flag", String::as_str)
+            )
+        })?;
         let after = after.trim_start();
         let value_and_rest = after
             .strip_prefix('"')
@@ -44,6 +51,18 @@ pub fn plain_users(config: &str) -> Result<BTreeMap<String, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_error_repeats_the_configuration() {
+        for config in [
+            r#"M required user_bob="hunter2-secret" oops"#,
+            r#"M user_bob="hunter2-secret";"#,
+            r#"M required user_bob=hunter2-secret"#,
+        ] {
+            let e = options(config).unwrap_err();
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+    }
 
     #[test]
     fn kafkas_plain_login_module_entry() {

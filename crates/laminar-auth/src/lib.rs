@@ -7,6 +7,7 @@ pub mod acl;
 pub mod client;
 pub mod jaas;
 pub mod oauthbearer;
+pub mod peer_secret;
 pub mod principal;
 pub mod sasl;
 pub mod scram;

@@ -346,6 +346,9 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// Empty: a single node.
     pub controller_quorum_voters: Vec<laminar_cluster::Voter>,
+    /// `controller.quorum.secret.file`: the file holding the secret the brokers and
+    /// controllers of a cluster prove to each other on the controller port.
+    pub controller_quorum_secret_file: Option<PathBuf>,
     pub broker_heartbeat_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub auto_leader_rebalance_enable: bool,
@@ -414,6 +417,7 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("./data"),
             node_id: 0,
             controller_quorum_voters: Vec::new(),
+            controller_quorum_secret_file: None,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
             auto_leader_rebalance_enable: true,
@@ -532,7 +536,13 @@ impl BrokerConfig {
     /// Applies the settings of a `laminar.toml`. Unknown names are an error, so a typo is
     /// never silently ignored.
     pub fn apply_toml(&mut self, text: &str) -> Result<(), String> {
-        let table: toml::Table = text.parse().map_err(|e| format!("laminar.toml: {e}"))?;
+        // The parser's own message quotes the line, which may hold a password: only where.
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map_or(0, |span| text[..span.start].matches('\n').count() + 1);
+            format!("laminar.toml, line {line}: {}", e.message())
+        })?;
         for (key, value) in table {
             let s = match &value {
                 toml::Value::String(s) => s.clone(),
@@ -545,7 +555,15 @@ impl BrokerConfig {
 
     /// Sets `key` as given in `laminar.toml` or on the command line.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        self.set_value(key, value)?;
+        self.set_value(key, value).map_err(|e| {
+            // A refused secret is not repeated in the error (it goes to the terminal and logs).
+            if crate::security::is_secret(key) && !value.is_empty() {
+                e.replace(&format!("{value:?}"), crate::security::HIDDEN)
+                    .replace(value, crate::security::HIDDEN)
+            } else {
+                e
+            }
+        })?;
         self.mark_set(key);
         Ok(())
     }
@@ -582,6 +600,10 @@ impl BrokerConfig {
             "node.id" => self.node_id = int()? as i32,
             "controller.quorum.voters" => {
                 self.controller_quorum_voters = laminar_cluster::parse_voters(value)?
+            }
+            "controller.quorum.secret.file" => {
+                self.controller_quorum_secret_file =
+                    (!value.trim().is_empty()).then(|| PathBuf::from(value.trim()))
             }
             "broker.heartbeat.interval.ms" => self.broker_heartbeat_interval_ms = positive(int()?)?,
             "broker.session.timeout.ms" => self.broker_session_timeout_ms = positive(int()?)?,
@@ -899,6 +921,27 @@ mod tests {
             .contains("unknown setting"));
         assert!(c.apply_toml(r#""num.partitions" = "many""#).is_err());
         assert!(c.apply_toml(r#""num.partitions" = 0"#).is_err());
+        // Issue 41, item 6: no secret reaches an error, `Debug` or the startup log.
+        let mut secret = BrokerConfig::default();
+        let jaas =
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="hunter2-secret";"#;
+        secret
+            .set("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas)
+            .unwrap();
+        secret
+            .set("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----hunter2-key")
+            .unwrap();
+        secret.set("ssl.keystore.password", "hunter2-password").unwrap();
+        let shown = format!("{secret:?}{}", secret.security.describe().join("\n"));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let toml_error = secret
+            .apply_toml("\"ssl.keystore.password\" = \"hunter2-password\n")
+            .unwrap_err();
+        assert!(
+            !toml_error.contains("hunter2") && toml_error.contains("line 1"),
+            "{toml_error}"
+        );
+
         // Every documented setting is accepted by `set`.
         for s in SETTINGS {
             let value = match s.name {

@@ -161,20 +161,8 @@ impl RunningBroker {
                 leader_imbalance_check_interval: config
                     .auto_leader_rebalance_enable
                     .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
-                controller_tls: match config.listeners.controller_protocol() {
-                    Ok(SecurityProtocol::Plaintext) => None,
-                    Ok(SecurityProtocol::Ssl) => Some(
-                        crate::security::tls::controller_tls(&config.security)
-                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
-                    ),
-                    Ok(other) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("controller.listener.names: the controller port speaks PLAINTEXT or SSL (mutual TLS), not {other:?}"),
-                        ))
-                    }
-                    Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
-                },
+                controller_auth: crate::security::controller_auth(&config)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             };
             tokio::task::spawn_blocking(move || {
                 Cluster::start(

@@ -69,7 +69,7 @@ impl Controller {
         let image = published.subscribe();
         let sm = StateMachine::open(storage, &dir, published)?;
         let listen = me.addr.clone();
-        let tls = settings.controller_tls.clone();
+        let auth = settings.controller_auth.clone();
         let id = me.id.0 as NodeId;
         let voter_count = voters.len();
         let members: BTreeMap<NodeId, BasicNode> = voters
@@ -108,7 +108,7 @@ impl Controller {
                         ..Default::default()
                     };
                     let config = Arc::new(config.validate().expect("a valid raft config"));
-                    let raft = match Raft::new(id, config, Network { tls: tls.clone() }, log, sm).await {
+                    let raft = match Raft::new(id, config, Network { auth: auth.clone() }, log, sm).await {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = started_tx.send(Err(std::io::Error::other(format!(
@@ -152,7 +152,7 @@ impl Controller {
                             return;
                         }
                     };
-                    tokio::spawn(accept(listener, active.clone(), tls));
+                    tokio::spawn(accept(listener, active.clone(), auth));
                     tokio::spawn(duties(active));
                     let _ = started_tx.send(Ok((raft.clone(), addr)));
                     let _ = stop_rx.await;
@@ -192,15 +192,15 @@ impl Controller {
     }
 }
 
-async fn accept(listener: TcpListener, active: Arc<Active>, tls: Option<rpc::ControllerTls>) {
+async fn accept(listener: TcpListener, active: Arc<Active>, auth: rpc::ControllerAuth) {
     loop {
         match listener.accept().await {
             Ok((tcp, peer)) => {
-                let (active, tls) = (active.clone(), tls.clone());
+                let (active, auth) = (active.clone(), auth.clone());
                 // The handshake runs in the connection's own task: a slow or hostile peer
                 // holds up no other.
                 tokio::spawn(async move {
-                    match rpc::accepted(tcp, tls.as_ref()).await {
+                    match rpc::accepted(tcp, &auth).await {
                         Ok(stream) => serve(stream, active).await,
                         Err(e) => laminar_metrics::warn!(
                             "controller {}: refusing a connection from {peer}: {e}",

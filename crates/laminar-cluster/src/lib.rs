@@ -80,9 +80,10 @@ pub struct ClusterSettings {
     /// (`auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`); `None`:
     /// never by itself.
     pub leader_imbalance_check_interval: Option<Duration>,
-    /// The controller port's mutual TLS (`controller.listener.names` mapped to SSL): the
-    /// controllers' Raft and the brokers' heartbeats and requests to them.
-    pub controller_tls: Option<rpc::ControllerTls>,
+    /// How the controller port knows its peers (the controllers' Raft and the brokers'
+    /// heartbeats and requests to them): mutual TLS (`controller.listener.names` mapped to
+    /// SSL) and a shared secret. A single node with no secret makes its own at start.
+    pub controller_auth: rpc::ControllerAuth,
 }
 
 /// What went wrong in the control plane. Each is answered with one Kafka error code
@@ -176,11 +177,18 @@ impl Cluster {
         // A single node is a quorum of one voter, itself (KRaft's combined mode): its
         // controller listens on a loopback port of its own, for its own heartbeats.
         let mut voters = voters;
+        let mut settings = settings;
         if voters.is_empty() {
             voters.push(Voter {
                 id: node_id,
                 addr: format!("127.0.0.1:{}", SINGLE_VOTER_PORT_ANY),
             });
+            // Only this process calls it: a secret of its own, which no other local user
+            // can learn, so that nobody else who reaches the loopback port is served.
+            settings
+                .controller_auth
+                .secret
+                .get_or_insert_with(laminar_auth::peer_secret::PeerSecret::random);
         }
         let controller = match voters.iter().position(|v| v.id == node_id) {
             Some(me) => {
@@ -199,7 +207,7 @@ impl Cluster {
         };
         let connections = voters
             .iter()
-            .map(|v| Connection::new(v.addr.clone(), settings.controller_tls.clone()))
+            .map(|v| Connection::new(v.addr.clone(), settings.controller_auth.clone()))
             .collect();
         Ok(Arc::new(Cluster {
             node_id,

@@ -21,6 +21,8 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use laminar_auth::peer_secret::{PeerSecret, Side};
+
 use super::image::{BrokerId, ClusterImage, Command, CommandResult};
 use super::raft::{NodeId, TypeConfig};
 
@@ -125,8 +127,99 @@ impl std::fmt::Debug for ControllerTls {
     }
 }
 
-/// Connects to a controller at `addr` (`host:port`), in TLS with `tls`.
-async fn connect(addr: &str, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
+/// How the controller port knows its peers, and they it: mutual TLS (an SSL controller
+/// listener) and a shared secret (a single node's own, or `controller.quorum.secret.file`),
+/// either or both. With neither, it takes anyone who reaches it: a cluster with an
+/// authorizer refuses to start so (the broker's startup).
+#[derive(Clone, Debug, Default)]
+pub struct ControllerAuth {
+    pub tls: Option<ControllerTls>,
+    /// Each connection's two sides prove they hold it before the first request
+    /// ([`laminar_auth::peer_secret`]).
+    pub secret: Option<PeerSecret>,
+}
+
+/// The exchange that opens a controller-port connection when the port has a secret: the
+/// server's challenge, the client's proof with its own challenge, the server's proof.
+#[derive(Debug, Serialize, Deserialize)]
+struct Challenge {
+    challenge: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ClientProof {
+    proof: String,
+    challenge: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ServerProof {
+    proof: String,
+}
+
+fn refused(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why.to_string())
+}
+
+/// The client's side of the secret's exchange.
+async fn prove_as_client(stream: &mut dyn Stream, secret: &PeerSecret) -> io::Result<()> {
+    let Challenge { challenge } = read_frame(stream).await?;
+    let mine = PeerSecret::challenge();
+    let proof = ClientProof {
+        proof: secret.prove(Side::Client, &challenge),
+        challenge: mine.clone(),
+    };
+    write_frame(stream, &proof).await?;
+    let ServerProof { proof } = read_frame(stream).await?;
+    if !secret.verify(Side::Server, &mine, &proof) {
+        return Err(refused("the controller does not hold the cluster's secret"));
+    }
+    Ok(())
+}
+
+/// The server's side: the peer proves it holds the secret before anything else is read.
+async fn prove_as_server(stream: &mut dyn Stream, secret: &PeerSecret) -> io::Result<()> {
+    let challenge = PeerSecret::challenge();
+    write_frame(
+        stream,
+        &Challenge {
+            challenge: challenge.clone(),
+        },
+    )
+    .await?;
+    // The first frame must be the proof: small, and soon.
+    let ClientProof {
+        proof,
+        challenge: theirs,
+    } = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, read_frame(stream))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+        .map_err(|e| refused(&format!("no proof of the cluster's secret ({e})")))?;
+    if !secret.verify(Side::Client, &challenge, &proof) {
+        return Err(refused("a wrong proof of the cluster's secret"));
+    }
+    write_frame(
+        stream,
+        &ServerProof {
+            proof: secret.prove(Side::Server, &theirs),
+        },
+    )
+    .await
+}
+
+/// Connects to a controller at `addr` (`host:port`), as `auth` says.
+async fn connect(addr: &str, auth: &ControllerAuth) -> io::Result<Box<dyn Stream>> {
+    let mut stream = connect_transport(addr, auth.tls.as_ref()).await?;
+    if let Some(secret) = &auth.secret {
+        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, prove_as_client(stream.as_mut(), secret))
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    }
+    Ok(stream)
+}
+
+/// TCP to `addr`, in TLS with `tls`.
+async fn connect_transport(addr: &str, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
     let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
@@ -147,8 +240,17 @@ async fn connect(addr: &str, tls: Option<&ControllerTls>) -> io::Result<Box<dyn 
     Ok(Box::new(stream))
 }
 
-/// Accepts a connection on the controller port, in TLS with `tls`.
-pub async fn accepted(tcp: TcpStream, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
+/// Accepts a connection on the controller port, as `auth` says: TLS first, then the proof
+/// of the secret.
+pub async fn accepted(tcp: TcpStream, auth: &ControllerAuth) -> io::Result<Box<dyn Stream>> {
+    let mut stream = accepted_transport(tcp, auth.tls.as_ref()).await?;
+    if let Some(secret) = &auth.secret {
+        prove_as_server(stream.as_mut(), secret).await?;
+    }
+    Ok(stream)
+}
+
+async fn accepted_transport(tcp: TcpStream, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
     let _ = tcp.set_nodelay(true);
     let Some(tls) = tls else {
         return Ok(Box::new(tcp));
@@ -216,15 +318,15 @@ pub async fn read_frame<T: DeserializeOwned, S: AsyncRead + Unpin + ?Sized>(stre
 /// used on the runtime that made it.
 pub struct Connection {
     addr: String,
-    tls: Option<ControllerTls>,
+    auth: ControllerAuth,
     stream: tokio::sync::Mutex<Option<Box<dyn Stream>>>,
 }
 
 impl Connection {
-    pub fn new(addr: String, tls: Option<ControllerTls>) -> Connection {
+    pub fn new(addr: String, auth: ControllerAuth) -> Connection {
         Connection {
             addr,
-            tls,
+            auth,
             stream: tokio::sync::Mutex::new(None),
         }
     }
@@ -241,7 +343,7 @@ impl Connection {
     ) -> Result<ControllerResponse, CallError> {
         let mut guard = self.stream.lock().await;
         if guard.is_none() {
-            let stream = connect(&self.addr, self.tls.as_ref())
+            let stream = connect(&self.addr, &self.auth)
                 .await
                 .map_err(CallError::Unreachable)?;
             *guard = Some(stream);
@@ -276,7 +378,7 @@ pub enum CallError {
 
 /// openraft's connections to the other controllers.
 pub struct Network {
-    pub tls: Option<ControllerTls>,
+    pub auth: ControllerAuth,
 }
 
 pub struct Peer {
@@ -290,7 +392,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
         Peer {
             target,
-            connection: Connection::new(node.addr.clone(), self.tls.clone()),
+            connection: Connection::new(node.addr.clone(), self.auth.clone()),
         }
     }
 }

@@ -18,9 +18,18 @@ struct Node {
     serve: Option<Serve>,
 }
 
+/// A controller-port secret file, readable by its owner alone.
+fn write_secret(path: &std::path::Path, secret: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 struct Cluster {
     _dir: tempfile::TempDir,
     voters: String,
+    /// `controller.quorum.secret.file`, the same for every node.
+    secret_file: std::path::PathBuf,
     nodes: Vec<Node>,
     /// More `--set key=value` for every node.
     settings: Vec<String>,
@@ -50,6 +59,8 @@ impl Cluster {
 
     fn try_start(n: i32, settings: &[&str], dirs: &[(i32, std::path::PathBuf)]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
+        let secret_file = dir.path().join("controller.secret");
+        write_secret(&secret_file, "0123456789abcdef0123456789abcdef0123456789abcdef");
         let voters: Vec<String> = (1..=n)
             .map(|id| format!("{id}@127.0.0.1:{}", free_port()))
             .collect();
@@ -67,6 +78,7 @@ impl Cluster {
                 })
                 .collect(),
             _dir: dir,
+            secret_file,
             settings: settings.iter().map(|s| s.to_string()).collect(),
         };
         for i in 0..c.nodes.len() {
@@ -101,11 +113,14 @@ impl Cluster {
         let node = &self.nodes[i];
         let id = format!("node.id={}", node.id);
         let voters = format!("controller.quorum.voters={}", self.voters);
+        let secret = format!("controller.quorum.secret.file={}", self.secret_file.display());
         let mut args = vec![
             "--set",
             &id,
             "--set",
             &voters,
+            "--set",
+            &secret,
             "--set",
             "broker.session.timeout.ms=2000",
             "--set",
@@ -2216,7 +2231,8 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
         ("TLS with alice's certificate", Some(as_alice)),
     ] {
         let answer = block(async {
-            laminar_cluster::rpc::Connection::new(voter.clone(), tls)
+            let auth = laminar_cluster::rpc::ControllerAuth { tls, secret: None };
+            laminar_cluster::rpc::Connection::new(voter.clone(), auth)
                 .call(&heartbeat(), Duration::from_secs(5))
                 .await
         });

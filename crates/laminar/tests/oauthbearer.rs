@@ -57,6 +57,10 @@ impl Idp {
 }
 
 fn start(data: &Path, jwks: &Path) -> (Serve, String, String) {
+    start_with(data, jwks, &[])
+}
+
+fn start_with(data: &Path, jwks: &Path, more: &[&str]) -> (Serve, String, String) {
     let jwks = format!("sasl.oauthbearer.jwks.endpoint.url=file://{}", jwks.display());
     common::serve_plaintext_and(
         data,
@@ -70,7 +74,10 @@ fn start(data: &Path, jwks: &Path) -> (Serve, String, String) {
             "sasl.oauthbearer.expected.issuer=test-idp",
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users=User:ANONYMOUS",
-        ],
+        ]
+        .into_iter()
+        .chain(more.iter().copied())
+        .collect::<Vec<_>>(),
     )
 }
 
@@ -372,6 +379,48 @@ fn a_session_ends_with_its_token_unless_the_client_authenticates_again() {
     assert!(
         (10..sent - 30).contains(&delivered),
         "delivered while its token held, not after: {delivered} of {sent}"
+    );
+    broker.terminate();
+}
+
+/// Issue 41, item 5: the JWKS is read again (`sasl.oauthbearer.jwks.endpoint.refresh.ms`):
+/// when the identity provider rotates its key, tokens of the new key pass without a restart
+/// and those of the old one stop passing. (Before, the JWKS was read once at start.)
+#[test]
+fn a_rotated_key_is_taken_without_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (old, new) = (Idp::new("k1"), Idp::new("k2"));
+    let jwks = tmp.path().join("jwks.json");
+    std::fs::write(&jwks, &old.jwks).unwrap();
+    let (broker, _plain, sasl) = start_with(
+        &tmp.path().join("data"),
+        &jwks,
+        &["sasl.oauthbearer.jwks.endpoint.refresh.ms=300"],
+    );
+    let old_token = old.token("k1", "alice", 600, "laminar");
+    let new_token = new.token("k2", "alice", 600, "laminar");
+    assert!(topics(&sasl, old_token.clone()).is_ok());
+    assert!(
+        topics(&sasl, new_token.clone()).is_err(),
+        "k2 is not published yet"
+    );
+    // A JWKS with a symmetric key is refused, and the keys in use stay.
+    std::fs::write(
+        &jwks,
+        r#"{"keys":[{"kty":"oct","kid":"k3","alg":"HS256","k":"c2VjcmV0"}]}"#,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(
+        topics(&sasl, old_token.clone()).is_ok(),
+        "a bad JWKS leaves the keys as they were"
+    );
+    std::fs::write(&jwks, &new.jwks).unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(topics(&sasl, new_token).is_ok(), "the rotated key is taken");
+    assert!(
+        topics(&sasl, old_token).is_err(),
+        "the dropped key no longer passes"
     );
     broker.terminate();
 }

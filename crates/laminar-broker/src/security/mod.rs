@@ -26,6 +26,55 @@ pub fn authz(settings: &SecuritySettings, cluster: &Arc<Cluster>) -> Arc<authz::
     })
 }
 
+/// How the controller port knows its peers: mutual TLS when its listener
+/// (`controller.listener.names`) is SSL, and the secret of `controller.quorum.secret.file`
+/// when set (a single node makes its own). A cluster whose port would take anyone who
+/// reaches it does not start with an authorizer (a peer there writes ACLs and SCRAM users
+/// past it, and reads every user's SCRAM keys), and warns without one.
+pub fn controller_auth(
+    config: &crate::config::BrokerConfig,
+) -> Result<laminar_cluster::rpc::ControllerAuth, String> {
+    let tls = match config.listeners.controller_protocol()? {
+        SecurityProtocol::Plaintext => None,
+        SecurityProtocol::Ssl => Some(tls::controller_tls(&config.security).map_err(|e| e.to_string())?),
+        other => {
+            return Err(format!(
+                "controller.listener.names: the controller port speaks PLAINTEXT or SSL (mutual TLS), not {other:?}"
+            ))
+        }
+    };
+    let secret = match &config.controller_quorum_secret_file {
+        None => None,
+        Some(path) => {
+            let shown = path.display();
+            let bytes =
+                std::fs::read(path).map_err(|e| format!("controller.quorum.secret.file {shown}: {e}"))?;
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0);
+            if mode & 0o077 != 0 {
+                crate::warn!(
+                    "controller.quorum.secret.file {shown} may be read by other users (mode {:o}): chmod 600 it",
+                    mode & 0o777
+                );
+            }
+            Some(
+                laminar_auth::peer_secret::PeerSecret::from_file_contents(&bytes)
+                    .map_err(|e| format!("controller.quorum.secret.file {shown}: {e}"))?,
+            )
+        }
+    };
+    if !config.controller_quorum_voters.is_empty() && tls.is_none() && secret.is_none() {
+        let why = "the controller port (controller.quorum.voters) would take any peer that reaches it: map controller.listener.names to SSL (mutual TLS) or set controller.quorum.secret.file";
+        if config.security.authorizer {
+            return Err(format!("{why}; with an authorizer this broker does not start so"));
+        }
+        crate::warn!("{why}");
+    }
+    Ok(laminar_cluster::rpc::ControllerAuth { tls, secret })
+}
+
 /// Each listener's SASL exchanges, in the order of `listeners` (`None` for a listener
 /// without SASL), or why the settings cannot serve.
 pub fn authenticators(
@@ -43,7 +92,12 @@ pub fn authenticators(
         .iter()
         .any(|l| sasl(l) && settings.mechanisms_of(&l.name).iter().any(|m| m == "OAUTHBEARER"))
     {
-        Some(Arc::new(oauth_validator(settings)?))
+        let (validator, jwks, every) = oauth_validator(settings)?;
+        let validator = Arc::new(validator);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(refresh_jwks(validator.clone(), jwks, every));
+        }
+        Some(validator)
     } else {
         None
     };
@@ -142,7 +196,59 @@ pub fn inter_broker(
 }
 
 /// The security settings, by Kafka's names.
-#[derive(Debug, Clone, PartialEq)]
+/// Whether a setting holds a secret (Kafka's PASSWORD settings, and ours): its value is
+/// never printed, in the startup log, in `Debug`, or in an error.
+pub fn is_secret(name: &str) -> bool {
+    name.contains("password")
+        || name.ends_with("jaas.config")
+        || name.ends_with("keystore.key")
+        || name.ends_with("client.secret")
+}
+
+/// What a secret setting's value shows as.
+pub const HIDDEN: &str = "[hidden]";
+
+/// A settings map for `Debug`, its secret values hidden.
+struct Shown<'a>(&'a BTreeMap<String, String>);
+
+impl std::fmt::Debug for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(
+                self.0
+                    .iter()
+                    .map(|(k, v)| (k, if is_secret(k) { HIDDEN } else { v.as_str() })),
+            )
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SecuritySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let listeners: BTreeMap<&String, Shown<'_>> =
+            self.per_listener.iter().map(|(l, m)| (l, Shown(m))).collect();
+        f.debug_struct("SecuritySettings")
+            .field("sasl_enabled_mechanisms", &self.sasl_enabled_mechanisms)
+            .field("connections_max_reauth_ms", &self.connections_max_reauth_ms)
+            .field(
+                "failed_authentication_delay_ms",
+                &self.failed_authentication_delay_ms,
+            )
+            .field("per_listener", &listeners)
+            .field("ssl", &Shown(&self.ssl))
+            .field("authorizer", &self.authorizer)
+            .field("super_users", &self.super_users)
+            .field(
+                "allow_everyone_if_no_acl_found",
+                &self.allow_everyone_if_no_acl_found,
+            )
+            .field("sasl_mechanism_inter_broker", &self.sasl_mechanism_inter_broker)
+            .field("oauthbearer", &Shown(&self.oauthbearer))
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, PartialEq)]
 pub struct SecuritySettings {
     /// `sasl.enabled.mechanisms`: the broker-wide default of every SASL listener.
     pub sasl_enabled_mechanisms: Vec<String>,
@@ -205,7 +311,35 @@ const OAUTHBEARER_SETTINGS: &[&str] = &[
     "sasl.oauthbearer.expected.issuer",
     "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
 ];
+
+/// Reads the JWKS file again every `every` (`sasl.oauthbearer.jwks.endpoint.refresh.ms`,
+/// Kafka's default an hour), on a blocking thread (a disk read), so that keys the identity
+/// provider rotates in are taken and those it drops stop passing. A file that cannot be
+/// read or holds no good keys is logged and the keys in use stay.
+async fn refresh_jwks(
+    validator: Arc<laminar_auth::oauthbearer::JwtValidator>,
+    jwks: std::path::PathBuf,
+    every: std::time::Duration,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        let path = jwks.clone();
+        let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path)).await;
+        let outcome = match read {
+            Ok(Ok(text)) => validator.replace_keys(&text).map(|_| ()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = outcome {
+            crate::warn!(
+                "reading the JWKS {} again: {e}; the keys in use stay",
+                jwks.display()
+            );
+        }
+    }
+}
 
 /// Kafka's handler that validates JWTs against a JWKS, the one OAUTHBEARER does here.
 const OAUTHBEARER_VALIDATOR: &str =
@@ -213,7 +347,16 @@ const OAUTHBEARER_VALIDATOR: &str =
 
 /// How OAUTHBEARER tokens are checked, from `sasl.oauthbearer.*`: the JWKS is read from a
 /// file (`file:///path` or a path; Kafka also fetches it over HTTPS, which is not built).
-fn oauth_validator(settings: &SecuritySettings) -> Result<laminar_auth::oauthbearer::JwtValidator, String> {
+fn oauth_validator(
+    settings: &SecuritySettings,
+) -> Result<
+    (
+        laminar_auth::oauthbearer::JwtValidator,
+        std::path::PathBuf,
+        std::time::Duration,
+    ),
+    String,
+> {
     let get = |k: &str| {
         settings
             .oauthbearer
@@ -248,7 +391,13 @@ fn oauth_validator(settings: &SecuritySettings) -> Result<laminar_auth::oauthbea
             .parse()
             .map_err(|_| format!("sasl.oauthbearer.clock.skew.seconds: {v:?} is not a number of seconds"))?,
     };
-    laminar_auth::oauthbearer::JwtValidator::new(
+    let refresh_ms = match get("sasl.oauthbearer.jwks.endpoint.refresh.ms") {
+        None => 3_600_000,
+        Some(v) => v.parse::<u64>().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+            format!("sasl.oauthbearer.jwks.endpoint.refresh.ms: {v:?} is not a positive number of ms")
+        })?,
+    };
+    let validator = laminar_auth::oauthbearer::JwtValidator::new(
         &jwks,
         audience,
         get("sasl.oauthbearer.expected.issuer").map(str::to_string),
@@ -257,7 +406,12 @@ fn oauth_validator(settings: &SecuritySettings) -> Result<laminar_auth::oauthbea
             .to_string(),
         skew,
     )
-    .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url {path}: {e}"))
+    .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url {path}: {e}"))?;
+    Ok((
+        validator,
+        std::path::PathBuf::from(path),
+        std::time::Duration::from_millis(refresh_ms),
+    ))
 }
 
 impl SecuritySettings {
@@ -380,20 +534,12 @@ impl SecuritySettings {
             ),
         ];
         for (name, value) in &self.ssl {
-            let shown = if name.contains("password") {
-                "[hidden]"
-            } else {
-                value.as_str()
-            };
+            let shown = if is_secret(name) { HIDDEN } else { value.as_str() };
             lines.push(format!("{name} = {shown}"));
         }
         for (listener, settings) in &self.per_listener {
             for (name, value) in settings {
-                let shown = if name.ends_with("jaas.config") {
-                    "[hidden]"
-                } else {
-                    value.as_str()
-                };
+                let shown = if is_secret(name) { HIDDEN } else { value.as_str() };
                 lines.push(format!(
                     "listener.name.{}.{name} = {shown}",
                     listener.to_ascii_lowercase()
