@@ -252,6 +252,21 @@ pub const SETTINGS: &[SettingDoc] = &[
         doc: "New connections accepted per second at most (Kafka's name, KIP-612, listener-wide); more wait in the listen backlog, so a connection flood costs the broker no tasks.",
     },
     SettingDoc {
+        name: "max.connections.per.ip",
+        default: "2147483647",
+        doc: "Connections from one IP address at once, as Kafka's; more are closed at accept (an IPv4 client of a dual-stack listener counts as its IPv4 address).",
+    },
+    SettingDoc {
+        name: "max.connections.per.ip.overrides",
+        default: "none",
+        doc: "Per-address exceptions to max.connections.per.ip: `ip:count,ip:count` (IPv6 in brackets: `[::1]:count`).",
+    },
+    SettingDoc {
+        name: "queued.max.unauthenticated.request.bytes",
+        default: "33554432",
+        doc: "Bytes of requests that connections which have not authenticated (SASL) may hold at once, over all of them, apart from queued.max.request.bytes: clients nobody knows cannot spend the budget authenticated ones need.",
+    },
+    SettingDoc {
         name: "max.inflight.requests.per.connection",
         default: "100",
         doc: "Requests of one connection being handled at once; reading pauses beyond it.",
@@ -393,6 +408,9 @@ pub struct BrokerConfig {
     /// SO_SNDBUF of client connections; `None`: the kernel's autotuning.
     pub socket_send_buffer_bytes: Option<usize>,
     pub max_connection_creation_rate: Option<u32>,
+    pub max_connections_per_ip: usize,
+    pub max_connections_per_ip_overrides: std::collections::HashMap<std::net::IpAddr, usize>,
+    pub queued_max_unauthenticated_request_bytes: usize,
     pub group_initial_rebalance_delay_ms: u64,
     pub offsets_retention_minutes: u64,
     pub offsets_topic_segment_bytes: u64,
@@ -460,6 +478,9 @@ impl Default for BrokerConfig {
             socket_send_chunk_bytes: 64 << 10,
             socket_send_buffer_bytes: Some(102_400),
             max_connection_creation_rate: None,
+            max_connections_per_ip: i32::MAX as usize,
+            max_connections_per_ip_overrides: Default::default(),
+            queued_max_unauthenticated_request_bytes: 32 << 20,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 10080,
             offsets_topic_segment_bytes: 104_857_600,
@@ -671,6 +692,13 @@ impl BrokerConfig {
             "max.connection.creation.rate" => {
                 self.max_connection_creation_rate = Some(positive(int()?)?.min(u32::MAX as u64) as u32)
             }
+            "max.connections.per.ip" => self.max_connections_per_ip = positive(int()?)? as usize,
+            "max.connections.per.ip.overrides" => {
+                self.max_connections_per_ip_overrides = parse_ip_overrides(value)?
+            }
+            "queued.max.unauthenticated.request.bytes" => {
+                self.queued_max_unauthenticated_request_bytes = positive(int()?)? as usize
+            }
             "max.inflight.requests.per.connection" => {
                 self.max_inflight_requests_per_connection = positive(int()?)? as usize
             }
@@ -822,6 +850,19 @@ impl BrokerConfig {
             format!("socket.request.max.bytes = {}", self.socket_request_max_bytes),
             format!("queued.max.request.bytes = {}", self.queued_max_request_bytes),
             format!("max.connections = {}", self.max_connections),
+            format!("max.connections.per.ip = {}", self.max_connections_per_ip),
+            format!(
+                "max.connections.per.ip.overrides = {}",
+                self.max_connections_per_ip_overrides
+                    .iter()
+                    .map(|(ip, n)| format!("{ip}:{n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            format!(
+                "queued.max.unauthenticated.request.bytes = {}",
+                self.queued_max_unauthenticated_request_bytes
+            ),
             format!(
                 "max.connection.creation.rate = {}",
                 self.max_connection_creation_rate
@@ -887,6 +928,27 @@ pub fn log_append_time(value: &str) -> Result<bool, String> {
             "message.timestamp.type: {other:?} is neither CreateTime nor LogAppendTime"
         )),
     }
+}
+
+/// `max.connections.per.ip.overrides`: `ip:count,...` (`[v6]:count` for IPv6), as Kafka
+/// takes it (addresses only: no host name is resolved).
+fn parse_ip_overrides(value: &str) -> Result<std::collections::HashMap<std::net::IpAddr, usize>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let bad = || format!("max.connections.per.ip.overrides: {item:?} is not ip:count");
+            let (ip, count) = item.rsplit_once(':').ok_or_else(bad)?;
+            let ip: std::net::IpAddr = ip
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .map_err(|_| bad())?;
+            let count: usize = count.parse().map_err(|_| bad())?;
+            Ok((ip.to_canonical(), count))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -959,6 +1021,7 @@ mod tests {
                 "log.cleaner.min.cleanable.ratio" => "0.25",
                 "log.message.timestamp.type" => "LogAppendTime",
                 "controller.quorum.voters" => "1@127.0.0.1:1,2@127.0.0.1:2",
+                "max.connections.per.ip.overrides" => "127.0.0.1:5,[::1]:7",
                 _ => "5",
             };
             c.set(s.name, value).unwrap_or_else(|e| panic!("{}: {e}", s.name));

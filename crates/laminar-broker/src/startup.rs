@@ -509,6 +509,9 @@ impl RunningBroker {
             socket_send_chunk_bytes: config.socket_send_chunk_bytes,
             socket_send_buffer_bytes: config.socket_send_buffer_bytes,
             max_connection_creation_rate: config.max_connection_creation_rate,
+            max_connections_per_ip: config.max_connections_per_ip,
+            max_connections_per_ip_overrides: config.max_connections_per_ip_overrides.clone(),
+            queued_max_unauthenticated_request_bytes: config.queued_max_unauthenticated_request_bytes,
             event_loop_stall_threshold: Duration::from_millis(config.event_loop_stall_threshold_ms),
         };
         let server = laminar_net::serve(

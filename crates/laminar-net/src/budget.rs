@@ -100,6 +100,13 @@ impl Held {
 
     /// `read` bytes were read with the room last given: they keep their share, the rest of
     /// the grant goes back.
+    /// Whether it holds nothing of any budget (between frames).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.as_ref().is_none_or(|b| b.num_permits() == 0)
+            && self.granted.is_none()
+            && self.completing.is_none()
+    }
+
     pub(crate) fn keep(&mut self, read: usize) {
         let Some(mut granted) = self.granted.take() else {
             return; // read past the budget
@@ -108,8 +115,9 @@ impl Held {
             unreachable!("split within the grant")
         };
         match &mut self.bytes {
-            Some(held) => held.merge(used),
-            None => self.bytes = Some(used),
+            // (An emptied permit may be of the other budget: it is replaced, never merged.)
+            Some(held) if held.num_permits() > 0 => held.merge(used),
+            _ => self.bytes = Some(used),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Accepting connections and running each one.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +37,56 @@ pub struct ServerLimits {
     pub socket_send_buffer_bytes: Option<usize>,
     /// A poll of a connection task longer than this is logged as a stall.
     pub event_loop_stall_threshold: Duration,
+    /// Connections from one IP address at most (`max.connections.per.ip`), but for the
+    /// addresses of `max_connections_per_ip_overrides`; more are closed at accept.
+    pub max_connections_per_ip: usize,
+    pub max_connections_per_ip_overrides: HashMap<IpAddr, usize>,
+    /// The bytes connections that have not authenticated may hold, over all of them, apart
+    /// from `queued_max_request_bytes` (`queued.max.unauthenticated.request.bytes`): clients
+    /// nobody knows cannot spend the budget authenticated clients need.
+    pub queued_max_unauthenticated_request_bytes: usize,
+}
+
+/// How many connections each IP address has open, within `max.connections.per.ip`.
+struct PerIp {
+    max: usize,
+    overrides: HashMap<IpAddr, usize>,
+    open: std::sync::Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in its address's count, given back when it ends.
+struct IpSlot {
+    per_ip: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    /// A place for a connection from `ip`, or `None` when its address has all it may.
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<IpSlot> {
+        let limit = self.overrides.get(&ip).copied().unwrap_or(self.max);
+        let mut open = self.open.lock().unwrap();
+        let n = open.entry(ip).or_insert(0);
+        if *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            per_ip: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut open = self.per_ip.open.lock().unwrap();
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// A frame begun must arrive whole within this long, or the connection is closed: what it
@@ -81,6 +132,8 @@ struct Conn<S: Service> {
     peer: SocketAddr,
     session: Arc<S::Session>,
     request_bytes: RequestBudget,
+    /// Apart from `request_bytes`: what connections not authenticated may hold.
+    unauthenticated_bytes: RequestBudget,
     service: Arc<S>,
     limits: ServerLimits,
     io_pool: IoPool,
@@ -124,6 +177,14 @@ pub fn serve<S: Service>(
         .request_budget
         .set((request_semaphore.clone(), limits.queued_max_request_bytes));
     let request_bytes = RequestBudget::new(request_semaphore);
+    let unauthenticated_bytes = RequestBudget::new(Arc::new(Semaphore::new(
+        limits.queued_max_unauthenticated_request_bytes.max(1),
+    )));
+    let per_ip = Arc::new(PerIp {
+        max: limits.max_connections_per_ip,
+        overrides: limits.max_connections_per_ip_overrides.clone(),
+        open: Default::default(),
+    });
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
         // A token bucket of one second's worth of accepts: a flood waits in the kernel's
@@ -157,6 +218,14 @@ pub fn serve<S: Service>(
                     if let Some(b) = bucket.as_mut() {
                         b.spend();
                     }
+                    // As the broker sees its address (an IPv4 client of a dual-stack
+                    // listener is its IPv4 address).
+                    let ip = peer.ip().to_canonical();
+                    let Some(ip_slot) = per_ip.take(ip) else {
+                        metrics.connections_refused_total.fetch_add(1, Ordering::Relaxed);
+                        laminar_metrics::warn!("closing connection from {peer}: max.connections.per.ip reached for {ip}");
+                        continue;
+                    };
                     let Ok(permit) = connection_permits.clone().try_acquire_owned() else {
                         metrics.connections_refused_total.fetch_add(1, Ordering::Relaxed);
                         laminar_metrics::warn!("closing connection from {peer}: max.connections {} reached", limits.max_connections);
@@ -169,9 +238,10 @@ pub fn serve<S: Service>(
                         }
                     }
                     let tls = tls[index].clone();
-                    let (service, request_bytes, limits, io_pool, metrics, watchdog) = (
+                    let (service, request_bytes, unauthenticated_bytes, limits, io_pool, metrics, watchdog) = (
                         service.clone(),
                         request_bytes.clone(),
+                        unauthenticated_bytes.clone(),
                         limits.clone(),
                         io_pool.clone(),
                         metrics.clone(),
@@ -195,7 +265,7 @@ pub fn serve<S: Service>(
                                     metrics.connections_closed_for_errors_total.fetch_add(1, Ordering::Relaxed);
                                     laminar_metrics::warn!("closing connection from {peer}: {e}");
                                     metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
-                                    drop(permit);
+                                    drop((permit, ip_slot));
                                     return;
                                 }
                             },
@@ -204,6 +274,7 @@ pub fn serve<S: Service>(
                             peer,
                             session,
                             request_bytes,
+                            unauthenticated_bytes,
                             service,
                             limits,
                             io_pool,
@@ -212,7 +283,7 @@ pub fn serve<S: Service>(
                         };
                         connection(rd, wr, conn, rx).await;
                         metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
-                        drop(permit);
+                        drop((permit, ip_slot));
                     });
                 }
                 _ = shutdown_rx.changed() => break,
@@ -288,6 +359,7 @@ async fn connection<S: Service>(
         peer,
         session,
         request_bytes,
+        unauthenticated_bytes,
         service,
         limits,
         io_pool,
@@ -455,6 +527,9 @@ async fn connection<S: Service>(
         let mut buf = BytesMut::new();
         // What the buffered bytes hold of the request budget, taken as they are read.
         let mut held = Held::default();
+        // Whether `held` is from the budget of connections that have not authenticated; it
+        // changes only while nothing is held (a permit is never merged across budgets).
+        let mut unauthenticated_budget = false;
         // A frame begun must arrive whole by then.
         let mut frame_deadline: Option<tokio::time::Instant> = None;
         'read: loop {
@@ -475,7 +550,12 @@ async fn connection<S: Service>(
                     });
                 match split_frame(&mut buf, max_bytes) {
                     Ok(Some(frame)) => {
-                        let share = held.take_frame(&request_bytes, 4 + frame.len());
+                        let budget = if unauthenticated_budget {
+                            &unauthenticated_bytes
+                        } else {
+                            &request_bytes
+                        };
+                        let share = held.take_frame(budget, 4 + frame.len());
                         frame_deadline = None;
                         if frame_tx.send((frame, Instant::now(), share)).await.is_err() {
                             break 'read;
@@ -507,7 +587,15 @@ async fn connection<S: Service>(
                     if ready.is_err() {
                         break;
                     }
-                    let room = held.room(&request_bytes, want, frame_left);
+                    if held.is_empty() {
+                        unauthenticated_budget = service_for_limit.frame_limit(&session_for_limit).is_some();
+                    }
+                    let budget = if unauthenticated_budget {
+                        &unauthenticated_bytes
+                    } else {
+                        &request_bytes
+                    };
+                    let room = held.room(budget, want, frame_left);
                     if room == 0 {
                         // Not a FIFO wait: a large frame waiting for room must not hold back
                         // the smaller frames of other connections that fit now.
