@@ -88,8 +88,15 @@ impl ScramServer {
                 // at every try, and fails at the proof: the answers do not tell whether the
                 // user exists.
                 let (keys, known) = match credential(&first.user) {
-                    Some(keys) => (keys, true),
-                    None => (self.stand_in(&first.user), false),
+                    // A stored credential out of Kafka's bounds (from before they were
+                    // checked, or written around them) is not used, as Kafka refuses it.
+                    Some(keys)
+                        if (crate::scram::MIN_ITERATIONS..=crate::scram::MAX_ITERATIONS)
+                            .contains(&keys.iterations) =>
+                    {
+                        (keys, true)
+                    }
+                    _ => (self.stand_in(&first.user), false),
                 };
                 let mut random = [0u8; 24];
                 rand::thread_rng().fill_bytes(&mut random);
@@ -377,6 +384,29 @@ mod tests {
             assert_eq!(
                 run(m, "mallory", "alice-secret", false),
                 Err(ScramError::InvalidCredentials)
+            );
+        }
+    }
+
+    /// Issue 41, item 10: a credential whose iteration count is out of Kafka's bounds does
+    /// not authenticate, even with its password.
+    #[test]
+    fn a_credential_out_of_the_iteration_bounds_does_not_authenticate() {
+        for iterations in [1, 4095, 16385] {
+            let keys = ScramKeys::from_password(ScramMechanism::Sha256, b"pw", b"salt", iterations);
+            let mut server = ScramServer::new(ScramMechanism::Sha256);
+            let bare = "n=alice,r=abc";
+            let Ok(ScramStep::Continue(first)) =
+                server.step(format!("n,,{bare}").as_bytes(), |_| Some(keys.clone()))
+            else {
+                panic!("goes on, as for any user");
+            };
+            let first = String::from_utf8(first).unwrap();
+            let last = client_final(ScramMechanism::Sha256, "pw", bare, &first, None);
+            assert_eq!(
+                server.step(last.as_bytes(), |_| Some(keys.clone())),
+                Err(ScramError::InvalidCredentials),
+                "{iterations} iterations"
             );
         }
     }

@@ -75,6 +75,10 @@ impl RunningBroker {
 
     /// [`RunningBroker::start`] with parts swapped for tests ([`Wiring`]).
     pub async fn start_wired(config: BrokerConfig, wiring: Wiring) -> io::Result<RunningBroker> {
+        // What the broker writes is its own: the cluster metadata holds SCRAM keys, and the
+        // logs what clients sent. Files made from here on are readable by this user alone.
+        // SAFETY: umask only sets the process's file-creation mask.
+        unsafe { libc::umask(0o077) };
         if config.queued_max_request_bytes < config.socket_request_max_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -328,6 +332,12 @@ impl RunningBroker {
         });
         let sasl = crate::security::authenticators(&config.security, &listeners, &cluster)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if sasl.iter().any(Option::is_some) && !config.security.authorizer {
+            crate::warn!(
+                "SASL without an authorizer (authorizer.class.name): every authenticated user may do \
+                 everything, a follower's Fetch and WriteTxnMarkers included"
+            );
+        }
         // Before the first image can start a fetcher or a coordinator's call to another broker.
         let inter_broker =
             crate::security::inter_broker(&config.security, &listeners[settings.inter_broker_index()])
@@ -491,6 +501,37 @@ impl RunningBroker {
             )));
         }
         crate::cluster::migrate::single_node(&broker).await;
+        // The first address is what tests and scripts read; then every listener, by name. The
+        // sockets are bound: connections made from now on wait in the listen backlog until
+        // the broker serves (below), once its metadata is here.
+        let first = &broker.listeners[0];
+        let all = broker
+            .listeners
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}://{} ({}, advertised {}:{})",
+                    l.name,
+                    l.bound,
+                    l.protocol.name(),
+                    l.host,
+                    l.port
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        crate::info!(
+            "laminar listening on {} (advertised {}:{}); listeners: {all}",
+            first.bound,
+            first.host,
+            first.port
+        );
+        if !c.alone() {
+            // Not before its ACLs and SCRAM users are here: started from an empty (or old)
+            // image, it would deny what is allowed, or with allow.everyone.if.no.acl.found,
+            // allow what a DENY forbids.
+            c.wait_for_controller(Duration::from_secs(5)).await;
+        }
         if c.alone() {
             ready_alone(&broker).await;
             // Its own quorum's image, caught up: what it does not place here was deleted.
@@ -524,29 +565,6 @@ impl RunningBroker {
                 broker.io.clone()
             },
             broker.metrics.net.clone(),
-        );
-        // The first address is what tests and scripts read; then every listener, by name.
-        let first = &broker.listeners[0];
-        let all = broker
-            .listeners
-            .iter()
-            .map(|l| {
-                format!(
-                    "{}://{} ({}, advertised {}:{})",
-                    l.name,
-                    l.bound,
-                    l.protocol.name(),
-                    l.host,
-                    l.port
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        crate::info!(
-            "laminar listening on {} (advertised {}:{}); listeners: {all}",
-            first.bound,
-            first.host,
-            first.port
         );
         Ok(RunningBroker {
             broker,

@@ -154,6 +154,9 @@ pub struct Cluster {
     active_hint: Mutex<usize>,
     controller: Mutex<Option<controller::Controller>>,
     fenced: AtomicBool,
+    /// Whether a heartbeat was answered by the active controller since start: from then on
+    /// the image holds what the quorum held then (its ACLs and users among it).
+    heard_controller: watch::Sender<bool>,
     /// The controller that answered last (metrics and Metadata's controller id).
     last_controller: AtomicI64,
     /// The partitions placed here: leading, following, or idle.
@@ -219,6 +222,7 @@ impl Cluster {
             active_hint: Mutex::new(0),
             controller: Mutex::new(controller),
             fenced: AtomicBool::new(true),
+            heard_controller: watch::channel(false).0,
             last_controller: AtomicI64::new(-1),
             replicas: replica::Replicas::new(node_id),
             clients: client::BrokerClients::new(node_id),
@@ -261,6 +265,25 @@ impl Cluster {
         match raft {
             Some(raft) => raft.ensure_linearizable().await.is_ok(),
             None => false,
+        }
+    }
+
+    /// Waits until the active controller has answered a heartbeat of this broker, so that
+    /// its image holds the quorum's ACLs, users and topics and not only what it last knew:
+    /// a broker serves clients only from then on, as Kafka's waits for its initial
+    /// metadata catch-up. Logs every `every` while it waits.
+    pub async fn wait_for_controller(&self, every: Duration) {
+        let mut heard = self.heard_controller.subscribe();
+        loop {
+            if *heard.borrow_and_update() {
+                return;
+            }
+            if tokio::time::timeout(every, heard.changed()).await.is_err() {
+                laminar_metrics::warn!(
+                    "broker {}: no answer from an active controller yet; clients are not served until its metadata is here",
+                    self.node_id.0
+                );
+            }
         }
     }
 
@@ -616,6 +639,8 @@ impl Cluster {
                     self.publish(image);
                 }
                 self.fenced.store(answer.fenced, Ordering::Relaxed);
+                // The image held now is at least the active controller's when it answered.
+                self.heard_controller.send_replace(true);
                 Ok(answer.fenced)
             }
             _ => Err(ClusterError::Protocol("Heartbeat")),

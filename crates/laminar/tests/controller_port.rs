@@ -105,6 +105,22 @@ fn a_single_nodes_controller_port_serves_no_one_without_its_secret() {
     // And the broker itself still uses it: it carries on registered.
     common::create_topic(&broker.addr, "after", 1);
     broker.terminate();
+    // Issue 41, item 10: what holds the SCRAM keys (the cluster metadata), and every other
+    // file the broker made, is readable by its user alone.
+    let mut files = vec![tmp.path().join("data")];
+    let mut seen = 0;
+    while let Some(path) = files.pop() {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(&path).unwrap();
+        if meta.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            seen += 1;
+            let mode = meta.permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", path.display());
+        }
+    }
+    assert!(seen > 3, "the data directory holds the broker's files");
 }
 
 /// A broker with `settings`, its stderr and whether it was still running after `wait`.
@@ -219,4 +235,120 @@ fn a_cluster_admits_only_brokers_with_its_secret_and_an_open_port_does_not_start
     }
     second.terminate();
     voter.terminate();
+}
+
+/// `laminar acls list` against `addr`, given at most `within`: its output, or `None` if it
+/// had no answer by then.
+fn acls_within(addr: &str, within: Duration) -> Option<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args(["acls", "list", "--bootstrap", addr])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut out = String::new();
+            child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+            return status.success().then_some(out);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Issue 41, hole 7: a broker of a cluster serves clients only once the active controller
+/// has answered it, so never with an image that lacks the cluster's ACLs. (Before, a broker
+/// started from an empty image and, with allow.everyone.if.no.acl.found, every DENY was
+/// missing until its first heartbeat's answer.) The controller is frozen while a second
+/// broker starts: that broker answers nothing until the controller is back, and then
+/// answers with the DENY.
+#[test]
+fn a_cluster_broker_serves_only_once_it_has_the_controllers_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("controller.secret");
+    write_secret(&secret, "0123456789abcdef0123456789abcdef");
+    let voters = format!("controller.quorum.voters=1@127.0.0.1:{}", common::free_port());
+    let node = |id: i32, listen: u16| -> Vec<String> {
+        [
+            format!("node.id={id}"),
+            voters.clone(),
+            format!("controller.quorum.secret.file={}", secret.display()),
+            format!("listeners=127.0.0.1:{listen}"),
+            "broker.heartbeat.interval.ms=300".into(),
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".into(),
+            "allow.everyone.if.no.acl.found=true".into(),
+            "super.users=User:ANONYMOUS".into(),
+        ]
+        .into_iter()
+        .flat_map(|s| ["--set".to_string(), s])
+        .collect()
+    };
+    let first = node(1, common::free_port());
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let voter = common::try_serve_args(&tmp.path().join("node1"), &first).expect("the voter starts");
+    common::laminar(&[
+        "acls",
+        "add",
+        "--deny-principal",
+        "User:alice",
+        "--operation",
+        "Create",
+        "--cluster",
+        "--bootstrap",
+        &voter.addr,
+    ]);
+    assert!(acls_within(&voter.addr, Duration::from_secs(10))
+        .unwrap()
+        .contains("User:alice DENY Create"));
+
+    voter.freeze();
+    let listen = common::free_port();
+    let second_addr = format!("127.0.0.1:{listen}");
+    let second = Stopped(
+        Command::new(env!("CARGO_BIN_EXE_laminar"))
+            .args(["serve", "--metrics-listen", "none", "--data-dir"])
+            .arg(tmp.path().join("node2"))
+            .args(node(2, listen))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    match acls_within(&second_addr, Duration::from_secs(4)) {
+        None => {}
+        Some(out) => assert!(
+            out.contains("User:alice DENY Create"),
+            "the second broker answered without the cluster's ACLs: {out:?}"
+        ),
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(voter.child.id() as i32, libc::SIGCONT) };
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(out) = acls_within(&second_addr, Duration::from_secs(5)) {
+            assert!(out.contains("User:alice DENY Create"), "{out}");
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the second broker serves once the controller answers"
+        );
+    }
+    drop(second);
+    voter.terminate();
+}
+
+/// A child process killed when this goes, a failed assertion included.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
