@@ -288,12 +288,22 @@ impl Authorizer {
         if denied_all {
             return false;
         }
+        // An allowed name (or prefix) some DENY covers does not count, as Kafka's
+        // `authorizeByResourceType` judges: a LITERAL DENY covers the same LITERAL name, a
+        // PREFIXED DENY every name and prefix that starts with its prefix.
+        let covers_allow = |d: &AclBinding, a: &AclBinding| match (d.pattern, a.pattern) {
+            (PatternType::Literal, PatternType::Literal) => d.name == a.name,
+            (PatternType::Prefixed, PatternType::Literal | PatternType::Prefixed) => {
+                a.name.starts_with(&d.name)
+            }
+            _ => false,
+        };
         acls.iter().filter(mine).any(|b| {
             b.permission == Permission::Allow
-                // An allowed name some DENY covers does not count.
-                && !acls.iter().filter(mine).any(|d| {
-                    d.permission == Permission::Deny && d.pattern == b.pattern && d.name == b.name
-                })
+                && !acls
+                    .iter()
+                    .filter(mine)
+                    .any(|d| d.permission == Permission::Deny && covers_allow(d, b))
         })
     }
 }
@@ -326,6 +336,40 @@ mod tests {
             principal: "User:alice",
             host: "10.0.0.1",
         }
+    }
+
+    /// Issue 41, item 9: a PREFIXED DENY cancels the ALLOWs it covers for
+    /// `authorizeByResourceType` (IDEMPOTENT_WRITE from WRITE on some topic), as in Kafka.
+    #[test]
+    fn a_prefixed_deny_cancels_the_allows_it_covers_by_resource_type() {
+        let a = Authorizer {
+            super_users: vec![],
+            allow_if_no_acl: false,
+        };
+        let (t, w) = (ResourceType::Topic, Operation::Write);
+        let allow = |name: &str, pattern| acl(t, name, pattern, "User:alice", w, Permission::Allow);
+        let deny = |name: &str, pattern| acl(t, name, pattern, "User:alice", w, Permission::Deny);
+        let any = |acls: &[AclBinding]| a.authorize_any(acls, &alice(), w, t);
+        assert!(any(&[allow("orders", PatternType::Literal)]));
+        assert!(!any(&[
+            allow("orders", PatternType::Literal),
+            deny("ord", PatternType::Prefixed)
+        ]));
+        assert!(!any(&[
+            allow("orders-", PatternType::Prefixed),
+            deny("ord", PatternType::Prefixed)
+        ]));
+        assert!(any(&[
+            allow("orders", PatternType::Literal),
+            deny("pay", PatternType::Prefixed)
+        ]));
+        assert!(
+            any(&[
+                allow("ord", PatternType::Prefixed),
+                deny("orders", PatternType::Literal)
+            ]),
+            "a literal DENY leaves the rest of a prefix"
+        );
     }
 
     #[test]

@@ -254,6 +254,10 @@ impl RequestContext {
     /// may do (`kafka-topics --describe` does not; the Admin client's
     /// `includeAuthorizedOperations` does).
     pub fn authorized_operations(&self, resource: ResourceType, name: &str) -> i32 {
+        // Kafka tells a principal that may not DESCRIBE the resource nothing of it: 0.
+        if !self.may(Operation::Describe, resource, name) {
+            return 0;
+        }
         laminar_auth::acl::supported_operations(resource)
             .iter()
             .filter(|op| self.may(**op, resource, name))

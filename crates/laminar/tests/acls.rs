@@ -476,3 +476,146 @@ fn a_host_deny_holds_for_an_ipv4_client_on_a_dual_stack_listener() {
     );
     broker.terminate();
 }
+
+/// Issue 41, item 9: OffsetDelete and TxnOffsetCommit need READ on each topic, as Kafka's
+/// KafkaApis asks (beside DELETE, or READ, on the group, and WRITE on the transactional id).
+/// Alice may do everything with group `g` and her transactional id, but not read `src`:
+/// each partition of `src` is TOPIC_AUTHORIZATION_FAILED (29), and the offset committed
+/// there stays. (Before, both went through.)
+#[test]
+fn offset_delete_and_txn_offset_commit_need_read_on_the_topic() {
+    use common::raw::Raw;
+    use kafka_protocol::messages::{
+        offset_delete_request, txn_offset_commit_request, ApiKey, GroupId, OffsetDeleteRequest,
+        OffsetDeleteResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let tmp = tempfile::tempdir().unwrap();
+    let (broker, plain, sasl) = start(tmp.path());
+    common::create_topic(&plain, "src", 1);
+    common::produce_values(&plain, "src", 1, (0..3).map(|i| i.to_string()));
+    // A committed offset for group g, by a super user (over PLAINTEXT).
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &plain)
+        .set("group.id", "g")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset("src", 0, rdkafka::Offset::Offset(2))
+        .unwrap();
+    c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
+    drop(c);
+    let acls = |args: &[&str]| {
+        let mut all = vec!["acls", "add"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bootstrap", &plain]);
+        common::laminar(&all);
+    };
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "All",
+        "--group",
+        "g",
+    ]);
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "All",
+        "--transactional-id",
+        "tx",
+    ]);
+
+    let mut alice = Raw::connect(&sasl);
+    assert_eq!(alice.handshake("PLAIN"), Some(0));
+    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    let name = || TopicName(StrBytes::from_static_str("src"));
+
+    let mut p = offset_delete_request::OffsetDeleteRequestPartition::default();
+    p.partition_index = 0;
+    let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+    t.name = name();
+    t.partitions = vec![p];
+    let mut delete = OffsetDeleteRequest::default();
+    delete.group_id = GroupId(StrBytes::from_static_str("g"));
+    delete.topics = vec![t];
+    let answer: OffsetDeleteResponse = alice.call(ApiKey::OffsetDelete, 0, &delete).unwrap();
+    assert_eq!(answer.topics[0].partitions[0].error_code, 29, "OffsetDelete");
+
+    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 3;
+    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    t.name = name();
+    t.partitions = vec![p];
+    let mut commit = TxnOffsetCommitRequest::default();
+    commit.transactional_id = TransactionalId(StrBytes::from_static_str("tx"));
+    commit.group_id = GroupId(StrBytes::from_static_str("g"));
+    commit.producer_id = ProducerId(1);
+    commit.topics = vec![t];
+    let answer: TxnOffsetCommitResponse = alice.call(ApiKey::TxnOffsetCommit, 3, &commit).unwrap();
+    assert_eq!(answer.topics[0].partitions[0].error_code, 29, "TxnOffsetCommit");
+
+    let committed = common::laminar(&["groups", "describe", "g", "--bootstrap", &plain]);
+    assert!(
+        committed
+            .lines()
+            .any(|l| l.trim_start().starts_with("src-0") && l.contains(" 2 ")),
+        "the offset stays: {committed}"
+    );
+    broker.terminate();
+}
+
+/// Issue 41, item 9: asked by topic id, Metadata and DeleteTopics do not tell the name of a
+/// topic the caller may not describe (Kafka answers null, TOPIC_AUTHORIZATION_FAILED).
+#[test]
+fn a_topic_asked_by_id_keeps_its_name_from_who_may_not_describe_it() {
+    use common::raw::Raw;
+    use kafka_protocol::messages::{
+        delete_topics_request::DeleteTopicState, metadata_request::MetadataRequestTopic, ApiKey,
+        DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, MetadataResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let tmp = tempfile::tempdir().unwrap();
+    let (broker, plain, sasl) = start(tmp.path());
+    common::create_topic(&plain, "hidden", 1);
+    let mut admin = Raw::connect(&plain);
+    let mut by_name = MetadataRequestTopic::default();
+    by_name.name = Some(TopicName(StrBytes::from_static_str("hidden")));
+    let mut asked = MetadataRequest::default();
+    asked.topics = Some(vec![by_name]);
+    let described: MetadataResponse = admin.call(ApiKey::Metadata, 12, &asked).unwrap();
+    let id = described.topics[0].topic_id;
+
+    let mut alice = Raw::connect(&sasl);
+    assert_eq!(alice.handshake("PLAIN"), Some(0));
+    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    let mut by_id = MetadataRequestTopic::default();
+    by_id.topic_id = id;
+    by_id.name = None;
+    let mut asked = MetadataRequest::default();
+    asked.topics = Some(vec![by_id]);
+    let answer: MetadataResponse = alice.call(ApiKey::Metadata, 12, &asked).unwrap();
+    assert_eq!(
+        (answer.topics[0].error_code, answer.topics[0].name.is_none()),
+        (29, true),
+        "Metadata {:?}",
+        answer.topics[0]
+    );
+
+    let mut state = DeleteTopicState::default();
+    state.topic_id = id;
+    let mut delete = DeleteTopicsRequest::default();
+    delete.topics = vec![state];
+    delete.timeout_ms = 5000;
+    let answer: DeleteTopicsResponse = alice.call(ApiKey::DeleteTopics, 6, &delete).unwrap();
+    assert_eq!(
+        (answer.responses[0].error_code, answer.responses[0].name.is_none()),
+        (29, true),
+        "DeleteTopics"
+    );
+    broker.terminate();
+}

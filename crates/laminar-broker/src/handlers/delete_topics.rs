@@ -32,7 +32,15 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Dele
             out.topic_id = uuid(id);
         }
         let named = meta.as_ref().map(|m| m.name.clone()).or(t.name.clone());
-        if named.is_some_and(|n| !ctx.may(Operation::Delete, ResourceType::Topic, &n)) {
+        if named
+            .as_ref()
+            .is_some_and(|n| !ctx.may(Operation::Delete, ResourceType::Topic, n))
+        {
+            // As Kafka: asked by id, its name is told only to who may describe it.
+            let by_id = t.name.as_deref().is_none_or(str::is_empty);
+            if by_id && named.is_some_and(|n| !ctx.may(Operation::Describe, ResourceType::Topic, &n)) {
+                out.name = None;
+            }
             out.error_code = ErrorCode::TopicAuthorizationFailed.code();
             resp.responses.push(out);
             continue;

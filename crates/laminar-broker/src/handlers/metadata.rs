@@ -166,10 +166,12 @@ pub async fn handle(
                 let named = found.as_ref().map(|t| t.name.clone()).or(w.name.clone());
                 if let Some(name) = named.filter(|n| !ctx.may(Operation::Describe, ResourceType::Topic, n)) {
                     // Whether it exists or not, a client that may not describe it learns
-                    // nothing more (and nothing is created).
+                    // nothing more (and nothing is created): asked by id, not even its name
+                    // (Kafka answers null; the id is no secret).
+                    let shown = w.name.as_ref().map(|_| name);
                     resp.topics.push(missing(
                         version,
-                        Some(name),
+                        shown,
                         w.topic_id,
                         ErrorCode::TopicAuthorizationFailed,
                     ));

@@ -11,6 +11,7 @@ use laminar_protocol::{responses, ApiKey};
 
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
@@ -29,9 +30,16 @@ pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteR
         resp.error_code = group_error.code();
         return responses::encode(ApiKey::OffsetDelete, version, correlation_id, &resp);
     }
+    // As Kafka's KafkaApis: READ on each topic (DELETE on the group is checked for the whole
+    // request before); a topic the caller may not read keeps its offsets.
+    let readable: Vec<bool> = r
+        .topics
+        .iter()
+        .map(|(t, _)| ctx.may(Operation::Read, ResourceType::Topic, t))
+        .collect();
     let mut records = Vec::new();
-    for (t, ps) in &r.topics {
-        for p in ps {
+    for ((t, ps), readable) in r.topics.iter().zip(&readable) {
+        for p in ps.iter().filter(|_| *readable) {
             records.push(GroupRecord::OffsetDeleted {
                 group: r.group_id.clone(),
                 topic: t.clone(),
@@ -43,7 +51,13 @@ pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteR
     resp.topics = r
         .topics
         .iter()
-        .map(|(t, ps)| {
+        .zip(readable)
+        .map(|((t, ps), readable)| {
+            let code = if readable {
+                code
+            } else {
+                ErrorCode::TopicAuthorizationFailed
+            };
             let mut tr = OffsetDeleteResponseTopic::default();
             tr.name = topic_name(t);
             tr.partitions = ps

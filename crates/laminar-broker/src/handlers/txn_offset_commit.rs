@@ -20,6 +20,7 @@ use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
+use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::txn::service::Txns;
 use laminar_coordinators::txn::{offsets_partition, PendingOffset};
@@ -49,10 +50,16 @@ pub async fn handle(
     let mut offsets = Vec::new();
     for (topic, partitions) in &r.topics {
         let known = topics.get(topic);
+        // As Kafka's KafkaApis: READ on each topic, beside WRITE on the transactional id and
+        // READ on the group (checked for the whole request before).
+        let readable = ctx.may(Operation::Read, ResourceType::Topic, topic);
         codes.push(
             partitions
                 .iter()
                 .map(|p| {
+                    if !readable {
+                        return ErrorCode::TopicAuthorizationFailed;
+                    }
                     if group_error != ErrorCode::None {
                         return group_error;
                     }
