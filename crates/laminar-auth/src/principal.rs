@@ -145,11 +145,12 @@ impl MappingRules {
         Ok(MappingRules(rules))
     }
 
-    /// The principal name of a certificate subject `dn`.
-    pub fn apply(&self, dn: &str) -> String {
+    /// The principal name of a certificate subject `dn`; `None` when no rule matches it
+    /// (Kafka's NoMatchingRule: the client is refused, not taken as its whole DN).
+    pub fn apply(&self, dn: &str) -> Option<String> {
         for rule in &self.0 {
             match rule {
-                Rule::Default => return dn.to_string(),
+                Rule::Default => return Some(dn.to_string()),
                 Rule::Replace {
                     pattern,
                     replacement,
@@ -157,16 +158,16 @@ impl MappingRules {
                 } => {
                     if pattern.is_match(dn) {
                         let name = pattern.replace(dn, replacement.as_str()).into_owned();
-                        return match case {
+                        return Some(match case {
                             Some('L') => name.to_lowercase(),
                             Some('U') => name.to_uppercase(),
                             _ => name,
-                        };
+                        });
                     }
                 }
             }
         }
-        dn.to_string()
+        None
     }
 }
 
@@ -202,12 +203,15 @@ mod tests {
     #[test]
     fn kafkas_mapping_rules() {
         let dn = "CN=Alice,OU=Eng,O=Example,C=US";
-        assert_eq!(MappingRules::default().apply(dn), dn);
+        assert_eq!(MappingRules::default().apply(dn).as_deref(), Some(dn));
         let rules = MappingRules::parse(r"RULE:^CN=(.*?),OU=Eng.*$/$1/L, DEFAULT").unwrap();
-        assert_eq!(rules.apply(dn), "alice");
-        assert_eq!(rules.apply("CN=Bob,OU=Ops"), "CN=Bob,OU=Ops");
+        assert_eq!(rules.apply(dn).as_deref(), Some("alice"));
+        assert_eq!(rules.apply("CN=Bob,OU=Ops").as_deref(), Some("CN=Bob,OU=Ops"));
         let slash = MappingRules::parse(r"RULE:^CN=([^,]*),.*$/users\/$1/U").unwrap();
-        assert_eq!(slash.apply(dn), "USERS/ALICE");
+        assert_eq!(slash.apply(dn).as_deref(), Some("USERS/ALICE"));
+        // Issue 41, item 9: no rule matches and no DEFAULT: refused, as Kafka's NoMatchingRule.
+        let only_eng = MappingRules::parse(r"RULE:^CN=(.*?),OU=Eng.*$/$1/").unwrap();
+        assert_eq!(only_eng.apply("CN=Bob,OU=Ops"), None);
         assert!(MappingRules::parse("RULE:broken").is_err());
         assert!(MappingRules::parse("SOMETHING").is_err());
         assert_eq!(escape("a,b+c"), r"a\,b\+c");

@@ -694,7 +694,7 @@ impl BrokerConfig {
             }
             "max.connections.per.ip" => self.max_connections_per_ip = positive(int()?)? as usize,
             "max.connections.per.ip.overrides" => {
-                self.max_connections_per_ip_overrides = parse_ip_overrides(value)?
+                self.max_connections_per_ip_overrides = crate::listeners::parse_ip_overrides(value)?
             }
             "queued.max.unauthenticated.request.bytes" => {
                 self.queued_max_unauthenticated_request_bytes = positive(int()?)? as usize
@@ -930,27 +930,6 @@ pub fn log_append_time(value: &str) -> Result<bool, String> {
     }
 }
 
-/// `max.connections.per.ip.overrides`: `ip:count,...` (`[v6]:count` for IPv6), as Kafka
-/// takes it (addresses only: no host name is resolved).
-fn parse_ip_overrides(value: &str) -> Result<std::collections::HashMap<std::net::IpAddr, usize>, String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(|item| {
-            let bad = || format!("max.connections.per.ip.overrides: {item:?} is not ip:count");
-            let (ip, count) = item.rsplit_once(':').ok_or_else(bad)?;
-            let ip: std::net::IpAddr = ip
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse()
-                .map_err(|_| bad())?;
-            let count: usize = count.parse().map_err(|_| bad())?;
-            Ok((ip.to_canonical(), count))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -983,27 +962,6 @@ mod tests {
             .contains("unknown setting"));
         assert!(c.apply_toml(r#""num.partitions" = "many""#).is_err());
         assert!(c.apply_toml(r#""num.partitions" = 0"#).is_err());
-        // Issue 41, item 6: no secret reaches an error, `Debug` or the startup log.
-        let mut secret = BrokerConfig::default();
-        let jaas =
-            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="hunter2-secret";"#;
-        secret
-            .set("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas)
-            .unwrap();
-        secret
-            .set("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----hunter2-key")
-            .unwrap();
-        secret.set("ssl.keystore.password", "hunter2-password").unwrap();
-        let shown = format!("{secret:?}{}", secret.security.describe().join("\n"));
-        assert!(!shown.contains("hunter2"), "{shown}");
-        let toml_error = secret
-            .apply_toml("\"ssl.keystore.password\" = \"hunter2-password\n")
-            .unwrap_err();
-        assert!(
-            !toml_error.contains("hunter2") && toml_error.contains("line 1"),
-            "{toml_error}"
-        );
-
         // Every documented setting is accepted by `set`.
         for s in SETTINGS {
             let value = match s.name {

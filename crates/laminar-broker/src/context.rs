@@ -148,6 +148,18 @@ impl Session {
         }
     }
 
+    /// A connection whose authentication failed before any request (a client certificate
+    /// no mapping rule maps): it serves nothing, and closes at its first request.
+    pub fn refused(peer: SocketAddr, listener: Arc<Listener>) -> Session {
+        Session {
+            peer: SocketAddr::new(peer.ip().to_canonical(), peer.port()),
+            opened: Instant::now(),
+            listener,
+            sasl: None,
+            auth: Mutex::new(Auth::Failed),
+        }
+    }
+
     /// Whether the connection is not authenticated now: before its first authentication, and
     /// while it authenticates again (a re-authentication gets the same bounds, frame size
     /// and time, as a first one).

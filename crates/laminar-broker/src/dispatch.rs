@@ -29,11 +29,18 @@ impl Service for Broker {
         // SASL_SSL the SASL exchange does.
         let certified = match (l.protocol, tls.and_then(|t| t.certificates.first())) {
             (crate::listeners::SecurityProtocol::Ssl, Some(der)) => {
-                match laminar_auth::principal::subject_dn(der) {
-                    Ok(dn) => Some(Principal::user(&self.tls_principals.apply(&dn))),
+                // As Kafka: a subject that cannot be read, or that no mapping rule maps
+                // (NoMatchingRule), fails the authentication; it is nobody's principal.
+                let named = laminar_auth::principal::subject_dn(der).and_then(|dn| {
+                    self.tls_principals
+                        .apply(&dn)
+                        .ok_or_else(|| format!("no ssl.principal.mapping.rules rule matches {dn}"))
+                });
+                match named {
+                    Ok(name) => Some(Principal::user(&name)),
                     Err(e) => {
-                        crate::warn!("connection from {peer}: {e}; it is User:ANONYMOUS");
-                        None
+                        crate::warn!("connection from {peer}: {e}; it is refused");
+                        return Arc::new(Session::refused(peer, l));
                     }
                 }
             }

@@ -293,6 +293,27 @@ fn parse_list(key: &str, value: &str) -> Result<Vec<ListenerAddr>, String> {
     Ok(out)
 }
 
+/// `max.connections.per.ip.overrides`: `ip:count,...` (`[v6]:count` for IPv6), as Kafka
+/// takes it (addresses only: no host name is resolved).
+pub fn parse_ip_overrides(value: &str) -> Result<std::collections::HashMap<std::net::IpAddr, usize>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let bad = || format!("max.connections.per.ip.overrides: {item:?} is not ip:count");
+            let (ip, count) = item.rsplit_once(':').ok_or_else(bad)?;
+            let ip: std::net::IpAddr = ip
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .map_err(|_| bad())?;
+            let count: usize = count.parse().map_err(|_| bad())?;
+            Ok((ip.to_canonical(), count))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -501,6 +501,14 @@ impl RunningBroker {
             )));
         }
         crate::cluster::migrate::single_node(&broker).await;
+        if c.alone() {
+            ready_alone(&broker).await;
+            // Its own quorum's image, caught up: what it does not place here was deleted.
+            if c.caught_up().await {
+                let (topics, image, node) = (broker.topics.clone(), c.image(), c.node_id);
+                broker.io.run(move || topics.remove_unplaced(&image, node)).await;
+            }
+        }
         // The first address is what tests and scripts read; then every listener, by name. The
         // sockets are bound: connections made from now on wait in the listen backlog until
         // the broker serves (below), once its metadata is here.
@@ -531,14 +539,6 @@ impl RunningBroker {
             // image, it would deny what is allowed, or with allow.everyone.if.no.acl.found,
             // allow what a DENY forbids.
             c.wait_for_controller(Duration::from_secs(5)).await;
-        }
-        if c.alone() {
-            ready_alone(&broker).await;
-            // Its own quorum's image, caught up: what it does not place here was deleted.
-            if c.caught_up().await {
-                let (topics, image, node) = (broker.topics.clone(), c.image(), c.node_id);
-                broker.io.run(move || topics.remove_unplaced(&image, node)).await;
-            }
         }
         // Clients connect from here on; until now their connections waited in the listen
         // backlog, so that a single node's first requests find it leading its partitions.

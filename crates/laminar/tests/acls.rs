@@ -619,3 +619,108 @@ fn a_topic_asked_by_id_keeps_its_name_from_who_may_not_describe_it() {
     );
     broker.terminate();
 }
+
+/// Issue 41, item 9: a caller learns nothing of topics it may not describe through
+/// OffsetFetch (a refused partition's commit metadata is not sent) nor DescribeTransactions
+/// (a transaction's partitions are those of topics it may describe), as Kafka answers.
+#[test]
+fn offset_fetch_and_describe_transactions_show_nothing_of_refused_topics() {
+    use common::raw::Raw;
+    use kafka_protocol::messages::{
+        offset_fetch_request, ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, GroupId,
+        OffsetFetchRequest, OffsetFetchResponse, TopicName, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use rdkafka::producer::BaseRecord;
+    let tmp = tempfile::tempdir().unwrap();
+    let (broker, plain, sasl) = start(tmp.path());
+    common::create_topic(&plain, "open", 1);
+    common::create_topic(&plain, "hidden", 1);
+    // By a super user: a commit with metadata on `hidden`, and an open transaction over both.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &plain)
+        .set("group.id", "g")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset("hidden", 0, rdkafka::Offset::Offset(0))
+        .unwrap();
+    tpl.find_partition("hidden", 0)
+        .unwrap()
+        .set_metadata("committers-note");
+    c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
+    drop(c);
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &plain)
+        .set("transactional.id", "tx2")
+        .create()
+        .unwrap();
+    p.init_transactions(Duration::from_secs(30)).unwrap();
+    p.begin_transaction().unwrap();
+    for topic in ["open", "hidden"] {
+        p.send(BaseRecord::<(), _>::to(topic).partition(0).payload("x"))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    let acls = |args: &[&str]| {
+        let mut all = vec!["acls", "add"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bootstrap", &plain]);
+        common::laminar(&all);
+    };
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Describe",
+        "--group",
+        "g",
+    ]);
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Describe",
+        "--transactional-id",
+        "tx2",
+    ]);
+    acls(&[
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Describe",
+        "--topic",
+        "open",
+    ]);
+
+    let mut alice = Raw::connect(&sasl);
+    assert_eq!(alice.handshake("PLAIN"), Some(0));
+    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+    t.name = TopicName(StrBytes::from_static_str("hidden"));
+    t.partition_indexes = vec![0];
+    let mut fetch = OffsetFetchRequest::default();
+    fetch.group_id = GroupId(StrBytes::from_static_str("g"));
+    fetch.topics = Some(vec![t]);
+    let answer: OffsetFetchResponse = alice.call(ApiKey::OffsetFetch, 7, &fetch).unwrap();
+    let part = &answer.topics[0].partitions[0];
+    assert_eq!(part.error_code, 29);
+    assert!(
+        part.metadata.as_ref().is_none_or(|m| m.is_empty()),
+        "the commit's metadata: {:?}",
+        part.metadata
+    );
+
+    let mut describe = DescribeTransactionsRequest::default();
+    describe.transactional_ids = vec![TransactionalId(StrBytes::from_static_str("tx2"))];
+    let answer: DescribeTransactionsResponse =
+        alice.call(ApiKey::DescribeTransactions, 0, &describe).unwrap();
+    let topics: Vec<String> = answer.transaction_states[0]
+        .topics
+        .iter()
+        .map(|t| t.topic.0.to_string())
+        .collect();
+    assert_eq!(topics, ["open"], "only the topics alice may describe");
+    p.abort_transaction(Duration::from_secs(30)).unwrap();
+    broker.terminate();
+}

@@ -397,3 +397,54 @@ fn a_replaced_keystore_is_used_without_a_restart() {
     );
     serve.terminate();
 }
+
+/// Issue 41, item 9: a client certificate whose subject no `ssl.principal.mapping.rules`
+/// rule maps (no DEFAULT) is refused, as Kafka's NoMatchingRule refuses it, instead of
+/// being taken as its whole DN.
+#[test]
+fn a_certificate_no_mapping_rule_maps_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = Pki::new(tmp.path());
+    let subject = |ou: &'static str, cn: &'static str| {
+        vec![
+            (rcgen::DnType::OrganizationName, "Example"),
+            (rcgen::DnType::OrganizationalUnitName, ou),
+            (rcgen::DnType::CommonName, cn),
+        ]
+    };
+    let alice = pki.client("alice", &subject("Eng", "Alice"));
+    let bob = pki.client("bob", &subject("Ops", "Bob"));
+    let (plain_port, ssl_port) = (free_port(), free_port());
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#""listeners" = "PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "{}"
+"ssl.truststore.type" = "PEM"
+"ssl.truststore.location" = "{}"
+"ssl.client.auth" = "required"
+"ssl.principal.mapping.rules" = "RULE:^OU=Eng,.*CN=([^,]*)$/$1/L"
+"#,
+            pki.keystore.display(),
+            pki.ca_file.display()
+        ),
+    )
+    .unwrap();
+    let broker = common::try_serve_args(&tmp.path().join("data"), &["--config", config.to_str().unwrap()])
+        .expect("the broker starts on its ports");
+    let client = |(cert, key): &(std::path::PathBuf, std::path::PathBuf)| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", format!("127.0.0.1:{ssl_port}"))
+            .set("security.protocol", "SSL")
+            .set("ssl.ca.location", pki.ca_file.to_str().unwrap())
+            .set("ssl.certificate.location", cert.to_str().unwrap())
+            .set("ssl.key.location", key.to_str().unwrap());
+        let c: BaseConsumer = c.create().unwrap();
+        c.fetch_metadata(None, Duration::from_secs(3)).map(|_| ())
+    };
+    assert!(client(&alice).is_ok(), "a rule maps alice's subject");
+    assert!(client(&bob).is_err(), "none maps bob's: refused");
+    broker.terminate();
+}

@@ -1,5 +1,5 @@
 //! DescribeTransactions v0 (`kafka-transactions describe`): each transactional id's state,
-//! producer, timeout, start time and partitions.
+//! producer, timeout, start time and partitions (of the topics the caller may describe).
 
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{DescribeTransactionsResponse, ProducerId, TransactionalId};
@@ -45,7 +45,12 @@ pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest)
             s.producer_id = ProducerId(m.producer_id);
             s.producer_epoch = m.producer_epoch;
             let mut topics: Vec<TopicData> = Vec::new();
-            for tp in &m.partitions {
+            // As Kafka's KafkaApis: only the topics the caller may DESCRIBE.
+            for tp in m
+                .partitions
+                .iter()
+                .filter(|tp| ctx.may(Operation::Describe, ResourceType::Topic, &tp.topic))
+            {
                 if topics.last().is_none_or(|t| t.topic.0.as_str() != tp.topic) {
                     let mut t = TopicData::default();
                     t.topic = topic_name(&tp.topic);

@@ -37,8 +37,14 @@ fn fetch(
         out.retain(|(t, _)| may(t));
     }
     for (_, ps) in out.iter_mut().filter(|(t, _)| !may(t)) {
-        for (_, offset, epoch, _, error) in ps.iter_mut() {
-            (*offset, *epoch, *error) = (-1, -1, ErrorCode::TopicAuthorizationFailed.code());
+        for (_, offset, epoch, metadata, error) in ps.iter_mut() {
+            // Nothing of the commit: its metadata is the committer's, not the caller's.
+            (*offset, *epoch, *metadata, *error) = (
+                -1,
+                -1,
+                Some(String::new()),
+                ErrorCode::TopicAuthorizationFailed.code(),
+            );
         }
     }
     if let Some(pending) = pending {

@@ -587,4 +587,29 @@ mod tests {
         assert!(s.set("listener.name.x.ssl.bogus", "1").unwrap().is_err());
         assert!(s.describe().iter().all(|l| !l.contains("user_alice")));
     }
+
+    #[test]
+    fn no_secret_reaches_an_error_debug_or_the_startup_log() {
+        use crate::config::BrokerConfig;
+        // Issue 41, item 6: no secret reaches an error, `Debug` or the startup log.
+        let mut secret = BrokerConfig::default();
+        let jaas =
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="hunter2-secret";"#;
+        secret
+            .set("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas)
+            .unwrap();
+        secret
+            .set("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----hunter2-key")
+            .unwrap();
+        secret.set("ssl.keystore.password", "hunter2-password").unwrap();
+        let shown = format!("{secret:?}{}", secret.security.describe().join("\n"));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let toml_error = secret
+            .apply_toml("\"ssl.keystore.password\" = \"hunter2-password\n")
+            .unwrap_err();
+        assert!(
+            !toml_error.contains("hunter2") && toml_error.contains("line 1"),
+            "{toml_error}"
+        );
+    }
 }

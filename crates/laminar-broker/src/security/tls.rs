@@ -93,7 +93,11 @@ pub fn controller_tls(settings: &SecuritySettings) -> Result<laminar_cluster::rp
         let rules = principal_rules(settings)?;
         let super_users = settings.super_users.clone();
         Some(Arc::new(move |der: &[u8]| {
-            let principal = format!("User:{}", rules.apply(&laminar_auth::principal::subject_dn(der)?));
+            let dn = laminar_auth::principal::subject_dn(der)?;
+            let name = rules
+                .apply(&dn)
+                .ok_or_else(|| format!("no ssl.principal.mapping.rules rule matches {dn}"))?;
+            let principal = format!("User:{name}");
             if super_users.contains(&principal) {
                 Ok(())
             } else {
