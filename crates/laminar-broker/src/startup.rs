@@ -93,20 +93,35 @@ impl RunningBroker {
         settings
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // One TLS configuration for every TLS listener, built before anything binds.
+        // One TLS configuration per `ssl.client.auth` the TLS listeners ask for (the broker's,
+        // or a listener's own), built before anything binds.
         let is_tls = |name: &str| {
             matches!(
                 settings.protocol(name),
                 Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
             )
         };
-        let tls = if settings.listeners.iter().any(|l| is_tls(&l.name)) {
-            let config = crate::security::tls::server_config(&config.security)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            Some(Arc::new(laminar_net::TlsServer::new(config)))
-        } else {
-            None
-        };
+        let mut tls_servers: Vec<(Option<String>, Arc<laminar_net::TlsServer>)> = Vec::new();
+        let mut tls_of = std::collections::HashMap::new();
+        for l in settings.listeners.iter().filter(|l| is_tls(&l.name)) {
+            let client_auth = config
+                .security
+                .of_listener(&l.name, "ssl.client.auth")
+                .map(|a| a.trim().to_string());
+            let server = match tls_servers.iter().find(|(a, _)| *a == client_auth) {
+                Some((_, server)) => server.clone(),
+                None => {
+                    let built = crate::security::tls::server_config(&config.security, client_auth.as_deref())
+                        .map_err(|e| {
+                            io::Error::new(io::ErrorKind::InvalidInput, format!("listener {}: {e}", l.name))
+                        })?;
+                    let server = Arc::new(laminar_net::TlsServer::new(built));
+                    tls_servers.push((client_auth, server.clone()));
+                    server
+                }
+            };
+            tls_of.insert(l.name.clone(), server);
+        }
         let mut tcp_listeners = Vec::new();
         for l in &settings.listeners {
             let host = if l.host.is_empty() {
@@ -119,7 +134,7 @@ impl RunningBroker {
             })?;
             tcp_listeners.push(laminar_net::NetListener {
                 tcp: bound,
-                tls: if is_tls(&l.name) { tls.clone() } else { None },
+                tls: tls_of.get(&l.name).cloned(),
             });
         }
         let bound: Vec<std::net::SocketAddr> = tcp_listeners
@@ -492,11 +507,11 @@ impl RunningBroker {
         );
         let reload = crate::security::tls::reload_interval(&config.security)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        if let Some(interval) = reload.filter(|_| tls.is_some() || inter_broker_tls) {
+        if let Some(interval) = reload.filter(|_| !tls_servers.is_empty() || inter_broker_tls) {
             cluster_tasks.push(tokio::spawn(crate::security::tls::reload_on_change(
                 config.security.clone(),
                 interval,
-                tls.clone(),
+                tls_servers.clone(),
                 inter_broker_tls.then(|| (c.clone(), inter_broker_listener)),
             )));
         }

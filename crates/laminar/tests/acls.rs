@@ -326,12 +326,7 @@ fn records_of_another_producers_transaction_need_its_transactional_id() {
     let tmp = tempfile::tempdir().unwrap();
     let (broker, plain, sasl) = start(tmp.path());
     common::create_topic(&plain, "t", 1);
-    let acls = |args: &[&str]| {
-        let mut all = vec!["acls", "add"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--bootstrap", &plain]);
-        common::laminar(&all);
-    };
+    let acls = |args: &[&str]| add_acl(&plain, args);
     acls(&[
         "--allow-principal",
         "User:alice",
@@ -484,7 +479,6 @@ fn a_host_deny_holds_for_an_ipv4_client_on_a_dual_stack_listener() {
 /// there stays. (Before, both went through.)
 #[test]
 fn offset_delete_and_txn_offset_commit_need_read_on_the_topic() {
-    use common::raw::Raw;
     use kafka_protocol::messages::{
         offset_delete_request, txn_offset_commit_request, ApiKey, GroupId, OffsetDeleteRequest,
         OffsetDeleteResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
@@ -506,12 +500,7 @@ fn offset_delete_and_txn_offset_commit_need_read_on_the_topic() {
         .unwrap();
     c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
     drop(c);
-    let acls = |args: &[&str]| {
-        let mut all = vec!["acls", "add"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--bootstrap", &plain]);
-        common::laminar(&all);
-    };
+    let acls = |args: &[&str]| add_acl(&plain, args);
     acls(&[
         "--allow-principal",
         "User:alice",
@@ -529,9 +518,7 @@ fn offset_delete_and_txn_offset_commit_need_read_on_the_topic() {
         "tx",
     ]);
 
-    let mut alice = Raw::connect(&sasl);
-    assert_eq!(alice.handshake("PLAIN"), Some(0));
-    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    let mut alice = alice_raw(&sasl);
     let name = || TopicName(StrBytes::from_static_str("src"));
 
     let mut p = offset_delete_request::OffsetDeleteRequestPartition::default();
@@ -590,9 +577,7 @@ fn a_topic_asked_by_id_keeps_its_name_from_who_may_not_describe_it() {
     let described: MetadataResponse = admin.call(ApiKey::Metadata, 12, &asked).unwrap();
     let id = described.topics[0].topic_id;
 
-    let mut alice = Raw::connect(&sasl);
-    assert_eq!(alice.handshake("PLAIN"), Some(0));
-    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    let mut alice = alice_raw(&sasl);
     let mut by_id = MetadataRequestTopic::default();
     by_id.topic_id = id;
     by_id.name = None;
@@ -625,7 +610,6 @@ fn a_topic_asked_by_id_keeps_its_name_from_who_may_not_describe_it() {
 /// (a transaction's partitions are those of topics it may describe), as Kafka answers.
 #[test]
 fn offset_fetch_and_describe_transactions_show_nothing_of_refused_topics() {
-    use common::raw::Raw;
     use kafka_protocol::messages::{
         offset_fetch_request, ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, GroupId,
         OffsetFetchRequest, OffsetFetchResponse, TopicName, TransactionalId,
@@ -662,12 +646,7 @@ fn offset_fetch_and_describe_transactions_show_nothing_of_refused_topics() {
             .unwrap();
     }
     p.flush(Duration::from_secs(30)).unwrap();
-    let acls = |args: &[&str]| {
-        let mut all = vec!["acls", "add"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--bootstrap", &plain]);
-        common::laminar(&all);
-    };
+    let acls = |args: &[&str]| add_acl(&plain, args);
     acls(&[
         "--allow-principal",
         "User:alice",
@@ -693,9 +672,7 @@ fn offset_fetch_and_describe_transactions_show_nothing_of_refused_topics() {
         "open",
     ]);
 
-    let mut alice = Raw::connect(&sasl);
-    assert_eq!(alice.handshake("PLAIN"), Some(0));
-    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    let mut alice = alice_raw(&sasl);
     let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
     t.name = TopicName(StrBytes::from_static_str("hidden"));
     t.partition_indexes = vec![0];
@@ -723,4 +700,20 @@ fn offset_fetch_and_describe_transactions_show_nothing_of_refused_topics() {
     assert_eq!(topics, ["open"], "only the topics alice may describe");
     p.abort_transaction(Duration::from_secs(30)).unwrap();
     broker.terminate();
+}
+
+/// `laminar acls add ARGS` against `plain` (a super user's listener).
+fn add_acl(plain: &str, args: &[&str]) {
+    let mut all = vec!["acls", "add"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--bootstrap", plain]);
+    common::laminar(&all);
+}
+
+/// A raw client authenticated as alice (PLAIN) on the SASL listener.
+fn alice_raw(sasl: &str) -> common::raw::Raw {
+    let mut alice = common::raw::Raw::connect(sasl);
+    assert_eq!(alice.handshake("PLAIN"), Some(0));
+    assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
+    alice
 }

@@ -448,3 +448,51 @@ fn a_certificate_no_mapping_rule_maps_is_refused() {
     assert!(client(&bob).is_err(), "none maps bob's: refused");
     broker.terminate();
 }
+
+/// Issue 41, item 9: `listener.name.NAME.ssl.client.auth`, as Kafka takes it: one listener
+/// asks for client certificates, another does not.
+#[test]
+fn a_listener_may_require_client_certificates_of_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = Pki::new(tmp.path());
+    let alice = pki.client("alice", &[(rcgen::DnType::CommonName, "alice")]);
+    let (plain_port, open_port, internal_port) = (free_port(), free_port(), free_port());
+    let config = tmp.path().join("laminar.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#""listeners" = "PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{open_port},INTERNAL://127.0.0.1:{internal_port}"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "{}"
+"ssl.truststore.type" = "PEM"
+"ssl.truststore.location" = "{}"
+"listener.name.internal.ssl.client.auth" = "required"
+"#,
+            pki.keystore.display(),
+            pki.ca_file.display()
+        ),
+    )
+    .unwrap();
+    let broker = common::try_serve_args(&tmp.path().join("data"), &["--config", config.to_str().unwrap()])
+        .expect("the broker starts on its ports");
+    let metadata = |port: u16, certificate: Option<&(std::path::PathBuf, std::path::PathBuf)>| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", format!("127.0.0.1:{port}"))
+            .set("security.protocol", "SSL")
+            .set("ssl.ca.location", pki.ca_file.to_str().unwrap());
+        if let Some((cert, key)) = certificate {
+            c.set("ssl.certificate.location", cert.to_str().unwrap())
+                .set("ssl.key.location", key.to_str().unwrap());
+        }
+        let c: BaseConsumer = c.create().unwrap();
+        c.fetch_metadata(None, Duration::from_secs(3)).map(|_| ())
+    };
+    assert!(metadata(open_port, None).is_ok(), "SSL asks for no certificate");
+    assert!(metadata(internal_port, None).is_err(), "INTERNAL requires one");
+    assert!(
+        metadata(internal_port, Some(&alice)).is_ok(),
+        "and takes one of its CA"
+    );
+    broker.terminate();
+}

@@ -295,6 +295,8 @@ impl Default for SecuritySettings {
 /// The settings a listener may have its own of.
 const PER_LISTENER: &[&str] = &[
     "sasl.enabled.mechanisms",
+    // Whether the listener asks for client certificates (Kafka's per-listener override).
+    "ssl.client.auth",
     "plain.sasl.jaas.config",
     "scram-sha-256.sasl.jaas.config",
     "scram-sha-512.sasl.jaas.config",

@@ -35,8 +35,12 @@ pub const SETTINGS: &[&str] = &[
 pub const RELOAD_INTERVAL: &str = "ssl.reload.interval.ms";
 const RELOAD_INTERVAL_DEFAULT_MS: u64 = 10_000;
 
-/// rustls's configuration for a TLS listener, from the settings.
-pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerConfig>, String> {
+/// rustls's configuration for a TLS listener, from the settings; `client_auth`: the
+/// listener's own `listener.name.NAME.ssl.client.auth`, if it has one.
+pub fn server_config(
+    settings: &SecuritySettings,
+    client_auth: Option<&str>,
+) -> Result<Arc<rustls::ServerConfig>, String> {
     let get = |k: &str| settings.ssl.get(k).map(String::as_str);
     let (chain, key) = keystore(settings)?;
     let versions = versions(settings)?;
@@ -44,7 +48,7 @@ pub fn server_config(settings: &SecuritySettings) -> Result<Arc<rustls::ServerCo
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS versions: {e}"))?;
-    let client_auth = get("ssl.client.auth").unwrap_or("none");
+    let client_auth = client_auth.or(get("ssl.client.auth")).unwrap_or("none");
     let builder = match client_auth {
         "none" => builder.with_no_client_auth(),
         "required" | "requested" => {
@@ -266,7 +270,7 @@ pub fn reload_interval(settings: &SecuritySettings) -> Result<Option<std::time::
 pub async fn reload_on_change(
     settings: SecuritySettings,
     interval: std::time::Duration,
-    server: Option<Arc<laminar_net::TlsServer>>,
+    servers: Vec<(Option<String>, Arc<laminar_net::TlsServer>)>,
     inter_broker: Option<(Arc<laminar_cluster::Cluster>, Arc<crate::listeners::Listener>)>,
 ) {
     let settings = Arc::new(settings);
@@ -283,10 +287,10 @@ pub async fn reload_on_change(
             continue;
         }
         seen = now;
-        let (s, server, inter_broker) = (settings.clone(), server.clone(), inter_broker.clone());
+        let (s, servers, inter_broker) = (settings.clone(), servers.clone(), inter_broker.clone());
         let outcome = tokio::task::spawn_blocking(move || {
-            if let Some(server) = &server {
-                server.replace(server_config(&s)?);
+            for (client_auth, server) in &servers {
+                server.replace(server_config(&s, client_auth.as_deref())?);
             }
             if let Some((cluster, listener)) = &inter_broker {
                 cluster.clients.set_security(super::inter_broker(&s, listener)?);
