@@ -81,6 +81,10 @@ bin=$PWD/target/release/laminar
 load=$PWD/target/release/laminar-load
 mkdir -p "$out/raw" "$out/series"
 work=$(mktemp -d "$PWD/.bench-cluster.XXXXXX")
+# The secret the brokers prove to each other on the controller port (docs/security.md).
+secret="$work/controller.secret"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+chmod 600 "$secret"
 cgroup=/sys/fs/cgroup/blkio/laminar-cluster-$$
 declare -A launcher_pid=() # node -> what to stop (laminar itself, or run-kafka.sh)
 declare -A broker_pid=()   # node -> the broker process (Kafka: the java child)
@@ -137,7 +141,7 @@ start_node() {
       "$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" \
         --metrics-listen "127.0.0.1:$((port + 5))" \
         --config "$work/laminar.toml" --set "node.id=$node" \
-        --set "controller.quorum.voters=$voters" > "$data.log" 2>&1 &
+        --set "controller.quorum.voters=$voters" --set "controller.quorum.secret.file=$secret" > "$data.log" 2>&1 &
       ;;
     kafka)
       KAFKA_NODE_ID=$node KAFKA_QUORUM_VOTERS=$voters KAFKA_CLUSTER_ID=$cid KAFKA_INTERNAL_RF=3 \

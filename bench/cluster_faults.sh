@@ -76,6 +76,10 @@ if [[ $BROKER == kafka ]]; then
 fi
 
 work="$(mktemp -d /tmp/laminar-cluster-faults.XXXXXX)"
+# The secret the brokers prove to each other on the controller port (docs/security.md).
+secret="$work/controller.secret"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+chmod 600 "$secret"
 mkdir -p "$work/bin" "$work/histories"
 cp "$repo/target/release/laminar" "$repo/target/release/laminar-load" "$repo/target/release/laminar-faultfs" "$work/bin/"
 LAMINAR="$work/bin/laminar"
@@ -174,7 +178,7 @@ start() {  # broker i
   else
     ip netns exec "${nets[$((i - 1))]}" "${clock[@]}" \
       "$LAMINAR" serve --listen "$net.$i:9092" --data-dir "$work/mnt$i/data" \
-      --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" \
+      --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" --set "controller.quorum.secret.file=$secret" \
       --set broker.session.timeout.ms=3000 --set broker.heartbeat.interval.ms=500 \
       --set min.insync.replicas=2 --set group.initial.rebalance.delay.ms=0 \
       >>"$OUT/broker$i.log" 2>&1 &

@@ -26,6 +26,10 @@ out=${OUT:-bench/results/$(date +%F)-vm-partitions}
 hub=lmhub
 nets=(lmn1 lmn2 lmn3)
 work=$(mktemp -d)
+# The secret the brokers prove to each other on the controller port (docs/security.md).
+secret="$work/controller.secret"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+chmod 600 "$secret"
 pids=()
 mkdir -p "$out"
 
@@ -68,7 +72,7 @@ done
 
 for i in 1 2 3; do
   ip netns exec "${nets[$((i - 1))]}" "$bin" serve --listen "10.77.0.$i:9092" --data-dir "$work/d$i" \
-    --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" \
+    --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" --set "controller.quorum.secret.file=$secret" \
     --set "broker.session.timeout.ms=$SESSION_MS" --set broker.heartbeat.interval.ms=500 \
     >"$out/broker$i.log" 2>&1 &
   pids+=($!)
