@@ -35,7 +35,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 const RESPONSE_BYTES_MAX: usize = 64 << 20;
 
 pub struct Admin {
-    stream: TcpStream,
+    stream: crate::command_config::Conn,
     correlation_id: i32,
 }
 
@@ -49,7 +49,13 @@ impl Admin {
     pub fn connect(bootstrap: &str) -> anyhow::Result<Admin> {
         let mut last = None;
         let mut connected = None;
+        let mut host = "";
         for addr in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            host = addr
+                .rsplit_once(':')
+                .map_or(addr, |(h, _)| h)
+                .trim_start_matches('[')
+                .trim_end_matches(']');
             // A broker cut off from the network drops the SYN: give up on it soon.
             let connected_to = std::net::ToSocketAddrs::to_socket_addrs(addr)
                 .with_context(|| format!("resolve {addr}"))?
@@ -70,10 +76,56 @@ impl Admin {
             (None, None) => bail!("no broker address in {bootstrap:?}"),
         };
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Admin {
-            stream,
+        let security = crate::command_config::get();
+        let mut admin = Admin {
+            stream: crate::command_config::Conn::open(stream, host, security)?,
             correlation_id: 0,
-        })
+        };
+        if let Some((mechanism, user, password)) = &security.sasl {
+            admin.authenticate(mechanism, user, password)?;
+        }
+        Ok(admin)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate until the exchange ends (`--command-config`).
+    fn authenticate(&mut self, mechanism: &str, user: &str, password: &str) -> anyhow::Result<()> {
+        use kafka_protocol::messages::{
+            SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+        };
+        use laminar_auth::{ClientExchange, ClientStep};
+        let mut handshake = SaslHandshakeRequest::default();
+        handshake.mechanism = sb(mechanism);
+        let h: SaslHandshakeResponse = self.call(ApiKey::SaslHandshake, 1, &handshake)?;
+        if h.error_code != 0 {
+            bail!("SaslHandshake with {mechanism}: error {}", h.error_code);
+        }
+        let mut exchange = ClientExchange::start(mechanism, user, password).map_err(anyhow::Error::msg)?;
+        let mut from_server: Option<Bytes> = None;
+        loop {
+            let (message, last) = match exchange
+                .step(from_server.as_deref())
+                .map_err(anyhow::Error::msg)?
+            {
+                ClientStep::Send(m) => (m, false),
+                ClientStep::Done(m) if m.is_empty() => return Ok(()),
+                ClientStep::Done(m) => (m, true),
+            };
+            let mut a = SaslAuthenticateRequest::default();
+            a.auth_bytes = message.into();
+            let r: SaslAuthenticateResponse = self.call(ApiKey::SaslAuthenticate, 2, &a)?;
+            if r.error_code != 0 {
+                bail!(
+                    "SASL authentication as {user}: {}",
+                    r.error_message
+                        .as_ref()
+                        .map_or("refused".to_string(), |m| m.to_string())
+                );
+            }
+            if last {
+                return Ok(());
+            }
+            from_server = Some(r.auth_bytes);
+        }
     }
 
     fn call<Req: Encodable, Resp: Decodable>(

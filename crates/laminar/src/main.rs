@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 mod admin;
+mod command_config;
 use laminar_perf::log_perf::{self, LogPerfConfig};
 use laminar_perf::plot;
 use laminar_records::Compression;
@@ -19,6 +20,10 @@ use laminar_records::Compression;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Kafka's client properties for the commands that talk to a broker (security.protocol,
+    /// sasl.mechanism, sasl.jaas.config, ssl.truststore.*), as Kafka's tools take them.
+    #[arg(long, global = true)]
+    command_config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -472,7 +477,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    if let Some(path) = &cli.command_config {
+        command_config::set(command_config::load(path)?);
+    }
+    match cli.command {
         Command::Serve(args) => serve(args),
         Command::Cluster { command } => match command {
             ClusterCommand::Describe { bootstrap } => admin::cluster_describe(&bootstrap),

@@ -274,3 +274,88 @@ fn kafka_python_authenticates_with_sasl_handshake_v0_and_bare_tokens() {
     assert_eq!(&answer[..4], &[0, 0, 0, 7]);
     broker.serve.terminate();
 }
+
+/// Issue 41, item 10: the `laminar` commands take Kafka's client properties
+/// (`--command-config`), as Kafka's tools do: SCRAM over SASL_PLAINTEXT, PLAIN over SASL_SSL
+/// with a PEM truststore; without them a SASL listener serves the command nothing, and a
+/// wrong password is refused with Kafka's words.
+#[test]
+fn the_cli_authenticates_with_kafkas_client_properties() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (keystore, ca) = certificates(tmp.path());
+    let broker = start(&tmp.path().join("data"), &keystore);
+    let props = |name: &str, text: String| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let scram = props(
+        "alice.properties",
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"alice-secret\";\n"
+            .to_string(),
+    );
+    let plain_ssl = props(
+        "bob-ssl.properties",
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nssl.truststore.type=PEM\nssl.truststore.location={}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"bob\" password=\"bob-secret\";\n",
+            ca.display()
+        ),
+    );
+    let wrong = props(
+        "wrong.properties",
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"not-hers\";\n"
+            .to_string(),
+    );
+    let list = |addr: &str, config: Option<&Path>| {
+        let mut args = vec![
+            "topics".to_string(),
+            "list".into(),
+            "--bootstrap".into(),
+            addr.into(),
+        ];
+        if let Some(c) = config {
+            args.extend(["--command-config".to_string(), c.display().to_string()]);
+        }
+        Command::new(env!("CARGO_BIN_EXE_laminar"))
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    // A topic made through the command too, as alice.
+    let made = Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args([
+            "topics",
+            "create",
+            "seen",
+            "--partitions",
+            "1",
+            "--bootstrap",
+            &broker.sasl_plaintext,
+        ])
+        .arg("--command-config")
+        .arg(&scram)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let out = list(&broker.sasl_plaintext, Some(&scram));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("seen"));
+    let out = list(&broker.sasl_ssl, Some(&plain_ssl));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("seen"));
+    assert!(
+        !list(&broker.sasl_plaintext, None).status.success(),
+        "unauthenticated: nothing"
+    );
+    let out = list(&broker.sasl_plaintext, Some(&wrong));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid credentials"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    broker.serve.terminate();
+}

@@ -148,7 +148,8 @@ pub fn client_config(settings: &SecuritySettings) -> Result<Arc<rustls::ClientCo
 
 /// `ssl.truststore.location` (or `ssl.truststore.certificates` inline): the certificates
 /// the other side's must chain to.
-fn truststore(settings: &SecuritySettings) -> Result<rustls::RootCertStore, String> {
+/// The CA certificates of `ssl.truststore.location` (or `ssl.truststore.certificates`), PEM.
+pub fn truststore(settings: &SecuritySettings) -> Result<rustls::RootCertStore, String> {
     let get = |k: &str| settings.ssl.get(k).map(String::as_str);
     let pem = match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
         (Some(path), _) => std::fs::read(path).map_err(|e| format!("ssl.truststore.location {path}: {e}"))?,
