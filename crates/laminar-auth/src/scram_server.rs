@@ -2,11 +2,14 @@
 //! as Kafka's `ScramSaslServer` runs it: two client messages, two server answers, checked
 //! against what the server keeps of the password ([`ScramKeys`]).
 //!
-//! It is Kafka's, not only the RFC's, in one place: the nonce of the client's final message
-//! need only *end* with the nonce the server sent. librdkafka from 0.9.x to 2.6.0 (Debian
-//! 12's 2.0.2 and Ubuntu's among them) sends its own nonce once more in front of it, and
-//! computes its proof over the message as it sent it; Kafka accepts that since 3.8.1
-//! (KAFKA-17164), so Laminar does too. A strict server (rsasl's) refuses every such client.
+//! It differs from Kafka 4.3.1 in one place, on purpose: the nonce of the client's final
+//! message need only *end* with the nonce the server sent. librdkafka from 0.9.x to 2.6.0
+//! (Debian 12's 2.0.2 and Ubuntu's among them) sends its own nonce once more in front of it,
+//! and computes its proof over the message as it sent it. Kafka took that until 3.8.1; since
+//! then its `ScramSaslServer` compares the nonces with `equals` (read in the 4.3.1 jar), and
+//! those clients cannot use SCRAM against it (librdkafka 2.6.1 stopped doubling). Taking it
+//! costs nothing: the message must still end with the server's random nonce, and the proof
+//! signs the whole exchange. A strict server (rsasl's) refuses every such client.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
