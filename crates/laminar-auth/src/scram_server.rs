@@ -5,9 +5,10 @@
 //! It differs from Kafka 4.3.1 in one place, on purpose: the nonce of the client's final
 //! message need only *end* with the nonce the server sent. librdkafka from 0.9.x to 2.6.0
 //! (Debian 12's 2.0.2 and Ubuntu's among them) sends its own nonce once more in front of it,
-//! and computes its proof over the message as it sent it. Kafka took that until 3.8.1; since
-//! then its `ScramSaslServer` compares the nonces with `equals` (read in the 4.3.1 jar), and
-//! those clients cannot use SCRAM against it (librdkafka 2.6.1 stopped doubling). Taking it
+//! and computes its proof over the message as it sent it. Kafka 4.3.1's `ScramSaslServer`
+//! compares the nonces with `equals` (read in its jar), so those clients cannot use SCRAM
+//! against it (librdkafka 2.6.1 stopped doubling; its CHANGELOG ties this to a change of
+//! Kafka's check in 3.8.1). Taking it
 //! costs nothing: the message must still end with the server's random nonce, and the proof
 //! signs the whole exchange. A strict server (rsasl's) refuses every such client.
 

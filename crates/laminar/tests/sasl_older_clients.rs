@@ -6,8 +6,8 @@
 //! What they need of the broker: SaslHandshake v0 in the ApiVersions range (librdkafka
 //! before 2.x turns SASL on only then, though it sends v1), v0's bare-token exchange
 //! (kafka-python 2.0.2), and a SCRAM final message whose nonce only ends with the server's
-//! (librdkafka up to 2.6.0 sends its own nonce twice; Kafka took that until 3.8.1 and now
-//! refuses it, so against Kafka 4 those clients cannot use SCRAM).
+//! (librdkafka up to 2.6.0 sends its own nonce twice; Kafka 4.3.1 compares the nonces with
+//! `equals`, so against it those clients cannot use SCRAM).
 
 mod common;
 
