@@ -208,8 +208,10 @@ enum UsersCommand {
         user: String,
         #[arg(long, default_value = "SCRAM-SHA-512")]
         mechanism: String,
+        /// The password; without it, the first line of standard input (off the command
+        /// line and the process list).
         #[arg(long)]
-        password: String,
+        password: Option<String>,
         #[arg(long, default_value_t = 4096)]
         iterations: u32,
         #[arg(long, default_value = "127.0.0.1:9092")]
@@ -547,7 +549,20 @@ fn main() -> anyhow::Result<()> {
                 password,
                 iterations,
                 bootstrap,
-            } => admin::users_alter(&bootstrap, &user, &mechanism, Some((&password, iterations))),
+            } => {
+                let password = match password {
+                    Some(p) => p,
+                    None => {
+                        let mut line = String::new();
+                        std::io::stdin()
+                            .read_line(&mut line)
+                            .context("reading the password from standard input")?;
+                        line.trim_end_matches(['\r', '\n']).to_string()
+                    }
+                };
+                anyhow::ensure!(!password.is_empty(), "an empty password");
+                admin::users_alter(&bootstrap, &user, &mechanism, Some((&password, iterations)))
+            }
             UsersCommand::Delete {
                 user,
                 mechanism,

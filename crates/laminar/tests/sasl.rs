@@ -305,6 +305,32 @@ fn laminar_users_sets_lists_and_removes_scram_credentials() {
         Ok(1)
     );
     assert!(metadata(&sasl_client(&sasl, "SCRAM-SHA-256", "carol", "wrong")).is_err());
+    // Without --password, the password is read from standard input (issue 41, item 10).
+    let mut alter = std::process::Command::new(env!("CARGO_BIN_EXE_laminar"))
+        .args([
+            "users",
+            "alter",
+            "--user",
+            "carol",
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--bootstrap",
+            &plain,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    alter
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"carol-from-stdin\n")
+        .unwrap();
+    assert!(alter.wait().unwrap().success());
+    assert_eq!(
+        metadata(&sasl_client(&sasl, "SCRAM-SHA-512", "carol", "carol-from-stdin")),
+        Ok(1)
+    );
     let listed = users(&["describe"]);
     assert!(
         listed.contains("user carol: SCRAM-SHA-256 (iterations 8192)"),
@@ -312,6 +338,7 @@ fn laminar_users_sets_lists_and_removes_scram_credentials() {
     );
     users(&["delete", "--user", "carol", "--mechanism", "SCRAM-SHA-256"]);
     assert!(metadata(&sasl_client(&sasl, "SCRAM-SHA-256", "carol", "carol-secret")).is_err());
+    users(&["delete", "--user", "carol", "--mechanism", "SCRAM-SHA-512"]);
     assert!(!users(&["describe"]).contains("carol"));
     b.terminate();
 }
