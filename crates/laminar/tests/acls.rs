@@ -490,16 +490,7 @@ fn offset_delete_and_txn_offset_commit_need_read_on_the_topic() {
     common::create_topic(&plain, "src", 1);
     common::produce_values(&plain, "src", 1, (0..3).map(|i| i.to_string()));
     // A committed offset for group g, by a super user (over PLAINTEXT).
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &plain)
-        .set("group.id", "g")
-        .create()
-        .unwrap();
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset("src", 0, rdkafka::Offset::Offset(2))
-        .unwrap();
-    c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
-    drop(c);
+    commit_offset(&plain, "g", "src", 2, None);
     let acls = |args: &[&str]| add_acl(&plain, args);
     acls(&[
         "--allow-principal",
@@ -621,19 +612,7 @@ fn offset_fetch_and_describe_transactions_show_nothing_of_refused_topics() {
     common::create_topic(&plain, "open", 1);
     common::create_topic(&plain, "hidden", 1);
     // By a super user: a commit with metadata on `hidden`, and an open transaction over both.
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &plain)
-        .set("group.id", "g")
-        .create()
-        .unwrap();
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset("hidden", 0, rdkafka::Offset::Offset(0))
-        .unwrap();
-    tpl.find_partition("hidden", 0)
-        .unwrap()
-        .set_metadata("committers-note");
-    c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
-    drop(c);
+    commit_offset(&plain, "g", "hidden", 0, Some("committers-note"));
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", &plain)
         .set("transactional.id", "tx2")
@@ -716,4 +695,20 @@ fn alice_raw(sasl: &str) -> common::raw::Raw {
     assert_eq!(alice.handshake("PLAIN"), Some(0));
     assert_eq!(alice.plain("alice", "alice-secret"), Some(0));
     alice
+}
+
+/// Commits `offset` (with `metadata`) for `group` on partition 0 of `topic`, over `plain`.
+fn commit_offset(plain: &str, group: &str, topic: &str, offset: i64, metadata: Option<&str>) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", plain)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
+        .unwrap();
+    if let Some(m) = metadata {
+        tpl.find_partition(topic, 0).unwrap().set_metadata(m);
+    }
+    c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
 }

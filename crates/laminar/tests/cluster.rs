@@ -18,13 +18,6 @@ struct Node {
     serve: Option<Serve>,
 }
 
-/// A controller-port secret file, readable by its owner alone.
-fn write_secret(path: &std::path::Path, secret: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, format!("{secret}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
-}
-
 struct Cluster {
     _dir: tempfile::TempDir,
     voters: String,
@@ -60,7 +53,7 @@ impl Cluster {
     fn try_start(n: i32, settings: &[&str], dirs: &[(i32, std::path::PathBuf)]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
         let secret_file = dir.path().join("controller.secret");
-        write_secret(&secret_file, "0123456789abcdef0123456789abcdef0123456789abcdef");
+        common::write_secret(&secret_file, "0123456789abcdef0123456789abcdef0123456789abcdef");
         let voters: Vec<String> = (1..=n)
             .map(|id| format!("{id}@127.0.0.1:{}", free_port()))
             .collect();
@@ -1541,32 +1534,9 @@ where
     Req: kafka_protocol::protocol::Encodable,
     Resp: kafka_protocol::protocol::Decodable,
 {
-    use bytes::{BufMut, BytesMut};
-    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-    use kafka_protocol::protocol::{Decodable, Encodable};
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = 7;
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    req.encode(&mut buf, version).unwrap();
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    s.write_all(&buf).unwrap();
-    let mut size = [0u8; 4];
-    s.read_exact(&mut size).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    s.read_exact(&mut body).unwrap();
-    let mut body = bytes::Bytes::from(body);
-    ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
-    Resp::decode(&mut body, version).unwrap()
+    common::raw::Raw::connect(addr)
+        .call(key, version, req)
+        .unwrap_or_else(|| panic!("{key:?} v{version} answered"))
 }
 
 /// Issue 29, item 1: any client can send a Fetch naming a follower. One that names it with

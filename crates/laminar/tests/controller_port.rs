@@ -157,12 +157,6 @@ fn run_for(data: &Path, settings: &[String], wait: Duration) -> (String, bool) {
     (std::fs::read_to_string(&log).unwrap_or_default(), running)
 }
 
-fn write_secret(path: &Path, secret: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, format!("{secret}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
-}
-
 #[test]
 fn a_cluster_admits_only_brokers_with_its_secret_and_an_open_port_does_not_start_with_an_authorizer() {
     let tmp = tempfile::tempdir().unwrap();
@@ -186,8 +180,8 @@ fn a_cluster_admits_only_brokers_with_its_secret_and_an_open_port_does_not_start
     // A cluster of one voter with a secret; a broker with another secret is not admitted,
     // one with the same is.
     let (right, wrong) = (tmp.path().join("right.secret"), tmp.path().join("wrong.secret"));
-    write_secret(&right, "0123456789abcdef0123456789abcdef");
-    write_secret(&wrong, "fedcba9876543210fedcba9876543210");
+    common::write_secret(&right, "0123456789abcdef0123456789abcdef");
+    common::write_secret(&wrong, "fedcba9876543210fedcba9876543210");
     let node = |id: i32, secret: &Path, listen: u16| -> Vec<String> {
         vec![
             format!("node.id={id}"),
@@ -270,7 +264,7 @@ fn acls_within(addr: &str, within: Duration) -> Option<String> {
 fn a_cluster_broker_serves_only_once_it_has_the_controllers_metadata() {
     let tmp = tempfile::tempdir().unwrap();
     let secret = tmp.path().join("controller.secret");
-    write_secret(&secret, "0123456789abcdef0123456789abcdef");
+    common::write_secret(&secret, "0123456789abcdef0123456789abcdef");
     let voters = format!("controller.quorum.voters=1@127.0.0.1:{}", common::free_port());
     let node = |id: i32, listen: u16| -> Vec<String> {
         [

@@ -474,3 +474,11 @@ pub fn write_and_read_as(config: &rdkafka::config::ClientConfig, topic: &str, n:
         );
     }
 }
+
+/// A controller-port secret file (`controller.quorum.secret.file`), readable by its owner
+/// alone.
+pub fn write_secret(path: &Path, secret: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
