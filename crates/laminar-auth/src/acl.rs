@@ -186,6 +186,107 @@ impl AclFilter {
     }
 }
 
+/// The ACLs, sorted by resource (type, name, pattern, then the entry) and each once, as
+/// Kafka's StandardAuthorizer keeps them: a check looks up the bindings that can apply to its
+/// resource (its literal name, the literal `*`, and each prefix of its name) by binary search
+/// instead of scanning every binding.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<AclBinding>", into = "Vec<AclBinding>")]
+pub struct Acls(Vec<AclBinding>);
+
+impl From<Vec<AclBinding>> for Acls {
+    fn from(mut bindings: Vec<AclBinding>) -> Acls {
+        bindings.sort();
+        bindings.dedup();
+        Acls(bindings)
+    }
+}
+
+impl From<Acls> for Vec<AclBinding> {
+    fn from(acls: Acls) -> Vec<AclBinding> {
+        acls.0
+    }
+}
+
+impl Acls {
+    /// Adds `bindings`; one already present stays once.
+    pub fn insert(&mut self, bindings: impl IntoIterator<Item = AclBinding>) {
+        for b in bindings {
+            if let Err(at) = self.0.binary_search(&b) {
+                self.0.insert(at, b);
+            }
+        }
+    }
+
+    /// Removes `bindings`, those present.
+    pub fn remove(&mut self, bindings: &[AclBinding]) {
+        for b in bindings {
+            if let Ok(at) = self.0.binary_search(b) {
+                self.0.remove(at);
+            }
+        }
+    }
+
+    pub fn contains(&self, b: &AclBinding) -> bool {
+        self.0.binary_search(b).is_ok()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, AclBinding> {
+        self.0.iter()
+    }
+
+    /// The bindings on the resource `resource_type`:`name` itself, of every pattern type.
+    fn named(&self, resource_type: ResourceType, name: &str) -> &[AclBinding] {
+        fn key(b: &AclBinding) -> (ResourceType, &str) {
+            (b.resource_type, b.name.as_str())
+        }
+        let start = self.0.partition_point(|b| key(b) < (resource_type, name));
+        let end = start + self.0[start..].partition_point(|b| key(b) <= (resource_type, name));
+        &self.0[start..end]
+    }
+
+    /// The bindings of one resource type.
+    fn of_type(&self, resource_type: ResourceType) -> &[AclBinding] {
+        let start = self.0.partition_point(|b| b.resource_type < resource_type);
+        let end = start + self.0[start..].partition_point(|b| b.resource_type <= resource_type);
+        &self.0[start..end]
+    }
+
+    /// Every binding whose pattern covers the resource `resource_type`:`name`: LITERAL on the
+    /// name or on `*`, PREFIXED on any prefix of the name (the name itself included).
+    pub fn applicable<'a>(
+        &'a self,
+        resource_type: ResourceType,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a AclBinding> + 'a {
+        let literal = |n: &'a str| {
+            self.named(resource_type, n)
+                .iter()
+                .filter(|b| b.pattern == PatternType::Literal)
+        };
+        let wildcard = (name != WILDCARD)
+            .then(|| literal(WILDCARD))
+            .into_iter()
+            .flatten();
+        let prefixed = (1..=name.len())
+            .filter(|end| name.is_char_boundary(*end))
+            .flat_map(move |end| {
+                self.named(resource_type, &name[..end])
+                    .iter()
+                    .filter(|b| b.pattern == PatternType::Prefixed)
+            });
+        literal(name).chain(wildcard).chain(prefixed)
+    }
+}
+
 /// Whether binding `b`'s resource pattern covers the resource named `name` (of its type).
 fn applies_to(b: &AclBinding, name: &str) -> bool {
     match b.pattern {
@@ -229,25 +330,28 @@ pub struct Requester<'a> {
 }
 
 impl Authorizer {
+    /// Whether `principal` (`User:alice`) is in `super.users`.
+    pub fn is_super_user(&self, principal: &str) -> bool {
+        self.super_users.iter().any(|s| s == principal)
+    }
+
     /// Whether `who` may do `operation` on the resource `resource_type`:`name`, given
     /// `acls`.
     pub fn authorize(
         &self,
-        acls: &[AclBinding],
+        acls: &Acls,
         who: &Requester<'_>,
         operation: Operation,
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        if self.super_users.iter().any(|s| s == who.principal) {
+        if self.is_super_user(who.principal) {
             return true;
         }
         let mut any_acl = false;
         let mut allowed = false;
-        for b in acls
-            .iter()
-            .filter(|b| b.resource_type == resource_type && applies_to(b, name))
-        {
+        for b in acls.applicable(resource_type, name) {
+            debug_assert!(b.resource_type == resource_type && applies_to(b, name));
             any_acl = true;
             let principal = b.principal == who.principal || b.principal == WILDCARD_PRINCIPAL;
             let host = b.host == WILDCARD || b.host == who.host;
@@ -268,14 +372,15 @@ impl Authorizer {
     /// WRITE some topic): some ALLOW applies to it and no DENY covers every such resource.
     pub fn authorize_any(
         &self,
-        acls: &[AclBinding],
+        acls: &Acls,
         who: &Requester<'_>,
         operation: Operation,
         resource_type: ResourceType,
     ) -> bool {
-        if self.super_users.iter().any(|s| s == who.principal) {
+        if self.is_super_user(who.principal) {
             return true;
         }
+        let acls = acls.of_type(resource_type);
         let mine = |b: &&AclBinding| {
             b.resource_type == resource_type
                 && (b.principal == who.principal || b.principal == WILDCARD_PRINCIPAL)
@@ -349,7 +454,7 @@ mod tests {
         let (t, w) = (ResourceType::Topic, Operation::Write);
         let allow = |name: &str, pattern| acl(t, name, pattern, "User:alice", w, Permission::Allow);
         let deny = |name: &str, pattern| acl(t, name, pattern, "User:alice", w, Permission::Deny);
-        let any = |acls: &[AclBinding]| a.authorize_any(acls, &alice(), w, t);
+        let any = |acls: &[AclBinding]| a.authorize_any(&Acls::from(acls.to_vec()), &alice(), w, t);
         assert!(any(&[allow("orders", PatternType::Literal)]));
         assert!(!any(&[
             allow("orders", PatternType::Literal),
@@ -382,7 +487,7 @@ mod tests {
             super_users: vec!["User:admin".into()],
             allow_if_no_acl: false,
         };
-        let acls = vec![
+        let list = vec![
             acl(Topic, "t", Literal, "User:alice", Write, Allow),
             acl(Topic, "logs-", Prefixed, "User:alice", Read, Allow),
             acl(Topic, "logs-secret", Literal, "User:*", Read, Deny),
@@ -390,6 +495,7 @@ mod tests {
             acl(Topic, "cfg", Literal, "User:alice", AlterConfigs, Allow),
             acl(Topic, "t2", Literal, "User:alice", Read, Deny),
         ];
+        let acls = Acls::from(list.clone());
         let who = alice();
         assert!(a.authorize(&acls, &who, Write, Topic, "t"));
         assert!(
@@ -443,14 +549,55 @@ mod tests {
         assert!(!open.authorize(&acls, &bob, Write, Topic, "t"));
         // Hosts.
         let mut from = acls.clone();
-        from.push(AclBinding {
+        from.insert([AclBinding {
             host: "10.0.0.9".into(),
             ..acl(Topic, "h", Literal, "User:alice", Write, Allow)
-        });
+        }]);
         assert!(!a.authorize(&from, &who, Write, Topic, "h"));
         // By resource type: alice may write some topic.
         assert!(a.authorize_any(&acls, &who, Write, Topic));
         assert!(!a.authorize_any(&acls, &bob, Write, Topic));
+    }
+
+    /// The index finds exactly the bindings a scan of all of them would: literal names, the
+    /// literal `*`, every prefix (multi-byte names included), and nothing of another type.
+    #[test]
+    fn the_index_finds_what_a_scan_finds() {
+        use PatternType::*;
+        let names = ["*", "a", "ab", "abc", "abd", "b", "é", "éa", "t-1", "t-"];
+        let mut all = Vec::new();
+        for rt in [ResourceType::Topic, ResourceType::Group] {
+            for n in names {
+                for p in [Literal, Prefixed] {
+                    if n == "*" && p == Prefixed {
+                        continue;
+                    }
+                    all.push(acl(rt, n, p, "User:alice", Operation::Read, Permission::Allow));
+                    all.push(acl(rt, n, p, "User:*", Operation::Write, Permission::Deny));
+                }
+            }
+        }
+        let acls = Acls::from(all.iter().rev().cloned().collect::<Vec<_>>());
+        assert_eq!(acls.len(), all.len());
+        for rt in [ResourceType::Topic, ResourceType::Group, ResourceType::Cluster] {
+            for wanted in ["a", "abc", "abcd", "b", "éa", "éb", "t-1", "t-12", "z", "*"] {
+                let mut found: Vec<_> = acls.applicable(rt, wanted).cloned().collect();
+                found.sort();
+                let mut scanned: Vec<_> = all
+                    .iter()
+                    .filter(|b| b.resource_type == rt && applies_to(b, wanted))
+                    .cloned()
+                    .collect();
+                scanned.sort();
+                assert_eq!(found, scanned, "{rt:?} {wanted}");
+            }
+        }
+        let mut fewer = acls.clone();
+        fewer.remove(&all[..2]);
+        assert_eq!(fewer.len(), all.len() - 2);
+        assert!(!fewer.contains(&all[0]) && fewer.contains(&all[2]));
+        fewer.insert(all[..3].to_vec());
+        assert_eq!(fewer, acls);
     }
 
     #[test]

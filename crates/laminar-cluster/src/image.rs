@@ -189,8 +189,8 @@ pub struct ClusterImage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scram: Vec<crate::scram::ScramCredential>,
     /// ACLs (CreateAcls), sorted, each once.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub acls: Vec<laminar_auth::acl::AclBinding>,
+    #[serde(default, skip_serializing_if = "laminar_auth::acl::Acls::is_empty")]
+    pub acls: laminar_auth::acl::Acls,
     /// The index of the last command applied (0: none).
     pub version: u64,
 }
@@ -563,13 +563,11 @@ impl ClusterImage {
                 CommandResult::ok()
             }
             Command::CreateAcls { bindings } => {
-                self.acls.extend(bindings.iter().cloned());
-                self.acls.sort();
-                self.acls.dedup();
+                self.acls.insert(bindings.iter().cloned());
                 CommandResult::ok()
             }
             Command::DeleteAcls { bindings } => {
-                self.acls.retain(|b| !bindings.contains(b));
+                self.acls.remove(bindings);
                 CommandResult::ok()
             }
             Command::AlterScramCredentials {
