@@ -1,4 +1,5 @@
-//! The principal of a client that authenticated with a TLS certificate, as Kafka names it:
+//! Who a client is ([`Principal`], Kafka's `KafkaPrincipal`), and the principal of a client
+//! that authenticated with a TLS certificate, as Kafka names it:
 //! the certificate's subject as an RFC 2253 distinguished name (Java's
 //! `X500Principal.getName()`: most specific attribute first, `CN=alice,OU=eng,O=Example`),
 //! mapped by `ssl.principal.mapping.rules` (`DEFAULT` keeps the name; `RULE:regex/replacement/`
@@ -6,6 +7,34 @@
 
 use regex::Regex;
 use x509_parser::prelude::{FromDer, X509Certificate};
+
+/// Kafka's `KafkaPrincipal`: a type and a name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    pub kind: String,
+    pub name: String,
+}
+
+impl Principal {
+    /// Who a client is without authentication, as Kafka names it (`User:ANONYMOUS`).
+    pub fn anonymous() -> Principal {
+        Principal::user("ANONYMOUS")
+    }
+
+    /// `User:NAME`, as Kafka names an authenticated user.
+    pub fn user(name: &str) -> Principal {
+        Principal {
+            kind: "User".into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.kind, self.name)
+    }
+}
 
 /// The subject of a DER certificate, as RFC 2253 writes it.
 pub fn subject_dn(der: &[u8]) -> Result<String, String> {

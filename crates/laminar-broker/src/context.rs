@@ -1,44 +1,17 @@
 //! What every request handler is given about the request beside its body: who sent it, on
-//! which listener, at which API version, and (once authentication exists) as whom.
+//! which listener, at which API version, as whom, and what the authorization step let it do.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use laminar_auth::principal::Principal;
 use laminar_auth::{Authenticator, Exchange};
 use laminar_protocol::ApiKey;
 
 use crate::listeners::Listener;
-use crate::security::authz::Authz;
+use crate::security::step::Grants;
 use laminar_auth::acl::{Operation, ResourceType, CLUSTER_NAME};
-
-/// Kafka's `KafkaPrincipal`: a type and a name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Principal {
-    pub kind: String,
-    pub name: String,
-}
-
-impl Principal {
-    /// Who a client is without authentication, as Kafka names it (`User:ANONYMOUS`).
-    pub fn anonymous() -> Principal {
-        Principal::user("ANONYMOUS")
-    }
-
-    /// `User:NAME`, as Kafka names an authenticated user.
-    pub fn user(name: &str) -> Principal {
-        Principal {
-            kind: "User".into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Principal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.kind, self.name)
-    }
-}
 
 /// One request's context, made by the dispatch from the request header and the connection.
 #[derive(Debug, Clone)]
@@ -52,8 +25,8 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     /// Who sent it: `User:ANONYMOUS` on a listener without authentication.
     pub principal: Principal,
-    /// What it may do.
-    pub authz: Arc<Authz>,
+    /// What it may do, as the authorization step decided.
+    pub grants: Grants,
 }
 
 /// What the broker keeps of one connection: where it came in, and who it is.
@@ -234,25 +207,15 @@ impl Session {
 }
 
 impl RequestContext {
-    /// Whether the request's principal, from its host, may do `operation` on the resource.
+    /// Whether the request's principal, from its host, may do `operation` on the resource:
+    /// one its API's rule in the authorization step states ([`Grants::may`]).
     pub fn may(&self, operation: Operation, resource: ResourceType, name: &str) -> bool {
-        self.authz.allows(
-            &self.principal.to_string(),
-            &self.peer.ip().to_string(),
-            operation,
-            resource,
-            name,
-        )
+        self.grants.may(operation, resource, name)
     }
 
     /// Whether it may do `operation` on some resource of the type.
     pub fn may_any(&self, operation: Operation, resource: ResourceType) -> bool {
-        self.authz.allows_any(
-            &self.principal.to_string(),
-            &self.peer.ip().to_string(),
-            operation,
-            resource,
-        )
+        self.grants.may_any(operation, resource)
     }
 
     /// Whether it may do `operation` on the cluster.
@@ -260,20 +223,11 @@ impl RequestContext {
         self.may(operation, ResourceType::Cluster, CLUSTER_NAME)
     }
 
-    /// Kafka's authorized-operations field for one resource: bit `1 << code` set for each
-    /// operation of the resource type this principal may do there (every one of them
-    /// without an authorizer, as Kafka answers). Tools and UIs read it to tell what a user
-    /// may do (`kafka-topics --describe` does not; the Admin client's
-    /// `includeAuthorizedOperations` does).
+    /// Kafka's authorized-operations field for one resource ([`Grants::authorized_operations`]).
+    /// Tools and UIs read it to tell what a user may do (the Admin client's
+    /// `includeAuthorizedOperations`).
     pub fn authorized_operations(&self, resource: ResourceType, name: &str) -> i32 {
-        // Kafka tells a principal that may not DESCRIBE the resource nothing of it: 0.
-        if !self.may(Operation::Describe, resource, name) {
-            return 0;
-        }
-        laminar_auth::acl::supported_operations(resource)
-            .iter()
-            .filter(|op| self.may(**op, resource, name))
-            .fold(0, |bits, op| bits | 1 << (*op as i32))
+        self.grants.authorized_operations(resource, name)
     }
 
     /// The client's host as Kafka reports it in group descriptions (`/127.0.0.1`).

@@ -9,9 +9,10 @@ use laminar_protocol::responses::{self, ResponseFrame};
 use laminar_protocol::{ApiKey, ProtocolError};
 
 use crate::broker::Broker;
-use crate::context::{Principal, Refused, RequestContext, Session};
+use crate::context::{Refused, RequestContext, Session};
 use crate::handlers;
 use crate::response::{Dispatched, RecordsFile};
+use laminar_auth::principal::Principal;
 use laminar_net::{CloseConnection, Handled, HandlerFuture, RequestKind, Service};
 
 impl Service for Broker {
@@ -144,6 +145,19 @@ impl Broker {
                     .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
             }
         }
+        // The one authorization step: what the request asks as a whole is checked here and
+        // a refusal answered in the request's own shape; the handler may ask only what its
+        // API's rule states.
+        let rule = crate::security::step::rule(&request);
+        let grants =
+            match crate::security::step::Grants::decide(api, rule, &principal, session.peer.ip(), &b.authz) {
+                Ok(grants) => grants,
+                Err(code) => {
+                    return handlers::refused_whole(&request, v, c, code)
+                        .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
+                        .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
+                }
+            };
         let ctx = RequestContext {
             api_version: v,
             correlation_id: c,
@@ -151,27 +165,8 @@ impl Broker {
             peer: session.peer,
             listener: session.listener.clone(),
             principal,
-            authz: b.authz.clone(),
+            grants,
         };
-        // A group request the principal may not make is refused whole, in its own shape.
-        let denied = crate::security::authz::whole_request(&request)
-            .into_iter()
-            .find(|(op, resource, name, _)| !ctx.may(*op, *resource, name))
-            .map(|(.., code)| code);
-        if let Some(code) = denied {
-            if let Some(refused) = handlers::not_coordinator::refuse(&request, v, c, code) {
-                return refused
-                    .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
-                    .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
-            }
-        }
-        if let Some(op) = handlers::cluster_refused::needs(&request) {
-            if !ctx.may_on_cluster(op) {
-                return handlers::cluster_refused::refuse(&request, v, c)
-                    .map(|bytes| Dispatched::Now(Some(ResponseFrame::from_bytes(bytes))))
-                    .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
-            }
-        }
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
             Request::Metadata(r) => handlers::metadata::handle(&b.changes(), &b.cluster_id, &ctx, r).await,

@@ -200,7 +200,9 @@ async fn accept(listener: TcpListener, active: Arc<Active>, auth: rpc::Controlle
                 // The handshake runs in the connection's own task: a slow or hostile peer
                 // holds up no other.
                 tokio::spawn(async move {
-                    match rpc::accepted(tcp, &auth).await {
+                    // Judged against the ACLs as they stand when the peer connects.
+                    let image = active.image.borrow().clone();
+                    match rpc::accepted(tcp, &auth, &image.acls).await {
                         Ok(stream) => serve(stream, active).await,
                         Err(e) => laminar_metrics::warn!(
                             "controller {}: refusing a connection from {peer}: {e}",

@@ -112,14 +112,16 @@ pub struct ControllerTls {
     pub server: Arc<rustls::ServerConfig>,
     pub client: Arc<rustls::ClientConfig>,
     /// Who, among the holders of such a certificate, the port serves (with an authorizer:
-    /// the principals of `super.users`, as Kafka's controllers serve only principals with
-    /// CLUSTER_ACTION); `None`: every one. A client certificate from the same CA does not
-    /// make a client a broker.
+    /// the principals allowed CLUSTER_ACTION, super users among them, as Kafka's controllers
+    /// serve); `None`: every one. A client certificate from the same CA does not make a
+    /// client a broker.
     pub admit: Option<AdmitCertificate>,
 }
 
-/// Checks a controller-port client's certificate (DER, the end entity's): why not, if not.
-pub type AdmitCertificate = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+/// Checks a controller-port client's certificate (DER, the end entity's), from its address,
+/// against the controller's ACLs: why not, if not.
+pub type AdmitCertificate =
+    Arc<dyn Fn(&[u8], std::net::IpAddr, &laminar_auth::acl::Acls) -> Result<(), String> + Send + Sync>;
 
 impl std::fmt::Debug for ControllerTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -242,16 +244,26 @@ async fn connect_transport(addr: &str, tls: Option<&ControllerTls>) -> io::Resul
 
 /// Accepts a connection on the controller port, as `auth` says: TLS first, then the proof
 /// of the secret.
-pub async fn accepted(tcp: TcpStream, auth: &ControllerAuth) -> io::Result<Box<dyn Stream>> {
-    let mut stream = accepted_transport(tcp, auth.tls.as_ref()).await?;
+/// `acls`: the controller's, that the peer's certificate is judged against.
+pub async fn accepted(
+    tcp: TcpStream,
+    auth: &ControllerAuth,
+    acls: &laminar_auth::acl::Acls,
+) -> io::Result<Box<dyn Stream>> {
+    let mut stream = accepted_transport(tcp, auth.tls.as_ref(), acls).await?;
     if let Some(secret) = &auth.secret {
         prove_as_server(stream.as_mut(), secret).await?;
     }
     Ok(stream)
 }
 
-async fn accepted_transport(tcp: TcpStream, tls: Option<&ControllerTls>) -> io::Result<Box<dyn Stream>> {
+async fn accepted_transport(
+    tcp: TcpStream,
+    tls: Option<&ControllerTls>,
+    acls: &laminar_auth::acl::Acls,
+) -> io::Result<Box<dyn Stream>> {
     let _ = tcp.set_nodelay(true);
+    let peer = tcp.peer_addr()?.ip();
     let Some(tls) = tls else {
         return Ok(Box::new(tcp));
     };
@@ -268,7 +280,8 @@ async fn accepted_transport(tcp: TcpStream, tls: Option<&ControllerTls>) -> io::
             .peer_certificates()
             .and_then(|c| c.first())
             .ok_or_else(|| io::Error::new(io::ErrorKind::PermissionDenied, "no client certificate"))?;
-        admit(certificate.as_ref()).map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+        admit(certificate.as_ref(), peer, acls)
+            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
     }
     Ok(Box::new(stream))
 }

@@ -1931,8 +1931,9 @@ fn acknowledged_records_survive_a_power_cut_of_the_whole_cluster() {
 /// both followers replicate over that listener, as user `broker` in TLS; a client
 /// authenticated as alice that sends a follower's Fetch is refused
 /// (CLUSTER_AUTHORIZATION_FAILED, no records), and so is a plaintext connection. The
-/// controllers' port is mutual TLS for super users: alice's client certificate from the
-/// brokers' CA does not get her a heartbeat answered.
+/// controllers' port is mutual TLS for principals allowed CLUSTER_ACTION: alice's client
+/// certificate from the brokers' CA does not get her a heartbeat answered until an ACL
+/// allows her that.
 #[test]
 fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused() {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -2195,13 +2196,21 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
             admit: None,
         }
     };
+    // Each holds the quorum's secret too (the harness sets one): what is judged is the TLS.
+    let secret = || {
+        laminar_auth::peer_secret::PeerSecret::from_file_contents(&std::fs::read(&c.secret_file).unwrap())
+            .unwrap()
+    };
     for (described, tls) in [
         ("plain text", None),
         ("TLS without a certificate", Some(without_certificate)),
-        ("TLS with alice's certificate", Some(as_alice)),
+        ("TLS with alice's certificate", Some(as_alice.clone())),
     ] {
         let answer = block(async {
-            let auth = laminar_cluster::rpc::ControllerAuth { tls, secret: None };
+            let auth = laminar_cluster::rpc::ControllerAuth {
+                tls,
+                secret: Some(secret()),
+            };
             laminar_cluster::rpc::Connection::new(voter.clone(), auth)
                 .call(&heartbeat(), Duration::from_secs(5))
                 .await
@@ -2210,6 +2219,59 @@ fn brokers_replicate_over_sasl_ssl_and_a_client_posing_as_a_follower_is_refused(
             answer.is_err(),
             "{described} to the controller port was answered: {answer:?}"
         );
+    }
+    // The port admits through the authorizer, as Kafka's controllers: once an ACL allows
+    // alice CLUSTER_ACTION on the cluster, her certificate is served (a topic creation she
+    // only validates, which changes nothing).
+    let admin_props = certs.path().join("admin.properties");
+    std::fs::write(
+        &admin_props,
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nssl.truststore.type=PEM\nssl.truststore.location={}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"admin-secret\";\n",
+            ca_file.display()
+        ),
+    )
+    .unwrap();
+    laminar(&[
+        "acls",
+        "add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "ClusterAction",
+        "--cluster",
+        "--bootstrap",
+        c.bootstrap().split(',').next().unwrap(),
+        "--command-config",
+        admin_props.to_str().unwrap(),
+    ]);
+    let validate = laminar_cluster::rpc::ControllerRequest::CreateTopic(laminar_cluster::rpc::TopicRequest {
+        name: "only-validated".into(),
+        partitions: 1,
+        replication_factor: 1,
+        configs: Default::default(),
+        validate_only: true,
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = block(async {
+            let auth = laminar_cluster::rpc::ControllerAuth {
+                tls: Some(as_alice.clone()),
+                secret: Some(secret()),
+            };
+            laminar_cluster::rpc::Connection::new(voter.clone(), auth)
+                .call(&validate, Duration::from_secs(5))
+                .await
+        });
+        if answer.is_ok() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "alice, allowed CLUSTER_ACTION, to the controller port: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
     // Still in sync: the followers' fetches were the real ones.
     let meta = consumer

@@ -19,7 +19,7 @@ use crate::security::authz::{binding, filter};
 
 /// Why no ACL request can be served, if none can: no authorizer, or not allowed.
 fn refused(ctx: &RequestContext, operation: Operation) -> Option<(ErrorCode, String)> {
-    if !ctx.authz.enabled() {
+    if !ctx.grants.authorizer_enabled() {
         return Some((
             ErrorCode::SecurityDisabled,
             "No Authorizer is configured on the broker".into(),

@@ -1,6 +1,6 @@
-//! With an authorizer, the admin APIs that act on the whole cluster need an operation on the
-//! cluster resource (ALTER, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS, as Kafka checks them);
-//! without it they are answered CLUSTER_AUTHORIZATION_FAILED in their own shape, nothing done.
+//! The cluster's admin APIs refused CLUSTER_AUTHORIZATION_FAILED in their own shape, nothing
+//! done: the authorization step ([`crate::security::step`]) states which operation on the
+//! cluster each needs.
 
 use kafka_protocol::messages::alter_client_quotas_response::EntryData;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
@@ -9,35 +9,44 @@ use kafka_protocol::messages::{
     DescribeClientQuotasResponse, DescribeLogDirsResponse, DescribeUserScramCredentialsResponse,
     ElectLeadersResponse, ListPartitionReassignmentsResponse,
 };
-use laminar_auth::acl::Operation;
 use laminar_protocol::requests::Request;
 use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
-
-/// The operation on the cluster `request` needs, if it is one of these APIs.
-pub fn needs(request: &Request) -> Option<Operation> {
-    Some(match request {
-        Request::ElectLeaders(_)
-        | Request::AlterPartitionReassignments(_)
-        | Request::AlterUserScramCredentials(_) => Operation::Alter,
-        Request::ListPartitionReassignments(_)
-        | Request::DescribeLogDirs(_)
-        | Request::DescribeUserScramCredentials(_) => Operation::Describe,
-        Request::AlterClientQuotas(_) => Operation::AlterConfigs,
-        Request::DescribeClientQuotas(_) => Operation::DescribeConfigs,
-        _ => return None,
-    })
-}
 
 /// `request` refused CLUSTER_AUTHORIZATION_FAILED.
 pub fn refuse(request: &Request, version: i16, correlation_id: i32) -> Encoded {
     let code = ErrorCode::ClusterAuthorizationFailed.code();
     let message = Some(sb("Cluster authorization failed."));
     match request {
-        Request::ElectLeaders(_) => {
+        Request::ElectLeaders(req) => {
+            // As Kafka: each partition asked for answers the refusal (v0 has no top-level
+            // error code to carry it).
+            use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
             let mut r = ElectLeadersResponse::default();
-            r.error_code = code;
+            if version >= 1 {
+                r.error_code = code;
+            }
+            r.replica_election_results = req
+                .topic_partitions
+                .iter()
+                .flatten()
+                .map(|(topic, partitions)| {
+                    let mut t = ReplicaElectionResult::default();
+                    t.topic = super::topic_name(topic);
+                    t.partition_result = partitions
+                        .iter()
+                        .map(|p| {
+                            let mut pr = PartitionResult::default();
+                            pr.partition_id = *p;
+                            pr.error_code = code;
+                            pr.error_message = message.clone();
+                            pr
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
             responses::encode(ApiKey::ElectLeaders, version, correlation_id, &r)
         }
         Request::AlterPartitionReassignments(_) => {

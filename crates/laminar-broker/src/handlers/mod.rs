@@ -53,6 +53,22 @@ use kafka_protocol::protocol::StrBytes;
 
 pub type Encoded = Result<bytes::Bytes, laminar_protocol::ProtocolError>;
 
+/// `request` refused as a whole by the authorization step ([`crate::security::step`]) with
+/// `code`, in its own shape, nothing done: the cluster's admin APIs answer
+/// CLUSTER_AUTHORIZATION_FAILED, the group APIs their group's (or transactional id's) code.
+pub fn refused_whole(
+    request: &laminar_protocol::requests::Request,
+    version: i16,
+    correlation_id: i32,
+    code: laminar_protocol::ErrorCode,
+) -> Encoded {
+    if code == laminar_protocol::ErrorCode::ClusterAuthorizationFailed {
+        return cluster_refused::refuse(request, version, correlation_id);
+    }
+    not_coordinator::refuse(request, version, correlation_id, code)
+        .unwrap_or_else(|| unreachable!("{request:?}: the authorization step refuses it whole with {code:?}"))
+}
+
 pub fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }

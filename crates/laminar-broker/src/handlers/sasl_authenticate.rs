@@ -17,9 +17,10 @@ use laminar_protocol::responses::ResponseFrame;
 use laminar_protocol::{responses, ApiKey, ErrorCode};
 
 use super::{sb, Encoded};
-use crate::context::{Auth, Principal, RequestContext, Session};
+use crate::context::{Auth, RequestContext, Session};
 use crate::response::Dispatched;
 use crate::security::SecuritySettings;
+use laminar_auth::principal::Principal;
 
 pub async fn handle(
     session: &Session,

@@ -138,39 +138,3 @@ pub fn filter(
         permission: Permission::from_code(spec.permission).ok_or("Invalid permission type")?,
     })
 }
-
-/// What a group request needs as a whole, in the order Kafka checks it, each with the code a
-/// refusal answers: the group API's requests are refused in their own shape
-/// (`handlers::not_coordinator::refuse`) when one is not allowed.
-pub fn whole_request(
-    request: &laminar_protocol::requests::Request,
-) -> Vec<(Operation, ResourceType, &str, laminar_protocol::ErrorCode)> {
-    use laminar_protocol::requests::Request;
-    use laminar_protocol::ErrorCode::{
-        GroupAuthorizationFailed as Group, TransactionalIdAuthorizationFailed as Txn,
-    };
-    fn group(op: Operation, id: &str) -> (Operation, ResourceType, &str, laminar_protocol::ErrorCode) {
-        (op, ResourceType::Group, id, Group)
-    }
-    match request {
-        Request::JoinGroup(r) => vec![group(Operation::Read, &r.group_id)],
-        Request::SyncGroup(r) => vec![group(Operation::Read, &r.group_id)],
-        Request::Heartbeat(r) => vec![group(Operation::Read, &r.group_id)],
-        Request::LeaveGroup(r) => vec![group(Operation::Read, &r.group_id)],
-        Request::OffsetCommit(r) => vec![group(Operation::Read, &r.group_id)],
-        Request::OffsetDelete(r) => vec![group(Operation::Delete, &r.group_id)],
-        Request::OffsetFetch(r) if r.groups.len() == 1 => {
-            vec![group(Operation::Describe, &r.groups[0].group_id)]
-        }
-        Request::TxnOffsetCommit(r) => vec![
-            (
-                Operation::Write,
-                ResourceType::TransactionalId,
-                r.producer.transactional_id.as_str(),
-                Txn,
-            ),
-            group(Operation::Read, &r.group_id),
-        ],
-        _ => Vec::new(),
-    }
-}

@@ -4,6 +4,7 @@
 //! are `laminar-auth`'s; the SASL requests' handlers are `handlers::sasl_*`.
 
 pub mod authz;
+pub mod step;
 pub mod tls;
 pub mod users;
 
@@ -18,12 +19,17 @@ use crate::listeners::{Listener, SecurityProtocol};
 /// The authorizer requests are checked with.
 pub fn authz(settings: &SecuritySettings, cluster: &Arc<Cluster>) -> Arc<authz::Authz> {
     Arc::new(authz::Authz {
-        authorizer: settings.authorizer.then(|| laminar_auth::acl::Authorizer {
-            super_users: settings.super_users.clone(),
-            allow_if_no_acl: settings.allow_everyone_if_no_acl_found,
-        }),
+        authorizer: settings.authorizer.then(|| authorizer(settings)),
         cluster: cluster.clone(),
     })
+}
+
+/// The authorizer the settings configure (`super.users`, `allow.everyone.if.no.acl.found`).
+fn authorizer(settings: &SecuritySettings) -> laminar_auth::acl::Authorizer {
+    laminar_auth::acl::Authorizer {
+        super_users: settings.super_users.clone(),
+        allow_if_no_acl: settings.allow_everyone_if_no_acl_found,
+    }
 }
 
 /// How the controller port knows its peers: mutual TLS when its listener

@@ -77,9 +77,9 @@ pub fn server_config(
 /// checks the other's against the truststore, whatever `ssl.client.auth` says (a
 /// controller port that took any client would take cluster metadata commands from anyone).
 /// With an authorizer, the client certificate's principal (after `ssl.principal.mapping.rules`)
-/// must also be a super user: clients of an mTLS listener often hold certificates of the
-/// same CA. (Kafka asks CLUSTER_ACTION of them; an ACL granting it is not consulted here,
-/// since the ACLs come through the quorum this port serves.)
+/// must also be allowed CLUSTER_ACTION on the cluster, as Kafka's controllers ask of their
+/// clients (a super user is; clients of an mTLS listener often hold certificates of the same
+/// CA, and are not), judged by the authorization step against the controller's own ACLs.
 pub fn controller_tls(settings: &SecuritySettings) -> Result<laminar_cluster::rpc::ControllerTls, String> {
     let (chain, key) = keystore(settings)?;
     let roots = truststore(settings).map_err(|e| format!("an SSL controller port: {e}"))?;
@@ -95,21 +95,23 @@ pub fn controller_tls(settings: &SecuritySettings) -> Result<laminar_cluster::rp
         .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
     let admit: Option<laminar_cluster::rpc::AdmitCertificate> = if settings.authorizer {
         let rules = principal_rules(settings)?;
-        let super_users = settings.super_users.clone();
-        Some(Arc::new(move |der: &[u8]| {
-            let dn = laminar_auth::principal::subject_dn(der)?;
-            let name = rules
-                .apply(&dn)
-                .ok_or_else(|| format!("no ssl.principal.mapping.rules rule matches {dn}"))?;
-            let principal = format!("User:{name}");
-            if super_users.contains(&principal) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{principal} is not in super.users: the controller port serves brokers and controllers only"
+        let authorizer = super::authorizer(settings);
+        Some(Arc::new(
+            move |der: &[u8], host: std::net::IpAddr, acls: &laminar_auth::acl::Acls| {
+                let dn = laminar_auth::principal::subject_dn(der)?;
+                let name = rules
+                    .apply(&dn)
+                    .ok_or_else(|| format!("no ssl.principal.mapping.rules rule matches {dn}"))?;
+                let principal = laminar_auth::principal::Principal::user(&name);
+                if super::step::controller_peer(&authorizer, acls, &principal, host) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                    "{principal} may not CLUSTER_ACTION the cluster: the controller port serves brokers and controllers only"
                 ))
-            }
-        }))
+                }
+            },
+        ))
     } else {
         None
     };
