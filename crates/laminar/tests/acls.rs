@@ -18,29 +18,11 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
 
 fn start(tmp: &std::path::Path) -> (Serve, String, String) {
-    for _ in 0..5 {
-        let (p, s) = (free_port(), free_port());
-        let config = tmp.join(format!("laminar-{p}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                r#""listeners" = "PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"
-"sasl.enabled.mechanisms" = "PLAIN"
-"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\" user_mallory=\"mallory-secret\";"
-"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-"super.users" = "User:ANONYMOUS"
-"#
-            ),
-        )
-        .unwrap();
-        if let Some(b) = common::try_serve_args(
-            &tmp.join(format!("data-{p}")),
-            &["--config", config.to_str().unwrap()],
-        ) {
-            return (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}"));
-        }
-    }
-    panic!("no free ports in five tries");
+    common::serve_with_authorizer(
+        tmp,
+        &[("alice", "alice-secret"), ("mallory", "mallory-secret")],
+        "",
+    )
 }
 
 fn alice(addr: &str) -> ClientConfig {

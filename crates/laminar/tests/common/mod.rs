@@ -482,3 +482,39 @@ pub fn write_secret(path: &Path, secret: &str) {
     std::fs::write(path, format!("{secret}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
+
+/// A broker with Kafka's StandardAuthorizer and two listeners: PLAINTEXT, whose
+/// `User:ANONYMOUS` is the super user that sets things up, and SASL_PLAINTEXT with PLAIN for
+/// `users` (name, password); `extra`: more settings, TOML lines. Returns it with the two
+/// listeners' addresses.
+#[allow(dead_code)]
+pub fn serve_with_authorizer(tmp: &Path, users: &[(&str, &str)], extra: &str) -> (Serve, String, String) {
+    let jaas: String = users
+        .iter()
+        .map(|(u, p)| format!(" user_{u}=\\\"{p}\\\""))
+        .collect();
+    for _ in 0..5 {
+        let (p, s) = (free_port(), free_port());
+        let config = tmp.join(format!("laminar-{p}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                r#""listeners" = "PLAINTEXT://127.0.0.1:{p},SASL_PLAINTEXT://127.0.0.1:{s}"
+"sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "org.apache.kafka.common.security.plain.PlainLoginModule required{jaas};"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:ANONYMOUS"
+{extra}
+"#
+            ),
+        )
+        .unwrap();
+        if let Some(b) = try_serve_args(
+            &tmp.join(format!("data-{p}")),
+            &["--config", config.to_str().unwrap()],
+        ) {
+            return (b, format!("127.0.0.1:{p}"), format!("127.0.0.1:{s}"));
+        }
+    }
+    panic!("no free ports in five tries");
+}
