@@ -322,7 +322,9 @@ impl rdkafka::producer::ProducerContext for Minting {
 /// token does. A client whose provider keeps issuing tokens re-authenticates on its one
 /// connection and delivers every record across three token lifetimes; one whose provider
 /// stopped after the first token is cut off once that token expires (mutation: sessions
-/// unbounded by the token, and it delivered every record for 10 s on a 4 s token).
+/// unbounded by the token, and it delivered every record for 10 s on a 4 s token). Tokens
+/// live 10 s: with 4 s, the client's re-authentication (at 80-90% of the session) came too
+/// late under the suite's load once, and it reconnected.
 #[test]
 fn a_session_ends_with_its_token_unless_the_client_authenticates_again() {
     use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
@@ -343,14 +345,14 @@ fn a_session_ends_with_its_token_unless_the_client_authenticates_again() {
                     key: idp.key.clone(),
                     jwks: String::new(),
                 },
-                valid_s: 4,
+                valid_s: 10,
                 once,
                 calls: Default::default(),
                 delivered: Default::default(),
                 connections: Default::default(),
             })
             .unwrap();
-        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let until = std::time::Instant::now() + Duration::from_secs(24);
         let mut sent = 0;
         while std::time::Instant::now() < until {
             if p.send(BaseRecord::<(), _>::to("t").payload("by alice")).is_ok() {
@@ -377,7 +379,7 @@ fn a_session_ends_with_its_token_unless_the_client_authenticates_again() {
     let (sent, delivered, _, _) = run(true);
     assert_eq!(common::high_watermark(&plain, "t") - before, delivered as i64);
     assert!(
-        (10..sent - 30).contains(&delivered),
+        (10..sent - 60).contains(&delivered),
         "delivered while its token held, not after: {delivered} of {sent}"
     );
     broker.terminate();
