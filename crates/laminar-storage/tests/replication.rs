@@ -100,10 +100,24 @@ fn a_follower_keeps_its_leaders_offsets_and_epochs() {
 #[test]
 fn a_log_cut_back_loses_exactly_what_follows_and_stays_cut_after_a_restart() {
     let (dir, config, id, store, log) = store_with_one_log();
+    let deferred = || {
+        store
+            .metrics()
+            .rolls_deferred
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
     for i in 0..40u64 {
         let epoch = if i < 25 { 1 } else { 2 };
+        let before = deferred();
         log.append_as(&mut batch(2, 1200, 1000, i), AppendMode::Leader { epoch })
             .unwrap();
+        // Under load the preparer can be behind: the roll is then deferred and the segment
+        // grows (as it should), which would leave this test fewer segments than it cuts
+        // across. Waiting for the next file puts the roll at the next append.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while deferred() > before && !log.next_segment_ready() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
     // An open transaction past the cut: the stable offset stays below it until the cut.
     log.append_as(&mut txn_batch(9), AppendMode::Leader { epoch: 2 })

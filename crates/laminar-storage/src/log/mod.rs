@@ -425,6 +425,13 @@ impl Log {
         self.view.read().unwrap().segments.len()
     }
 
+    /// Whether the next segment's file is made and waiting, so that the next roll takes it
+    /// without deferring (a test that needs rolls where `segment.bytes` puts them waits for
+    /// this; appends never do).
+    pub fn next_segment_ready(&self) -> bool {
+        self.prepared.lock().unwrap().is_some()
+    }
+
     pub fn records_unflushed(&self) -> u64 {
         self.records_unflushed.load(Ordering::Relaxed)
     }
