@@ -115,7 +115,9 @@ impl RunningBroker {
                         .map_err(|e| {
                             io::Error::new(io::ErrorKind::InvalidInput, format!("listener {}: {e}", l.name))
                         })?;
-                    let server = Arc::new(laminar_net::TlsServer::new(built));
+                    let kernel = crate::security::tls::kernel_tls(&config.security)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                    let server = Arc::new(laminar_net::TlsServer::new(built).with_kernel_tls(kernel));
                     tls_servers.push((client_auth, server.clone()));
                     server
                 }

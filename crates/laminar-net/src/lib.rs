@@ -18,6 +18,7 @@
 mod budget;
 mod conn_io;
 pub mod io_pool;
+mod ktls;
 pub mod observe;
 pub mod open_files;
 pub mod send;

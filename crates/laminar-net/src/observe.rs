@@ -75,6 +75,10 @@ pub struct NetMetrics {
     pub connections_closed_for_errors_total: AtomicU64,
     /// Time accepts were held back by `max.connection.creation.rate`, in microseconds.
     pub accept_throttled_us_total: AtomicU64,
+    /// TLS connections whose keys went to the kernel (`ssl.ktls.enable`).
+    pub ktls_connections_total: AtomicU64,
+    /// TLS connections kernel TLS was asked for that stayed in user space.
+    pub ktls_fallbacks_total: AtomicU64,
 }
 
 impl NetMetrics {

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,18 @@ pub struct NetListener {
     pub tls: Option<Arc<TlsServer>>,
 }
 
+/// A connection kernel TLS was asked for and not taken: counted, and the first reason of
+/// each run logged (every connection of a kernel without `tls` would log the same).
+fn note_ktls_fallback(metrics: &NetMetrics, peer: SocketAddr, why: &str) {
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    metrics.ktls_fallbacks_total.fetch_add(1, Ordering::Relaxed);
+    if !LOGGED.swap(true, Ordering::Relaxed) {
+        laminar_metrics::warn!(
+            "kernel TLS not taken for the connection from {peer} ({why}): it and others like it use TLS in user space (laminar_ktls_fallbacks_total)"
+        );
+    }
+}
+
 pub fn serve<S: Service>(
     listeners: Vec<NetListener>,
     service: Arc<S>,
@@ -256,9 +268,20 @@ pub fn serve<S: Service>(
                                 (rd, wr, service.open(peer, index, None))
                             }
                             Some(server) => match crate::tls::accept(&server, stream).await {
-                                Ok((io, tls_peer)) => {
+                                Ok((accepted, tls_peer)) => {
                                     let session = service.open(peer, index, Some(&tls_peer));
-                                    let (rd, wr) = conn_io::tls(io);
+                                    let (rd, wr) = match accepted {
+                                        crate::tls::Accepted::Kernel(stream) => {
+                                            metrics.ktls_connections_total.fetch_add(1, Ordering::Relaxed);
+                                            conn_io::plain(stream)
+                                        }
+                                        crate::tls::Accepted::User(io, fallback) => {
+                                            if let Some(why) = fallback {
+                                                note_ktls_fallback(&metrics, peer, &why);
+                                            }
+                                            conn_io::tls(*io)
+                                        }
+                                    };
                                     (rd, wr, session)
                                 }
                                 Err(e) => {
@@ -610,6 +633,16 @@ async fn connection<S: Service>(
                         Ok(0) => break,
                         Ok(n) => n,
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                        // Kernel TLS fails a read of a record other than application data:
+                        // the client's alert, or a TLS 1.3 KeyUpdate a kernel before 6.14
+                        // cannot follow. The client reconnects.
+                        Err(e) if e.raw_os_error() == Some(libc::EIO) => {
+                            laminar_metrics::warn!(
+                                "closing connection from {}: a TLS record the kernel does not decrypt (an alert, or a key update)",
+                                conn.peer
+                            );
+                            break;
+                        }
                         Err(_) => break,
                     };
                     held.keep(read);

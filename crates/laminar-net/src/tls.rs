@@ -8,9 +8,10 @@
 //! thread, and at most on half the cores at once, so a burst of handshakes cannot stall other
 //! connections; a handshake must finish within [`HANDSHAKE_TIMEOUT`].
 //!
-//! Without kernel TLS (this kernel has none: `tcp_available_ulp` lists no `tls`), a file
-//! range cannot go out with `sendfile`: it is read into memory on the I/O pool and encrypted
-//! here.
+//! In user space a file range cannot go out with `sendfile`: it is read into memory on the
+//! I/O pool and encrypted here. With kernel TLS (`ssl.ktls.enable`, [`crate::ktls`]) the
+//! handshake reads record by record, the keys then go to the kernel, and the connection is
+//! served as a plain one.
 
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, RwLock};
@@ -30,13 +31,23 @@ const PLAINTEXT_READ_BYTES: usize = 16 << 10;
 /// replaced while it serves; new connections get the new ones).
 pub struct TlsServer {
     config: RwLock<Arc<rustls::ServerConfig>>,
+    /// Hand each connection's keys to the kernel after the handshake (its configuration
+    /// must allow `enable_secret_extraction`).
+    kernel: bool,
 }
 
 impl TlsServer {
     pub fn new(config: Arc<rustls::ServerConfig>) -> TlsServer {
         TlsServer {
             config: RwLock::new(config),
+            kernel: false,
         }
+    }
+
+    /// Kernel TLS for its connections (`ssl.ktls.enable`), where the kernel takes them.
+    pub fn with_kernel_tls(mut self, on: bool) -> TlsServer {
+        self.kernel = on;
+        self
     }
 
     /// New connections use `config` from now on.
@@ -79,6 +90,48 @@ impl Read for TryRead<'_> {
     }
 }
 
+/// Where a handshake that hands its keys to the kernel is in the TLS records it reads: it
+/// never reads past the end of a record, so that what follows the client's last handshake
+/// record (its first requests) stays in the socket for the kernel to decrypt.
+#[derive(Default)]
+struct RecordBounds {
+    header: [u8; 5],
+    header_got: usize,
+    body_left: usize,
+}
+
+/// [`TryRead`] that stops at the end of each record ([`RecordBounds`]).
+struct RecordRead<'a>(&'a TcpStream, &'a mut RecordBounds);
+
+impl Read for RecordRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let b = &mut *self.1;
+        if b.body_left > 0 {
+            let want = buf.len().min(b.body_left);
+            let n = self.0.try_read(&mut buf[..want])?;
+            b.body_left -= n;
+            return Ok(n);
+        }
+        let want = buf.len().min(5 - b.header_got);
+        let n = self.0.try_read(&mut buf[..want])?;
+        b.header[b.header_got..b.header_got + n].copy_from_slice(&buf[..n]);
+        b.header_got += n;
+        if b.header_got == 5 {
+            b.body_left = u16::from_be_bytes([b.header[3], b.header[4]]) as usize;
+            b.header_got = 0;
+        }
+        Ok(n)
+    }
+}
+
+/// What a TLS connection runs on once its handshake is done.
+pub enum Accepted {
+    /// rustls in user space; with the reason kernel TLS was asked for and not taken.
+    User(Box<TlsIo>, Option<String>),
+    /// The kernel's TLS: the socket reads and writes plaintext.
+    Kernel(TcpStream),
+}
+
 fn tls_error(e: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
 }
@@ -105,10 +158,13 @@ fn pending_records(conn: &mut ServerConnection) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Runs the server side of a TLS handshake on `tcp`, its crypto on a blocking thread.
-pub async fn accept(server: &TlsServer, tcp: TcpStream) -> io::Result<(TlsIo, TlsPeer)> {
-    let conn = ServerConnection::new(server.current()).map_err(tls_error)?;
-    let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&tcp, conn)).await {
+/// Runs the server side of a TLS handshake on `tcp`, its crypto on a blocking thread, then
+/// hands the keys to the kernel if the server asks for kernel TLS and the kernel takes them.
+pub async fn accept(server: &TlsServer, tcp: TcpStream) -> io::Result<(Accepted, TlsPeer)> {
+    let config = server.current();
+    let kernel = server.kernel && config.enable_secret_extraction;
+    let conn = ServerConnection::new(config).map_err(tls_error)?;
+    let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&tcp, conn, kernel)).await {
         Ok(done) => done?,
         Err(_) => {
             return Err(io::Error::new(
@@ -133,7 +189,36 @@ pub async fn accept(server: &TlsServer, tcp: TcpStream) -> io::Result<(TlsIo, Tl
     };
     // Application data the client sent with its last handshake flight.
     io.drain_plaintext()?;
-    Ok((io, peer))
+    if !kernel {
+        return Ok((Accepted::User(Box::new(io), None), peer));
+    }
+    let TlsIo { tcp, state } = io;
+    let State { conn, plaintext, eof } = state.into_inner().unwrap();
+    let why = if !plaintext.is_empty() || eof {
+        // (Not expected: the handshake read no further than its last record.)
+        "rustls had decrypted data already".to_string()
+    } else {
+        match crate::ktls::to_kernel(&tcp, conn) {
+            Ok(()) => return Ok((Accepted::Kernel(tcp), peer)),
+            Err(crate::ktls::NotKernel::Lost(e)) => return Err(e),
+            Err(crate::ktls::NotKernel::Fallback(conn, why)) => {
+                let io = TlsIo {
+                    tcp,
+                    state: Mutex::new(State {
+                        conn: *conn,
+                        plaintext,
+                        eof,
+                    }),
+                };
+                return Ok((Accepted::User(Box::new(io), Some(why)), peer));
+            }
+        }
+    };
+    let io = TlsIo {
+        tcp,
+        state: Mutex::new(State { conn, plaintext, eof }),
+    };
+    Ok((Accepted::User(Box::new(io), Some(why)), peer))
 }
 
 /// The handshake steps that may run at once, process-wide: half the cores (at least one).
@@ -149,7 +234,13 @@ fn handshake_cpu() -> &'static tokio::sync::Semaphore {
     })
 }
 
-async fn handshake(tcp: &TcpStream, mut conn: ServerConnection) -> io::Result<ServerConnection> {
+/// `record_bounded`: read no further than the end of each record ([`RecordBounds`]).
+async fn handshake(
+    tcp: &TcpStream,
+    mut conn: ServerConnection,
+    record_bounded: bool,
+) -> io::Result<ServerConnection> {
+    let mut bounds = RecordBounds::default();
     while conn.is_handshaking() {
         let out = pending_records(&mut conn)?;
         write_all(tcp, &out).await?;
@@ -157,7 +248,12 @@ async fn handshake(tcp: &TcpStream, mut conn: ServerConnection) -> io::Result<Se
             break;
         }
         tcp.readable().await?;
-        match conn.read_tls(&mut TryRead(tcp)) {
+        let read = if record_bounded {
+            conn.read_tls(&mut RecordRead(tcp, &mut bounds))
+        } else {
+            conn.read_tls(&mut TryRead(tcp))
+        };
+        match read {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

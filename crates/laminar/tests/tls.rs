@@ -496,3 +496,66 @@ fn a_listener_may_require_client_certificates_of_its_own() {
     );
     broker.terminate();
 }
+
+/// Issue 41, item 3: `ssl.ktls.enable` hands each connection's keys to the kernel where it
+/// has kernel TLS, and falls back to TLS in user space where it does not, counted
+/// (`laminar_ktls_fallbacks_total`). Here librdkafka produces and consumes over SSL with it
+/// on, and the connections are counted on the side the kernel decides: this machine's kernel
+/// has no `tls` module, so they fall back (the VM test, `ktls_vm.rs`, boots a kernel that
+/// has it).
+#[test]
+fn kernel_tls_is_taken_where_the_kernel_has_it_and_falls_back_where_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (keystore, ca) = certificates(tmp.path());
+    let (p, s) = (free_port(), free_port());
+    let settings = [
+        format!("listeners=PLAINTEXT://127.0.0.1:{p},SSL://127.0.0.1:{s}"),
+        "ssl.keystore.type=PEM".to_string(),
+        format!("ssl.keystore.location={}", keystore.display()),
+        "ssl.ktls.enable=true".to_string(),
+    ];
+    let args: Vec<&str> = settings.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+    let broker = try_serve_with(&tmp.path().join("data"), &format!("127.0.0.1:{p}"), &args)
+        .expect("the broker starts");
+    let ssl = format!("127.0.0.1:{s}");
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &ssl)
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.location", ca.to_str().unwrap())
+        .set("message.timeout.ms", "15000");
+    for i in 0..20 {
+        produce_as(&c, "k").unwrap_or_else(|e| panic!("record {i}: {e}"));
+    }
+    let consumer: BaseConsumer = c
+        .clone()
+        .set("group.id", "k")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["k"]).unwrap();
+    let mut read = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while read < 20 && std::time::Instant::now() < deadline {
+        if let Some(Ok(_)) = consumer.poll(Duration::from_millis(200)) {
+            read += 1;
+        }
+    }
+    assert_eq!(read, 20, "every record read back over SSL");
+    let kernel_has_tls = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
+        .is_ok_and(|u| u.split_whitespace().any(|m| m == "tls"));
+    let taken = broker.metric("laminar_ktls_connections_total").unwrap();
+    let fell_back = broker.metric("laminar_ktls_fallbacks_total").unwrap();
+    if kernel_has_tls {
+        assert!(
+            taken >= 1.0 && fell_back == 0.0,
+            "taken {taken}, fell back {fell_back}"
+        );
+    } else {
+        assert!(
+            taken == 0.0 && fell_back >= 20.0,
+            "taken {taken}, fell back {fell_back}"
+        );
+    }
+    drop(consumer);
+    broker.terminate();
+}

@@ -163,6 +163,16 @@ impl BrokerMetrics {
             [(&[][..], n.connections_refused_total.load(Ordering::Relaxed))],
         );
         e.counters(
+            "laminar_ktls_connections_total",
+            "TLS connections whose keys went to the kernel after the handshake (ssl.ktls.enable).",
+            [(&[][..], n.ktls_connections_total.load(Ordering::Relaxed))],
+        );
+        e.counters(
+            "laminar_ktls_fallbacks_total",
+            "TLS connections kernel TLS was asked for that stayed in user space (no tls module, a cipher the kernel lacks).",
+            [(&[][..], n.ktls_fallbacks_total.load(Ordering::Relaxed))],
+        );
+        e.counters(
             "laminar_connections_closed_for_errors_total",
             "Connections closed for bad input (a bad frame, an unknown API, a malformed request).",
             [(

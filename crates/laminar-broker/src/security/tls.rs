@@ -27,8 +27,24 @@ pub const SETTINGS: &[&str] = &[
     "ssl.enabled.protocols",
     "ssl.endpoint.identification.algorithm",
     "ssl.principal.mapping.rules",
+    KTLS_ENABLE,
     RELOAD_INTERVAL,
 ];
+
+/// Kernel TLS on the TLS listeners (Laminar's own setting, off by default): after each
+/// handshake the keys go to the kernel, which then encrypts, and fetched data goes out with
+/// `sendfile` as in plain text; a connection the kernel does not take stays in user space
+/// (`laminar_ktls_fallbacks_total`).
+pub const KTLS_ENABLE: &str = "ssl.ktls.enable";
+
+/// `ssl.ktls.enable`.
+pub fn kernel_tls(settings: &SecuritySettings) -> Result<bool, String> {
+    match settings.ssl.get(KTLS_ENABLE).map(|v| v.trim()) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(format!("{KTLS_ENABLE}={other}: true or false")),
+    }
+}
 
 /// How often the keystore and truststore files are looked at for a change (Laminar's own
 /// setting; 0: never). A changed file is read again and new handshakes use it.
@@ -67,9 +83,11 @@ pub fn server_config(
         }
         other => return Err(format!("ssl.client.auth={other}: required, requested or none")),
     };
-    let config = builder
+    let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    // Kernel TLS takes the traffic keys out of rustls after the handshake.
+    config.enable_secret_extraction = kernel_tls(settings)?;
     Ok(Arc::new(config))
 }
 

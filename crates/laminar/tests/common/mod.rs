@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 pub struct Serve {
     pub child: Child,
     pub addr: String,
+    /// Where its Prometheus endpoint listens (`host:port`).
+    pub metrics: Option<String>,
 }
 
 /// Starts `laminar serve` on an ephemeral port with `dir` as its data directory, and waits
@@ -67,12 +69,16 @@ pub fn try_serve_args(dir: &Path, extra: &[&str]) -> Option<Serve> {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut metrics = None;
     let addr = loop {
         let Some(Ok(line)) = lines.next() else {
             let _ = child.kill();
             let _ = child.wait();
             return None;
         };
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            metrics = rest.split('/').next().map(str::to_string);
+        }
         if let Some(rest) = line.split("laminar listening on ").nth(1) {
             break rest.split_whitespace().next().unwrap().to_string();
         }
@@ -96,7 +102,7 @@ pub fn try_serve_args(dir: &Path, extra: &[&str]) -> Option<Serve> {
             }
         }
     });
-    Some(Serve { child, addr })
+    Some(Serve { child, addr, metrics })
 }
 
 impl Drop for Serve {
@@ -110,6 +116,13 @@ impl Drop for Serve {
 }
 
 impl Serve {
+    /// The value of the Prometheus sample `name` (with its labels, as the endpoint prints
+    /// it), if the endpoint shows it.
+    #[allow(dead_code)]
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        metric_at(self.metrics.as_ref()?, name)
+    }
+
     /// SIGKILL: no flush, no clean-shutdown marker.
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
@@ -517,4 +530,20 @@ pub fn serve_with_authorizer(tmp: &Path, users: &[(&str, &str)], extra: &str) ->
         }
     }
     panic!("no free ports in five tries");
+}
+
+/// The value of the Prometheus sample `name` (labels included, as printed) on the endpoint
+/// at `addr` (`host:port`).
+#[allow(dead_code)]
+pub fn metric_at(addr: &str, name: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: laminar\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

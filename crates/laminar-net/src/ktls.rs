@@ -1,0 +1,144 @@
+//! Kernel TLS (`ssl.ktls.enable`): after rustls's handshake, the connection's keys go to the
+//! kernel (`setsockopt(TCP_ULP, "tls")`, then `TLS_TX` and `TLS_RX`), and from then on the
+//! socket reads and writes plaintext like a plain TCP one: responses go out with the plain
+//! path's `write` and `sendfile` (the residency check included), and the kernel encrypts.
+//!
+//! What the kernel cannot take falls back to rustls in user space, per connection, counted:
+//! a kernel without the `tls` module (`tcp_available_ulp`), a cipher suite it does not
+//! implement, plaintext rustls had already decrypted. Once the keys are in the kernel there
+//! is no going back: a TLS record other than application data (the client's alert, or a TLS
+//! 1.3 KeyUpdate, which kernels before 6.14 cannot follow) fails the read with `EIO`, and the
+//! connection is closed; the client reconnects.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use rustls::{CipherSuite, ConnectionTrafficSecrets, ProtocolVersion, ServerConnection};
+use tokio::net::TcpStream;
+
+/// Why a connection stays on user-space TLS, or why it is lost.
+pub(crate) enum NotKernel {
+    /// The kernel did not take it; the connection goes on with rustls.
+    Fallback(Box<ServerConnection>, String),
+    /// The keys left rustls but the kernel refused them: the connection cannot go on.
+    Lost(io::Error),
+}
+
+/// Whether the kernel implements `suite` (AES-GCM 128 and 256, ChaCha20-Poly1305).
+fn kernel_cipher(suite: CipherSuite) -> bool {
+    matches!(
+        suite,
+        CipherSuite::TLS13_AES_128_GCM_SHA256
+            | CipherSuite::TLS13_AES_256_GCM_SHA384
+            | CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+            | CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+            | CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+            | CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+            | CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+            | CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+    )
+}
+
+fn setsockopt<T>(fd: i32, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a plain C struct (or byte string) of the size passed, alive for the
+    // call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            value as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One direction's keys as the kernel takes them.
+fn crypto_info(
+    fd: i32,
+    direction: i32,
+    version: u16,
+    (seq, secrets): (u64, ConnectionTrafficSecrets),
+) -> io::Result<()> {
+    let rec_seq = seq.to_be_bytes();
+    match secrets {
+        ConnectionTrafficSecrets::Aes128Gcm { key, iv } => {
+            let (salt, nonce) = iv.as_ref().split_at(4);
+            let mut c: libc::tls12_crypto_info_aes_gcm_128 = unsafe { std::mem::zeroed() };
+            c.info.version = version;
+            c.info.cipher_type = libc::TLS_CIPHER_AES_GCM_128;
+            c.key.copy_from_slice(key.as_ref());
+            c.salt.copy_from_slice(salt);
+            c.iv.copy_from_slice(nonce);
+            c.rec_seq = rec_seq;
+            setsockopt(fd, libc::SOL_TLS, direction, &c)
+        }
+        ConnectionTrafficSecrets::Aes256Gcm { key, iv } => {
+            let (salt, nonce) = iv.as_ref().split_at(4);
+            let mut c: libc::tls12_crypto_info_aes_gcm_256 = unsafe { std::mem::zeroed() };
+            c.info.version = version;
+            c.info.cipher_type = libc::TLS_CIPHER_AES_GCM_256;
+            c.key.copy_from_slice(key.as_ref());
+            c.salt.copy_from_slice(salt);
+            c.iv.copy_from_slice(nonce);
+            c.rec_seq = rec_seq;
+            setsockopt(fd, libc::SOL_TLS, direction, &c)
+        }
+        ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+            let mut c: libc::tls12_crypto_info_chacha20_poly1305 = unsafe { std::mem::zeroed() };
+            c.info.version = version;
+            c.info.cipher_type = libc::TLS_CIPHER_CHACHA20_POLY1305;
+            c.key.copy_from_slice(key.as_ref());
+            c.iv.copy_from_slice(iv.as_ref());
+            c.rec_seq = rec_seq;
+            setsockopt(fd, libc::SOL_TLS, direction, &c)
+        }
+        _ => Err(io::Error::other("a cipher the kernel does not implement")),
+    }
+}
+
+/// Hands `conn`'s keys to the kernel, on `tcp`. `conn` must have finished its handshake,
+/// sent everything it had to send, and hold no decrypted plaintext and no part of a record
+/// it has not decrypted (the handshake read record by record).
+pub(crate) fn to_kernel(tcp: &TcpStream, conn: ServerConnection) -> Result<(), NotKernel> {
+    let version = match conn.protocol_version() {
+        Some(ProtocolVersion::TLSv1_3) => libc::TLS_1_3_VERSION,
+        Some(ProtocolVersion::TLSv1_2) => libc::TLS_1_2_VERSION,
+        other => {
+            return Err(NotKernel::Fallback(
+                Box::new(conn),
+                format!("TLS version {other:?}"),
+            ))
+        }
+    };
+    match conn.negotiated_cipher_suite().map(|s| s.suite()) {
+        Some(suite) if kernel_cipher(suite) => {}
+        other => {
+            return Err(NotKernel::Fallback(
+                Box::new(conn),
+                format!("the kernel has no {other:?}"),
+            ))
+        }
+    }
+    assert!(
+        !conn.is_handshaking() && !conn.wants_write(),
+        "a finished, flushed handshake"
+    );
+    let fd = tcp.as_raw_fd();
+    // Without the `tls` module (or with it disallowed) this fails, and nothing changed.
+    if let Err(e) = setsockopt(fd, libc::SOL_TCP, libc::TCP_ULP, b"tls\0") {
+        return Err(NotKernel::Fallback(Box::new(conn), format!("TCP_ULP tls: {e}")));
+    }
+    let secrets = conn
+        .dangerous_extract_secrets()
+        .map_err(|e| NotKernel::Lost(io::Error::other(format!("extracting the TLS keys: {e}"))))?;
+    crypto_info(fd, libc::TLS_TX, version, secrets.tx)
+        .and_then(|()| crypto_info(fd, libc::TLS_RX, version, secrets.rx))
+        .map_err(|e| NotKernel::Lost(io::Error::new(e.kind(), format!("kernel TLS keys: {e}"))))
+}
