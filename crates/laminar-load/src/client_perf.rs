@@ -318,22 +318,29 @@ impl ProducerContext for Timed {
 }
 
 /// A producer that sends each record as soon as it can (linger.ms=0) and records each
-/// delivery's latency, for a run of about `duration`.
+/// delivery's latency, for a run of about `duration`; `extra`: more librdkafka settings
+/// (a SASL listener's, say).
 pub(crate) fn timed_producer(
     bootstrap: &str,
     acks: &str,
     duration: Duration,
+    extra: &[(String, String)],
 ) -> anyhow::Result<(ThreadedProducer<Timed>, Timed)> {
     let ctx = Timed {
         recorded: Arc::new(Mutex::new(Recorded::new(Instant::now(), duration))),
         delivered: Arc::new(AtomicU64::new(0)),
         failed: Arc::new(AtomicU64::new(0)),
     };
-    let p = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "0")
         .set("acks", acks)
-        .set("message.timeout.ms", "120000")
+        .set("message.timeout.ms", "120000");
+    for (k, v) in extra {
+        config.set(k, v);
+    }
+    let p = config
         .create_with_context(ctx.clone())
         .context("create producer")?;
     Ok((p, ctx))
@@ -408,7 +415,7 @@ pub fn latency(cfg: &LatencyConfig) -> anyhow::Result<LatencyReport> {
         None => None,
     };
     let duration = Duration::from_secs(cfg.duration_s);
-    let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, duration)?;
+    let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, duration, &[])?;
     let value = payload(cfg.record_bytes);
     let key = |i: u64| (cfg.keys > 0).then(|| format!("key-{}", i % cfg.keys));
     match key(0) {

@@ -51,6 +51,10 @@ pub enum Attack {
     Bombs,
     /// Requests whose array counts and lengths claim far more than the frame holds.
     HugeCounts,
+    /// Before authentication, at once: --unfinished-frames connections that each send
+    /// --unfinished-frame-sent-bytes of a frame and stop, and the connection flood (at
+    /// --flood-per-s): what a SASL listener takes from anyone who reaches it.
+    Unauthenticated,
 }
 
 impl Attack {
@@ -62,6 +66,7 @@ impl Attack {
             Attack::UnfinishedFrames => "unfinished-frames",
             Attack::Bombs => "decompression-bombs",
             Attack::HugeCounts => "huge-counts",
+            Attack::Unauthenticated => "unauthenticated",
         }
     }
 }
@@ -116,6 +121,17 @@ pub struct HostileConfig {
     pub unfinished_frames: usize,
     #[arg(long, default_value_t = 100_000_000)]
     pub unfinished_frame_bytes: i32,
+    /// How much of each unfinished frame is sent (its header and a body of zeros).
+    #[arg(long, default_value_t = 1024)]
+    pub unfinished_frame_sent_bytes: usize,
+    /// The flood's connections per second at most (0: as fast as it can).
+    #[arg(long, default_value_t = 0)]
+    pub flood_per_s: u64,
+    /// More librdkafka settings for the well-behaved producer and the admin client that
+    /// makes the topics (`security.protocol=SASL_PLAINTEXT`, `sasl.username=alice`, ...);
+    /// may be repeated.
+    #[arg(long = "client-config", value_parser = key_value)]
+    pub client_config: Vec<(String, String)>,
     #[arg(long, default_value_t = 4)]
     pub bomb_threads: usize,
     /// How many times the attacks run, each followed by a baseline.
@@ -239,6 +255,12 @@ fn compare(phases: &mut [PhaseReport], latencies: &[Histogram<u64>]) -> Vec<Pool
 
 const BASELINE: &str = "baseline";
 
+fn key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{s}: KEY=VALUE"))
+}
+
 pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
     if cfg.records_per_s == 0
         || cfg.phase_s == 0
@@ -255,7 +277,7 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
         .next()
         .context("no address")?;
     raise_open_files(cfg.idle_connections + cfg.non_reading_consumers + cfg.unfinished_frames + 256)?;
-    crate::verify::ensure_topic(&cfg.bootstrap, &cfg.topic, 1)?;
+    crate::verify::ensure_topic_with(&cfg.bootstrap, &cfg.topic, 1, 1, &cfg.client_config)?;
     if cfg.attacks.contains(&Attack::NonReading) {
         crate::verify::ensure_topic(&cfg.bootstrap, &cfg.bulk_topic, 1)?;
         client_perf::fill(&client_perf::FillConfig {
@@ -277,7 +299,12 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
         last_kib: AtomicU64::new(0),
     };
 
-    let (p, ctx) = timed_producer(&cfg.bootstrap, &cfg.acks, Duration::from_secs(cfg.long_phase_s))?;
+    let (p, ctx) = timed_producer(
+        &cfg.bootstrap,
+        &cfg.acks,
+        Duration::from_secs(cfg.long_phase_s),
+        &cfg.client_config,
+    )?;
     let value = payload(cfg.record_bytes);
     send_first(&p, &cfg.topic, &value)?;
 
@@ -311,7 +338,9 @@ pub fn run(cfg: &HostileConfig) -> anyhow::Result<HostileReport> {
             for attack in plan(&cfg.attacks, cfg.cycles) {
                 let name = attack.map_or(BASELINE, Attack::name).to_string();
                 let seconds = match attack {
-                    Some(Attack::NonReading | Attack::UnfinishedFrames) => cfg.long_phase_s,
+                    Some(Attack::NonReading | Attack::UnfinishedFrames | Attack::Unauthenticated) => {
+                        cfg.long_phase_s
+                    }
                     _ => cfg.phase_s,
                 };
                 eprintln!("phase {name}: {seconds} s");
@@ -496,6 +525,7 @@ fn attack_run(
         Attack::UnfinishedFrames => unfinished_frames(cfg, addr, ready, stop),
         Attack::Bombs => bombs(cfg, addr, ready, stop),
         Attack::HugeCounts => huge_counts(addr, ready, stop),
+        Attack::Unauthenticated => unauthenticated(cfg, addr, ready, stop),
     }
 }
 
@@ -597,7 +627,19 @@ fn flood(cfg: &HostileConfig, addr: SocketAddr, ready: &AtomicBool, stop: &Atomi
             s.spawn(|| {
                 let mut o = Outcomes::new();
                 let mut i = 0u64;
+                // Each thread's share of --flood-per-s, paced from its start.
+                let interval = (cfg.flood_per_s > 0).then(|| {
+                    Duration::from_secs_f64(cfg.flood_threads.max(1) as f64 / cfg.flood_per_s as f64)
+                });
+                let began = Instant::now();
                 while !stop.load(Ordering::Relaxed) {
+                    if let Some(interval) = interval {
+                        let due = began + interval.mul_f64(i as f64);
+                        let now = Instant::now();
+                        if due > now {
+                            std::thread::sleep(due - now);
+                        }
+                    }
                     i += 1;
                     let Some(mut c) = connect(addr, &mut o) else {
                         continue;
@@ -635,7 +677,7 @@ fn unfinished_frames(
     // A frame that starts like a Produce request and then stops.
     let mut start = cfg.unfinished_frame_bytes.to_be_bytes().to_vec();
     start.extend_from_slice(&request_header(0, 7, 1));
-    start.extend_from_slice(&[0u8; 1024]);
+    start.resize(start.len() + cfg.unfinished_frame_sent_bytes, 0);
     let mut held = connect_all(addr, cfg.unfinished_frames, stop, &mut o);
     for s in &mut held {
         if let Err(e) = s.write_all(&start) {
@@ -663,6 +705,24 @@ fn unfinished_frames(
         note(&mut o, format!("at the end: {}", connection_state(s)));
     }
     o
+}
+
+/// The unfinished frames and the flood at once, before any authentication.
+fn unauthenticated(cfg: &HostileConfig, addr: SocketAddr, ready: &AtomicBool, stop: &AtomicBool) -> Outcomes {
+    let frames_ready = AtomicBool::new(false);
+    let (mut frames, flooded) = std::thread::scope(|s| {
+        let frames = s.spawn(|| unfinished_frames(cfg, addr, &frames_ready, stop));
+        while !frames_ready.load(Ordering::Relaxed) && !frames.is_finished() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The flood marks the phase ready as it starts: the frames are held by then.
+        let flooded = flood(cfg, addr, ready, stop);
+        (frames.join().expect("unfinished frames thread"), flooded)
+    });
+    for (k, v) in flooded {
+        frames.insert(format!("flood: {k}"), v);
+    }
+    frames
 }
 
 /// `count` records of `record_bytes` zeros, encoded and compressed as a stream: the

@@ -163,7 +163,7 @@ pub fn run(cfg: &PartitionsConfig) -> anyhow::Result<PartitionsReport> {
     let filler = payload(cfg.record_bytes - SEND_TIME_BYTES);
 
     let producers = (0..cfg.partitions)
-        .map(|_| timed_producer(&cfg.bootstrap, &cfg.acks, duration))
+        .map(|_| timed_producer(&cfg.bootstrap, &cfg.acks, duration, &[]))
         .collect::<anyhow::Result<Vec<_>>>()?;
     // Connect and learn metadata before the clock starts.
     for (partition, (p, _)) in producers.iter().enumerate() {

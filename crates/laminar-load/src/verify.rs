@@ -159,10 +159,23 @@ pub(crate) fn ensure_topic_replicated(
     partitions: i32,
     replicas: i32,
 ) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .context("create admin client")?;
+    ensure_topic_with(bootstrap, topic_name, partitions, replicas, &[])
+}
+
+/// [`ensure_topic_replicated`], the admin client with more librdkafka settings (`extra`).
+pub(crate) fn ensure_topic_with(
+    bootstrap: &str,
+    topic_name: &str,
+    partitions: i32,
+    replicas: i32,
+    extra: &[(String, String)],
+) -> anyhow::Result<()> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (k, v) in extra {
+        config.set(k, v);
+    }
+    let admin: AdminClient<DefaultClientContext> = config.create().context("create admin client")?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
