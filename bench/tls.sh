@@ -22,7 +22,8 @@
 #        takes PORT+1, the SSL listeners PORT+2), NETWORK_THREADS (2), IO_THREADS (4),
 #        TOOL_HEAP, LOAD_TIMEOUT_S (1800), SKIP_BUILD=1, KAFKA_LIB (/tmp/kafka-lib),
 #        BURST (1000; 0: no burst part), RATE (5000), BURST_S (30), SKIP_THROUGHPUT=1 (only
-#        the burst part).
+#        the burst part). BROKERS may name `base`: another Laminar build, BASE_BIN (the
+#        fallback path before and after a change, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
@@ -68,8 +69,10 @@ TOML
 
 # Laminar here takes its listeners from its config file (brokers.sh's --listen would replace
 # them with one PLAINTEXT listener).
-start_laminar() { # DATA LOG
-  "$bin" serve --data-dir "$1" --metrics-listen none --config "$work/laminar.toml" > "$2" 2>&1 &
+start_laminar() { # BROKER DATA LOG: `base` is BASE_BIN, another Laminar build
+  local b=$bin
+  [[ $1 == base ]] && b=$BASE_BIN
+  "$b" serve --data-dir "$2" --metrics-listen none --config "$work/laminar.toml" > "$3" 2>&1 &
   launcher_pid=$!
   broker_pid=$launcher_pid
   wait_port
@@ -109,7 +112,7 @@ ssl.keystore.location=$work/keystore.pem" \
     wait_port
     broker_pid=$(pgrep -P "$launcher_pid" -x java)
   else
-    start_laminar "$data" "$out/raw/$tag-broker.log"
+    start_laminar "$broker" "$data" "$out/raw/$tag-broker.log"
   fi
   sleep 2
   local modes=(plaintext tls)

@@ -43,7 +43,11 @@ for f in sorted(raw.glob("r*-*-*-consume.txt")):
         rows.setdefault((broker, mode), {}).setdefault("consume", []).append(
             (rnd, float(cols[3]), float(cols[5]), float(cols[8])))
 
-print("# TLS beside plaintext, Laminar beside Kafka 4.3.1 (Kafka's perf tools)\n")
+# Laminar beside Kafka, or (BROKERS="laminar base") beside another Laminar build.
+brokers_seen = {b for (b, _) in rows}
+other = "kafka" if "kafka" in brokers_seen or "base" not in brokers_seen else "base"
+OTHER = {"kafka": "Kafka", "base": "base (the other Laminar build)"}[other]
+print(f"# TLS beside plaintext, Laminar beside {OTHER} (Kafka's perf tools)\n")
 print((out / "config.txt").read_text().strip().replace("\n", "  \n"))
 print("\n| broker | mode | round | produce records/s | produce MB/s | p50 ms | p99 ms | p99.9 ms | consume MB/s | consume fetch MB/s |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -64,11 +68,11 @@ for (broker, mode), r in sorted(rows.items()):
         med[(broker, mode, "consume MB/s")] = statistics.median(x[1] for x in r["consume"])
 
 print("\nMedians over rounds, and ratios:\n")
-print("| measure | mode | Laminar | Kafka | Laminar / Kafka |")
+print(f"| measure | mode | Laminar | {OTHER} | Laminar / {other} |")
 print("|---|---|---|---|---|")
 for measure in ["produce MB/s", "produce p99 ms", "consume MB/s"]:
     for mode in ["plaintext", "tls"]:
-        l, k = med.get(("laminar", mode, measure)), med.get(("kafka", mode, measure))
+        l, k = med.get(("laminar", mode, measure)), med.get((other, mode, measure))
         ratio = f"{l / k:.2f}" if l is not None and k else "-"
         show = lambda v: "-" if v is None else f"{v:.1f}"
         print(f"| {measure} | {mode} | {show(l)} | {show(k)} | {ratio} |")
@@ -97,7 +101,7 @@ if cpu_rows:
 
 print("\n| broker | TLS / plaintext, produce MB/s | TLS / plaintext, consume MB/s |")
 print("|---|---|---|")
-for broker in ["laminar", "kafka"]:
+for broker in ["laminar", other]:
     def ratio(measure):
         t, p = med.get((broker, "tls", measure)), med.get((broker, "plaintext", measure))
         return f"{t / p:.2f}" if t is not None and p else "-"
@@ -129,7 +133,7 @@ if rate:
         print(f"| {broker} | {rnd} | {phase} | {v[1]:,.0f} | {v[5]:.0f} | {v[7]:.0f} | {v[8]:.0f} | {v[4]:.0f} | {'; '.join(bursts) or '-'} |")
     print("\n| broker | median p99 alone ms | median p99 during bursts ms | during / alone |")
     print("|---|---|---|---|")
-    for broker in ["laminar", "kafka"]:
+    for broker in ["laminar", other]:
         a, b = p99.get((broker, "steady")), p99.get((broker, "burst"))
         if a and b:
             ma, mb = statistics.median(a), statistics.median(b)

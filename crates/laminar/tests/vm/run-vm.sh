@@ -5,7 +5,8 @@
 #   --forward HOSTPORT:GUESTPORT  qemu user networking forwards 127.0.0.1:HOSTPORT (repeatable)
 #   --file SRC[:DST]              a host file in the guest (an ELF with its libraries)
 #   --disk IMAGE                  a virtio disk (/dev/vda; init mounts an ext4 one on /data)
-#   --timeout SECS (600)  --mem MB (1024)  --smp N (2)  --log FILE (a copy of the console)
+#   --timeout SECS (600)  --mem MB (1024)  --smp N (2)  --log FILE (the console; without it,
+#                                 printed when the VM ends)
 # Exit status: PROGRAM's (the KTLSVM_EXIT= console line); 124 on timeout, 125 if the VM
 # ended without one. Stopped by a signal, it stops qemu.
 set -euo pipefail
@@ -33,7 +34,10 @@ prog="$(readlink -f "$1")"; shift
 
 work="$(mktemp -d "$vm/run.XXXXXX")"
 qpid=""
-cleanup() { [ -n "$qpid" ] && kill -9 "$qpid" 2>/dev/null; rm -rf "$work"; }
+cleanup() {
+  if [ -n "$qpid" ]; then kill -TERM "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 root="$work/root"
@@ -78,18 +82,19 @@ for f in "${fwds[@]}"; do nic+=",hostfwd=tcp:127.0.0.1:${f%%:*}-:${f#*:}"; done
 drive=()
 [ -n "$disk" ] && drive=(-drive "file=$disk,format=raw,if=virtio,cache=none")
 out="${log:-$work/console.log}"
-set +e
+# `timeout` passes a TERM on to qemu (a KILL it could not): stopping this script stops qemu.
 timeout -s KILL "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -smp "$smp" -m "$mem" \
   -kernel "$vm/kernel/boot/vmlinuz-$kver" -initrd "$work/initrd.gz" \
   -append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init" \
   -netdev "$nic" -device virtio-net-pci,netdev=n0,romfile= "${drive[@]}" \
-  -nographic -no-reboot </dev/null > >(tee "$out") 2>&1 &
+  -nographic -no-reboot </dev/null >"$out" 2>&1 &
 qpid=$!
+set +e
 wait "$qpid"
 qrc=$?
-qpid=""
 set -e
-sleep 0.2
+qpid=""
+[ -n "$log" ] || cat "$out"
 rc="$(tr -d '\r' <"$out" | sed -n 's/^KTLSVM_EXIT=\([0-9]*\)$/\1/p' | tail -1)"
 [ -n "$rc" ] && exit "$rc"
 [ "$qrc" = 137 ] && exit 124
