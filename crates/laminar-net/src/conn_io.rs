@@ -49,6 +49,16 @@ impl ReadHalf {
         }
     }
 
+    /// After a kernel TLS read failed with `EIO`: the type of the record that made it fail,
+    /// taken off the socket ([`crate::ktls::take_control_record`]).
+    pub(crate) fn take_control_record(&self) -> Option<u8> {
+        use std::os::fd::AsRawFd;
+        match self {
+            ReadHalf::Plain(rd) => crate::ktls::take_control_record(rd.as_ref().as_raw_fd()),
+            ReadHalf::Tls(_) => None,
+        }
+    }
+
     /// Reads at most `room` bytes into `buf` without waiting: `Ok(0)` at the end,
     /// `WouldBlock` when nothing is there.
     pub(crate) fn try_read_buf(&mut self, buf: &mut BytesMut, room: usize) -> io::Result<usize> {

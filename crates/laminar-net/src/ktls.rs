@@ -142,3 +142,39 @@ pub(crate) fn to_kernel(tcp: &TcpStream, conn: ServerConnection) -> Result<(), N
         .and_then(|()| crypto_info(fd, libc::TLS_RX, version, secrets.rx))
         .map_err(|e| NotKernel::Lost(io::Error::new(e.kind(), format!("kernel TLS keys: {e}"))))
 }
+
+/// A TLS record type: an alert (a close_notify, or the peer's error).
+pub(crate) const RECORD_ALERT: u8 = 21;
+/// A TLS record type: a handshake message (after the handshake, a TLS 1.3 KeyUpdate).
+pub(crate) const RECORD_HANDSHAKE: u8 = 22;
+
+/// The type of the record at the head of a kernel TLS socket's queue, taken off it: after a
+/// read failed with `EIO`, which is how the kernel refuses a plain read of a record other
+/// than application data. `None` if the socket says nothing more.
+pub(crate) fn take_control_record(fd: i32) -> Option<u8> {
+    let mut data = [0u8; 256];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // u64s: a control buffer aligned as cmsghdr needs.
+    let mut control = [0u64; 8];
+    // SAFETY: a zeroed msghdr is valid; the pointers set into it outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `msg` describes buffers alive for the call.
+    if unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) } < 0 {
+        return None;
+    }
+    // SAFETY: `msg` was filled by recvmsg; the header, if any, lies within `control`.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() || (*c).cmsg_level != libc::SOL_TLS || (*c).cmsg_type != libc::TLS_GET_RECORD_TYPE {
+            return None;
+        }
+        Some(*libc::CMSG_DATA(c))
+    }
+}

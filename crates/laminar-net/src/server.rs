@@ -637,10 +637,18 @@ async fn connection<S: Service>(
                         // the client's alert, or a TLS 1.3 KeyUpdate a kernel before 6.14
                         // cannot follow. The client reconnects.
                         Err(e) if e.raw_os_error() == Some(libc::EIO) => {
-                            laminar_metrics::warn!(
-                                "closing connection from {}: a TLS record the kernel does not decrypt (an alert, or a key update)",
-                                conn.peer
-                            );
+                            match rd.take_control_record() {
+                                // The client's close_notify (or its error): an end.
+                                Some(crate::ktls::RECORD_ALERT) => {}
+                                Some(crate::ktls::RECORD_HANDSHAKE) => laminar_metrics::warn!(
+                                    "closing connection from {}: a TLS key update, which this kernel's TLS cannot follow (the client reconnects)",
+                                    conn.peer
+                                ),
+                                other => laminar_metrics::warn!(
+                                    "closing connection from {}: a TLS record the kernel does not decrypt (type {other:?})",
+                                    conn.peer
+                                ),
+                            }
                             break;
                         }
                         Err(_) => break,

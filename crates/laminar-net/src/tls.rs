@@ -194,31 +194,28 @@ pub async fn accept(server: &TlsServer, tcp: TcpStream) -> io::Result<(Accepted,
     }
     let TlsIo { tcp, state } = io;
     let State { conn, plaintext, eof } = state.into_inner().unwrap();
-    let why = if !plaintext.is_empty() || eof {
+    let user = |tcp, conn, plaintext, eof, why: String| {
+        let io = TlsIo {
+            tcp,
+            state: Mutex::new(State { conn, plaintext, eof }),
+        };
+        Ok((Accepted::User(Box::new(io), Some(why)), peer.clone()))
+    };
+    if !plaintext.is_empty() || eof {
         // (Not expected: the handshake read no further than its last record.)
-        "rustls had decrypted data already".to_string()
-    } else {
-        match crate::ktls::to_kernel(&tcp, conn) {
-            Ok(()) => return Ok((Accepted::Kernel(tcp), peer)),
-            Err(crate::ktls::NotKernel::Lost(e)) => return Err(e),
-            Err(crate::ktls::NotKernel::Fallback(conn, why)) => {
-                let io = TlsIo {
-                    tcp,
-                    state: Mutex::new(State {
-                        conn: *conn,
-                        plaintext,
-                        eof,
-                    }),
-                };
-                return Ok((Accepted::User(Box::new(io), Some(why)), peer));
-            }
-        }
-    };
-    let io = TlsIo {
-        tcp,
-        state: Mutex::new(State { conn, plaintext, eof }),
-    };
-    Ok((Accepted::User(Box::new(io), Some(why)), peer))
+        return user(
+            tcp,
+            conn,
+            plaintext,
+            eof,
+            "rustls had decrypted data already".into(),
+        );
+    }
+    match crate::ktls::to_kernel(&tcp, conn) {
+        Ok(()) => Ok((Accepted::Kernel(tcp), peer)),
+        Err(crate::ktls::NotKernel::Lost(e)) => Err(e),
+        Err(crate::ktls::NotKernel::Fallback(conn, why)) => user(tcp, *conn, plaintext, eof, why),
+    }
 }
 
 /// The handshake steps that may run at once, process-wide: half the cores (at least one).
