@@ -67,30 +67,41 @@ fn crypto_info(
     (seq, secrets): (u64, ConnectionTrafficSecrets),
 ) -> io::Result<()> {
     let rec_seq = seq.to_be_bytes();
+    // The two AES-GCM structs differ only in their key's length: the iv rustls gives is the
+    // kernel's 4-byte salt and 8-byte explicit nonce.
+    macro_rules! aes_gcm {
+        ($info:ty, $cipher:expr, $key:expr, $iv:expr) => {{
+            let (salt, nonce) = $iv.as_ref().split_at(4);
+            // SAFETY: a plain C struct, all zeros valid.
+            let mut c: $info = unsafe { std::mem::zeroed() };
+            c.info.version = version;
+            c.info.cipher_type = $cipher;
+            c.key.copy_from_slice($key.as_ref());
+            c.salt.copy_from_slice(salt);
+            c.iv.copy_from_slice(nonce);
+            c.rec_seq = rec_seq;
+            setsockopt(fd, libc::SOL_TLS, direction, &c)
+        }};
+    }
     match secrets {
         ConnectionTrafficSecrets::Aes128Gcm { key, iv } => {
-            let (salt, nonce) = iv.as_ref().split_at(4);
-            let mut c: libc::tls12_crypto_info_aes_gcm_128 = unsafe { std::mem::zeroed() };
-            c.info.version = version;
-            c.info.cipher_type = libc::TLS_CIPHER_AES_GCM_128;
-            c.key.copy_from_slice(key.as_ref());
-            c.salt.copy_from_slice(salt);
-            c.iv.copy_from_slice(nonce);
-            c.rec_seq = rec_seq;
-            setsockopt(fd, libc::SOL_TLS, direction, &c)
+            aes_gcm!(
+                libc::tls12_crypto_info_aes_gcm_128,
+                libc::TLS_CIPHER_AES_GCM_128,
+                key,
+                iv
+            )
         }
         ConnectionTrafficSecrets::Aes256Gcm { key, iv } => {
-            let (salt, nonce) = iv.as_ref().split_at(4);
-            let mut c: libc::tls12_crypto_info_aes_gcm_256 = unsafe { std::mem::zeroed() };
-            c.info.version = version;
-            c.info.cipher_type = libc::TLS_CIPHER_AES_GCM_256;
-            c.key.copy_from_slice(key.as_ref());
-            c.salt.copy_from_slice(salt);
-            c.iv.copy_from_slice(nonce);
-            c.rec_seq = rec_seq;
-            setsockopt(fd, libc::SOL_TLS, direction, &c)
+            aes_gcm!(
+                libc::tls12_crypto_info_aes_gcm_256,
+                libc::TLS_CIPHER_AES_GCM_256,
+                key,
+                iv
+            )
         }
         ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+            // SAFETY: a plain C struct, all zeros valid.
             let mut c: libc::tls12_crypto_info_chacha20_poly1305 = unsafe { std::mem::zeroed() };
             c.info.version = version;
             c.info.cipher_type = libc::TLS_CIPHER_CHACHA20_POLY1305;
