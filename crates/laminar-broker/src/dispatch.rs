@@ -148,7 +148,7 @@ impl Broker {
         // The one authorization step: what the request asks as a whole is checked here and
         // a refusal answered in the request's own shape; the handler may ask only what its
         // API's rule states.
-        let rule = crate::security::step::rule(&request);
+        let rule = crate::security::step::rule(&request, v);
         let grants =
             match crate::security::step::Grants::decide(api, rule, &principal, session.peer.ip(), &b.authz) {
                 Ok(grants) => grants,
@@ -158,6 +158,10 @@ impl Broker {
                         .map_err(|e| CloseConnection(format!("encoding {api:?} v{version} response: {e}")));
                 }
             };
+        // Then what it names resource by resource: the refused resources are taken out, to
+        // be answered beside the handler's answers.
+        let mut request = request;
+        let refused = crate::security::split::split(&mut request, v, &grants, &b.topics);
         let ctx = RequestContext {
             api_version: v,
             correlation_id: c,
@@ -169,34 +173,44 @@ impl Broker {
         };
         let encoded = match request {
             Request::ApiVersions(r) => handlers::api_versions::handle(&ctx, r),
-            Request::Metadata(r) => handlers::metadata::handle(&b.changes(), &b.cluster_id, &ctx, r).await,
-            Request::Produce(r) => return handlers::produce::handle(&b.produce, &ctx, r).await,
+            Request::Metadata(r) => {
+                handlers::metadata::handle(&b.changes(), &b.cluster_id, &ctx, r, refused).await
+            }
+            Request::Produce(r) => return handlers::produce::handle(&b.produce, &ctx, r, refused).await,
             Request::Fetch(r) => {
                 return Ok(Dispatched::Now(Some(
-                    handlers::fetch::handle(&b.fetch, &ctx, r).await,
+                    handlers::fetch::handle(&b.fetch, &ctx, r, refused).await,
                 )))
             }
-            Request::ListOffsets(r) => handlers::list_offsets::handle(&b.io, &b.partitions, &ctx, r).await,
-            Request::CreateTopics(r) => handlers::create_topics::handle(&b.changes(), &ctx, r).await,
-            Request::DeleteTopics(r) => handlers::delete_topics::handle(&b.changes(), &ctx, r).await,
-            Request::InitProducerId(r) => handlers::init_producer_id::handle(&b.txns, &ctx, r).await,
-            Request::DescribeConfigs(r) => handlers::describe_configs::handle(&b.config, &b.topics, &ctx, r),
-            Request::CreatePartitions(r) => {
-                handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r).await
+            Request::ListOffsets(r) => {
+                handlers::list_offsets::handle(&b.io, &b.partitions, &ctx, r, refused).await
             }
-            Request::FindCoordinator(r) => handlers::find_coordinator::handle(&b.cluster, &ctx, r),
+            Request::CreateTopics(r) => handlers::create_topics::handle(&b.changes(), &ctx, r, refused).await,
+            Request::DeleteTopics(r) => handlers::delete_topics::handle(&b.changes(), &ctx, r, refused).await,
+            Request::InitProducerId(r) => handlers::init_producer_id::handle(&b.txns, &ctx, r).await,
+            Request::DescribeConfigs(r) => {
+                handlers::describe_configs::handle(&b.config, &b.topics, &ctx, r, refused)
+            }
+            Request::CreatePartitions(r) => {
+                handlers::create_partitions::handle(&b.cluster, &b.applied, &ctx, r, refused).await
+            }
+            Request::FindCoordinator(r) => handlers::find_coordinator::handle(&b.cluster, &ctx, r, refused),
             Request::JoinGroup(r) => handlers::join_group::handle(&b.groups.coordinator, &ctx, r).await,
             Request::SyncGroup(r) => handlers::sync_group::handle(&b.groups.coordinator, &ctx, r).await,
             Request::Heartbeat(r) => handlers::heartbeat::handle(&b.groups.coordinator, &ctx, r),
             Request::LeaveGroup(r) => handlers::leave_group::handle(&b.groups, &ctx, r).await,
-            Request::OffsetCommit(r) => handlers::offset_commit::handle(&b.groups, &b.topics, &ctx, r).await,
+            Request::OffsetCommit(r) => {
+                handlers::offset_commit::handle(&b.groups, &b.topics, &ctx, r, refused).await
+            }
             Request::OffsetFetch(r) => {
-                handlers::offset_fetch::handle(&b.groups.coordinator, &b.groups.store, &ctx, r)
+                handlers::offset_fetch::handle(&b.groups.coordinator, &b.groups.store, &ctx, r, refused)
             }
             Request::ListGroups(r) => handlers::list_groups::handle(&b.groups.coordinator, &ctx, r),
-            Request::DescribeGroups(r) => handlers::describe_groups::handle(&b.groups.coordinator, &ctx, r),
-            Request::DeleteGroups(r) => handlers::delete_groups::handle(&b.groups, &ctx, r).await,
-            Request::OffsetDelete(r) => handlers::offset_delete::handle(&b.groups, &ctx, r).await,
+            Request::DescribeGroups(r) => {
+                handlers::describe_groups::handle(&b.groups.coordinator, &ctx, r, refused)
+            }
+            Request::DeleteGroups(r) => handlers::delete_groups::handle(&b.groups, &ctx, r, refused).await,
+            Request::OffsetDelete(r) => handlers::offset_delete::handle(&b.groups, &ctx, r, refused).await,
             Request::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(&b.quotas, &ctx, r),
             Request::AlterClientQuotas(r) => {
                 handlers::alter_client_quotas::handle(&b.cluster, &b.applied, &ctx, r).await
@@ -210,17 +224,19 @@ impl Broker {
                 handlers::describe_log_dirs::handle(&b.io, dir, &ctx, r).await
             }
             Request::DeleteRecords(r) => {
-                handlers::delete_records::handle(&b.io, &b.partitions, &ctx, r).await
+                handlers::delete_records::handle(&b.io, &b.partitions, &ctx, r, refused).await
             }
             Request::DescribeCluster(r) => {
                 handlers::describe_cluster::handle(&b.cluster, &b.cluster_id, &ctx, r)
             }
             Request::OffsetForLeaderEpoch(r) => {
-                handlers::offset_for_leader_epoch::handle(&b.partitions, &ctx, r)
+                handlers::offset_for_leader_epoch::handle(&b.partitions, &ctx, r, refused)
             }
-            Request::AlterConfigs(r) => handlers::alter_configs::handle(&b.changes(), &ctx, r).await,
+            Request::AlterConfigs(r) => handlers::alter_configs::handle(&b.changes(), &ctx, r, refused).await,
             Request::ElectLeaders(r) => handlers::elect_leaders::handle(&b.cluster, &ctx, r).await,
-            Request::DescribeProducers(r) => handlers::describe_producers::handle(&b.partitions, &ctx, r),
+            Request::DescribeProducers(r) => {
+                handlers::describe_producers::handle(&b.partitions, &ctx, r, refused)
+            }
             Request::AlterPartitionReassignments(r) => {
                 handlers::alter_partition_reassignments::handle(&b.cluster, &ctx, r).await
             }
@@ -228,15 +244,17 @@ impl Broker {
                 handlers::list_partition_reassignments::handle(&b.cluster, &ctx, r)
             }
             Request::AddPartitionsToTxn(r) => {
-                handlers::add_partitions_to_txn::handle(&b.txns, &b.topics, &ctx, r).await
+                handlers::add_partitions_to_txn::handle(&b.txns, &b.topics, &ctx, r, refused).await
             }
             Request::AddOffsetsToTxn(r) => handlers::add_offsets_to_txn::handle(&b.txns, &ctx, r).await,
             Request::EndTxn(r) => handlers::end_txn::handle(&b.txns, &ctx, r).await,
             Request::TxnOffsetCommit(r) => {
-                handlers::txn_offset_commit::handle(&b.txns, &b.topics, &ctx, r).await
+                handlers::txn_offset_commit::handle(&b.txns, &b.topics, &ctx, r, refused).await
             }
             Request::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(&b.txns, &ctx, r).await,
-            Request::DescribeTransactions(r) => handlers::describe_transactions::handle(&b.txns, &ctx, r),
+            Request::DescribeTransactions(r) => {
+                handlers::describe_transactions::handle(&b.txns, &ctx, r, refused)
+            }
             Request::ListTransactions(r) => handlers::list_transactions::handle(&b.txns.coordinator, &ctx, r),
             Request::SaslHandshake(r) => handlers::sasl_handshake::handle(session, &ctx, r),
             Request::SaslAuthenticate(r) => {

@@ -12,10 +12,10 @@ use kafka_protocol::messages::{AddPartitionsToTxnResponse, TransactionalId};
 use laminar_protocol::requests::{AddPartitionsToTxnRequest, TxnPartitions, TxnProducer};
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::TopicPartition;
 use laminar_coordinators::txn::complete::add_partitions;
 use laminar_coordinators::txn::offsets_partition;
@@ -27,45 +27,19 @@ pub async fn handle(
     topics: &Topics,
     ctx: &RequestContext,
     r: AddPartitionsToTxnRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = AddPartitionsToTxnResponse::default();
     if version < 4 {
-        let Some(txn) = r.transactions.first() else {
-            return responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp);
-        };
-        // A client's: WRITE on its transactional id, then on each topic (the partitions of
-        // the others are not attempted), as Kafka checks them.
-        let denied = if !ctx.may(
-            Operation::Write,
-            ResourceType::TransactionalId,
-            &txn.producer.transactional_id,
-        ) {
-            Some(None)
-        } else if txn
-            .topics
-            .iter()
-            .any(|(t, _)| !ctx.may(Operation::Write, ResourceType::Topic, t))
-        {
-            Some(Some(()))
-        } else {
-            None
-        };
-        resp.results_by_topic_v3_and_below = match denied {
-            None => handle_one(txns, topics, version, txn).await,
-            Some(topic_level) => results(txn, |t| match topic_level {
-                None => ErrorCode::TransactionalIdAuthorizationFailed,
-                Some(()) if !ctx.may(Operation::Write, ResourceType::Topic, t) => {
-                    ErrorCode::TopicAuthorizationFailed
-                }
-                Some(()) => ErrorCode::OperationNotAttempted,
-            }),
-        };
-    } else if !ctx.may_on_cluster(Operation::ClusterAction) {
-        // A partition leader's: brokers only.
-        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        // A client's. WRITE on its transactional id and on each topic: if any was refused,
+        // the authorization step took the transaction out (nothing is added).
+        if let Some(txn) = r.transactions.first() {
+            resp.results_by_topic_v3_and_below = handle_one(txns, topics, version, txn).await;
+        }
     } else {
-        // A partition leader's, for its producers' transactional batches (KIP-890).
+        // A partition leader's (CLUSTER_ACTION, checked whole), for its producers'
+        // transactional batches (KIP-890).
         resp.error_code = txns.epoch().err().unwrap_or(ErrorCode::None).code();
         if resp.error_code == ErrorCode::None.code() {
             for txn in &r.transactions {
@@ -76,6 +50,7 @@ pub async fn handle(
             }
         }
     }
+    refused.answer(&mut resp);
     responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &resp)
 }
 
@@ -130,11 +105,6 @@ async fn handle_one(
         done.err().unwrap_or(ErrorCode::None)
     };
     results_by(txn, |t, p| code_for(t, p, code))
-}
-
-/// Every partition of the transaction answered with its topic's code.
-fn results(txn: &TxnPartitions, code: impl Fn(&str) -> ErrorCode) -> Vec<AddPartitionsToTxnTopicResult> {
-    results_by(txn, |t, _| code(t))
 }
 
 /// Every partition of the transaction answered with its code.

@@ -16,12 +16,12 @@ use kafka_protocol::messages::{AlterConfigsResponse, IncrementalAlterConfigsResp
 use laminar_protocol::requests::{AlterConfigsRequest, AlterConfigsResource, AlterableConfig};
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, Encoded};
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::dynamic_configs::Level;
 use crate::error::BrokerError;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::image::ConfigTarget;
 use laminar_cluster::ClusterError;
 use laminar_protocol::ErrorCode;
@@ -38,25 +38,19 @@ const OP_SUBTRACT: i8 = 3;
 /// Topic configs whose value is a comma-separated list (APPEND and SUBTRACT apply to them).
 const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
-pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: AlterConfigsRequest) -> Encoded {
+pub async fn handle(
+    changes: &MetadataChanges<'_>,
+    ctx: &RequestContext,
+    r: AlterConfigsRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let incremental = r.incremental;
     let validate_only = r.validate_only;
     let mut results: Vec<(i8, String, i16, Option<String>)> = Vec::new();
     for res in r.resources {
         // A topic's configs, and the dynamic broker configs, change through the controller.
-        let allowed = match res.resource_type {
-            RESOURCE_TOPIC => ctx.may(Operation::AlterConfigs, ResourceType::Topic, &res.resource_name),
-            _ => ctx.may_on_cluster(Operation::AlterConfigs),
-        };
         let outcome = match res.resource_type {
-            _ if !allowed => Err(BrokerError::Authorization(
-                if res.resource_type == RESOURCE_TOPIC {
-                    ErrorCode::TopicAuthorizationFailed
-                } else {
-                    ErrorCode::ClusterAuthorizationFailed
-                },
-            )),
             RESOURCE_TOPIC => alter_topic(changes, &res, incremental, validate_only).await,
             RESOURCE_BROKER => alter_broker(changes, &res, incremental, validate_only).await,
             other => Err(BrokerError::InvalidRequest(format!(
@@ -84,6 +78,7 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Alte
                 o
             })
             .collect();
+        refused.answer(&mut resp);
         responses::encode(ApiKey::IncrementalAlterConfigs, version, correlation_id, &resp)
     } else {
         let mut resp = AlterConfigsResponse::default();
@@ -98,6 +93,7 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Alte
                 o
             })
             .collect();
+        refused.answer(&mut resp);
         responses::encode(ApiKey::AlterConfigs, version, correlation_id, &resp)
     }
 }

@@ -115,6 +115,48 @@ pub fn refuse(request: &Request, version: i16, correlation_id: i32) -> Encoded {
                 .collect();
             responses::encode(ApiKey::AlterUserScramCredentials, version, correlation_id, &r)
         }
+        // A follower's fetch: every partition asked for, and (v7+) the response, refused.
+        Request::Fetch(req) => {
+            use laminar_protocol::responses::{encode_fetch, FetchResponse, FetchTopicResponse};
+            let resp: FetchResponse<crate::response::RecordsFile> = FetchResponse {
+                throttle_time_ms: 0,
+                error_code: code,
+                session_id: 0,
+                topics: req
+                    .topics
+                    .iter()
+                    .map(|t| FetchTopicResponse {
+                        name: t.name.clone().unwrap_or_default(),
+                        topic_id: t.topic_id.unwrap_or_default(),
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                super::refused::unread_partition(
+                                    p.partition,
+                                    ErrorCode::ClusterAuthorizationFailed,
+                                )
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                node_endpoints: Vec::new(),
+            };
+            let mut bytes = bytes::BytesMut::new();
+            for chunk in encode_fetch(version, correlation_id, resp).chunks {
+                match chunk {
+                    laminar_protocol::responses::Chunk::Bytes(b) => bytes.extend_from_slice(&b),
+                    laminar_protocol::responses::Chunk::File(_) => unreachable!("a refusal reads no records"),
+                }
+            }
+            Ok(bytes.freeze())
+        }
+        // A partition leader's check of its producers' transactions (v4+): brokers only.
+        Request::AddPartitionsToTxn(_) => {
+            let mut r = kafka_protocol::messages::AddPartitionsToTxnResponse::default();
+            r.error_code = code;
+            responses::encode(ApiKey::AddPartitionsToTxn, version, correlation_id, &r)
+        }
         other => unreachable!("{other:?} needs no operation on the cluster"),
     }
 }

@@ -6,18 +6,18 @@ use kafka_protocol::messages::CreatePartitionsResponse;
 use laminar_protocol::requests::CreatePartitionsRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, topic_name, Encoded};
 use crate::applied::AppliedImages;
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
-use laminar_protocol::ErrorCode;
 
 pub async fn handle(
     cluster: &Cluster,
     applied: &AppliedImages,
     ctx: &RequestContext,
     r: CreatePartitionsRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     // Through the controller, which places the new partitions.
@@ -25,10 +25,7 @@ pub async fn handle(
     for (name, count) in r.topics {
         let mut out = CreatePartitionsTopicResult::default();
         out.name = topic_name(&name);
-        if !ctx.may(Operation::Alter, ResourceType::Topic, &name) {
-            out.error_code = ErrorCode::TopicAuthorizationFailed.code();
-            out.error_message = Some(sb(&format!("{} may not alter topic {name}", ctx.principal)));
-        } else if let Err(e) = cluster.add_partitions_here(&name, count, r.validate_only).await {
+        if let Err(e) = cluster.add_partitions_here(&name, count, r.validate_only).await {
             out.error_code = e.code().code();
             out.error_message = Some(sb(&e.to_string()));
         }
@@ -36,5 +33,6 @@ pub async fn handle(
     }
     // Answered once in effect here: the client's next request finds it.
     applied.wait(cluster).await;
+    refused.answer(&mut resp);
     responses::encode(ApiKey::CreatePartitions, version, correlation_id, &resp)
 }

@@ -8,15 +8,19 @@ use laminar_protocol::{responses, ApiKey};
 use super::{sb, topic_name, uuid, Encoded};
 use std::collections::BTreeMap;
 
+use super::refused::Refused;
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::image::TopicInfo;
 use laminar_cluster::rpc::TopicRequest;
-use laminar_protocol::ErrorCode;
 
-pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: CreateTopicsRequest) -> Encoded {
+pub async fn handle(
+    changes: &MetadataChanges<'_>,
+    ctx: &RequestContext,
+    r: CreateTopicsRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = CreateTopicsResponse::default();
     for t in r.topics {
@@ -27,18 +31,6 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Crea
             .into_iter()
             .filter_map(|(k, v)| v.map(|v| (k, v)))
             .collect();
-        // CREATE on the cluster or on the topic, as Kafka checks it.
-        if !ctx.may_on_cluster(Operation::Create) && !ctx.may(Operation::Create, ResourceType::Topic, &t.name)
-        {
-            out.error_code = ErrorCode::TopicAuthorizationFailed.code();
-            out.error_message = Some(sb(&format!("{} may not create topic {}", ctx.principal, t.name)));
-            if version >= 5 {
-                out.num_partitions = -1;
-                out.replication_factor = -1;
-            }
-            resp.topics.push(out);
-            continue;
-        }
         let created = create_in_cluster(
             changes,
             &t.name,
@@ -73,6 +65,7 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Crea
         }
         resp.topics.push(out);
     }
+    refused.answer(&mut resp);
     responses::encode(ApiKey::CreateTopics, version, correlation_id, &resp)
 }
 

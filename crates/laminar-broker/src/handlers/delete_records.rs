@@ -16,9 +16,9 @@ use laminar_protocol::requests::DeleteRecordsRequest;
 use laminar_protocol::{responses, ApiKey};
 use laminar_storage::{Offset, StorageError};
 
+use super::refused::Refused;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
@@ -31,21 +31,16 @@ pub async fn handle(
     hosted: &Arc<Partitions>,
     ctx: &RequestContext,
     r: DeleteRecordsRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let hosted = hosted.clone();
-    // DELETE on each topic, as Kafka checks it.
-    let denied: Vec<String> = r
-        .topics
-        .iter()
-        .map(|(t, _)| t.clone())
-        .filter(|t| !ctx.may(Operation::Delete, ResourceType::Topic, t))
-        .collect();
-    let resp = io.run(move || delete(&hosted, r, &denied)).await;
+    let mut resp = io.run(move || delete(&hosted, r)).await;
+    refused.answer(&mut resp);
     responses::encode(ApiKey::DeleteRecords, version, correlation_id, &resp)
 }
 
-fn delete(hosted: &Partitions, r: DeleteRecordsRequest, denied: &[String]) -> DeleteRecordsResponse {
+fn delete(hosted: &Partitions, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
     resp.topics = r
         .topics
@@ -59,10 +54,6 @@ fn delete(hosted: &Partitions, r: DeleteRecordsRequest, denied: &[String]) -> De
                     let mut p = DeleteRecordsPartitionResult::default();
                     p.partition_index = partition;
                     p.low_watermark = -1;
-                    if denied.contains(&topic) {
-                        p.error_code = ErrorCode::TopicAuthorizationFailed.code();
-                        return p;
-                    }
                     match delete_partition(hosted, &topic, partition, offset) {
                         Ok(low_watermark) => p.low_watermark = low_watermark.0,
                         Err(code) => p.error_code = code.code(),

@@ -5,14 +5,19 @@ use kafka_protocol::messages::DeleteTopicsResponse;
 use laminar_protocol::requests::DeleteTopicsRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, topic_name, uuid, Encoded};
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
 use crate::error::BrokerError;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: DeleteTopicsRequest) -> Encoded {
+pub async fn handle(
+    changes: &MetadataChanges<'_>,
+    ctx: &RequestContext,
+    r: DeleteTopicsRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let cluster = changes.cluster;
     let mut resp = DeleteTopicsResponse::default();
@@ -30,20 +35,6 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Dele
             .map(topic_name);
         if let Some(id) = t.topic_id.filter(|_| version >= 6) {
             out.topic_id = uuid(id);
-        }
-        let named = meta.as_ref().map(|m| m.name.clone()).or(t.name.clone());
-        if named
-            .as_ref()
-            .is_some_and(|n| !ctx.may(Operation::Delete, ResourceType::Topic, n))
-        {
-            // As Kafka: asked by id, its name is told only to who may describe it.
-            let by_id = t.name.as_deref().is_none_or(str::is_empty);
-            if by_id && named.is_some_and(|n| !ctx.may(Operation::Describe, ResourceType::Topic, &n)) {
-                out.name = None;
-            }
-            out.error_code = ErrorCode::TopicAuthorizationFailed.code();
-            resp.responses.push(out);
-            continue;
         }
         let Some(meta) = meta else {
             out.error_code = if t.name.as_deref().is_some_and(|n| !n.is_empty()) {
@@ -79,5 +70,6 @@ pub async fn handle(changes: &MetadataChanges<'_>, ctx: &RequestContext, r: Dele
     }
     // Answered once in effect here: the client's next request finds it.
     changes.applied_here().await;
+    refused.answer(&mut resp);
     responses::encode(ApiKey::DeleteTopics, version, correlation_id, &resp)
 }

@@ -10,13 +10,13 @@ use kafka_protocol::messages::DescribeConfigsResponse;
 use laminar_protocol::requests::DescribeConfigsRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, Encoded};
 use crate::config::{BrokerConfig, SETTINGS};
 use crate::context::RequestContext;
 use crate::dynamic_configs::{DynamicConfigs, DYNAMIC_SETTINGS};
 use crate::topics::Topics;
 use crate::topics::TOPIC_CONFIGS;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -212,6 +212,7 @@ pub fn handle(
     topics: &Topics,
     ctx: &RequestContext,
     r: DescribeConfigsRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let dynamic = topics.dynamic_configs();
@@ -226,24 +227,6 @@ pub fn handle(
                 .as_ref()
                 .is_none_or(|keys| keys.iter().any(|k| k == name))
         };
-        let allowed = match res.resource_type {
-            RESOURCE_TOPIC => ctx.may(
-                Operation::DescribeConfigs,
-                ResourceType::Topic,
-                &res.resource_name,
-            ),
-            _ => ctx.may_on_cluster(Operation::DescribeConfigs),
-        };
-        if !allowed {
-            out.error_code = if res.resource_type == RESOURCE_TOPIC {
-                ErrorCode::TopicAuthorizationFailed
-            } else {
-                ErrorCode::ClusterAuthorizationFailed
-            }
-            .code();
-            resp.results.push(out);
-            continue;
-        }
         match res.resource_type {
             RESOURCE_TOPIC => match topics.get(&res.resource_name) {
                 Some(t) => {
@@ -308,6 +291,7 @@ pub fn handle(
         }
         resp.results.push(out);
     }
+    refused.answer(&mut resp);
     responses::encode(ApiKey::DescribeConfigs, version, correlation_id, &resp)
 }
 

@@ -6,24 +6,25 @@ use kafka_protocol::messages::{DescribeGroupsResponse, GroupId};
 use laminar_protocol::requests::DescribeGroupsRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
+use laminar_auth::acl::ResourceType;
 use laminar_coordinators::groups::Coordinator;
 use laminar_coordinators::groups::GroupState;
 
-pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroupsRequest) -> Encoded {
+pub fn handle(
+    coordinator: &Coordinator,
+    ctx: &RequestContext,
+    r: DescribeGroupsRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeGroupsResponse::default();
     let groups = coordinator.groups.lock().unwrap();
     for id in r.groups {
         let mut d = DescribedGroup::default();
         d.group_id = GroupId(sb(&id));
-        if !ctx.may(Operation::Describe, ResourceType::Group, &id) {
-            d.error_code = laminar_protocol::ErrorCode::GroupAuthorizationFailed.code();
-            resp.groups.push(d);
-            continue;
-        }
         if version >= 3 && r.include_authorized_operations {
             d.authorized_operations = ctx.authorized_operations(ResourceType::Group, &id);
         }
@@ -72,5 +73,7 @@ pub fn handle(coordinator: &Coordinator, ctx: &RequestContext, r: DescribeGroups
         }
         resp.groups.push(d);
     }
+    drop(groups);
+    refused.answer(&mut resp);
     responses::encode(ApiKey::DescribeGroups, version, correlation_id, &resp)
 }

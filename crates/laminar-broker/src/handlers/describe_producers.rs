@@ -11,12 +11,17 @@ use kafka_protocol::messages::{DescribeProducersResponse, ProducerId};
 use laminar_protocol::requests::DescribeProducersRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 
-pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: DescribeProducersRequest) -> Encoded {
+pub fn handle(
+    hosted: &Partitions,
+    ctx: &RequestContext,
+    r: DescribeProducersRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeProducersResponse::default();
     resp.topics = r
@@ -30,11 +35,6 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: DescribeProducersReq
                 .map(|p| {
                     let mut pr = PartitionResponse::default();
                     pr.partition_index = p;
-                    // READ on the topic, as Kafka checks it.
-                    if !ctx.may(Operation::Read, ResourceType::Topic, &topic) {
-                        pr.error_code = laminar_protocol::ErrorCode::TopicAuthorizationFailed.code();
-                        return pr;
-                    }
                     // As Kafka answers it: by the partition's leader.
                     let led = match hosted.led(&topic, p) {
                         Ok(led) => led,
@@ -75,5 +75,6 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: DescribeProducersReq
             out
         })
         .collect();
+    refused.answer(&mut resp);
     responses::encode(ApiKey::DescribeProducers, version, correlation_id, &resp)
 }

@@ -6,13 +6,19 @@ use kafka_protocol::messages::{DescribeTransactionsResponse, ProducerId, Transac
 use laminar_protocol::requests::DescribeTransactionsRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
 use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::txn::service::Txns;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest) -> Encoded {
+pub fn handle(
+    txns: &Txns,
+    ctx: &RequestContext,
+    r: DescribeTransactionsRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = DescribeTransactionsResponse::default();
     resp.transaction_states = r
@@ -21,13 +27,9 @@ pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest)
         .map(|id| {
             let mut s = TransactionState::default();
             s.transactional_id = TransactionalId(sb(id));
-            // DESCRIBE on the transactional id, as Kafka checks it.
-            let found = if ctx.may(Operation::Describe, ResourceType::TransactionalId, id) {
-                txns.epoch()
-                    .and_then(|_| txns.coordinator.get(id).ok_or(ErrorCode::TransactionalIdNotFound))
-            } else {
-                Err(ErrorCode::TransactionalIdAuthorizationFailed)
-            };
+            let found = txns
+                .epoch()
+                .and_then(|_| txns.coordinator.get(id).ok_or(ErrorCode::TransactionalIdNotFound));
             let m = match found {
                 Ok(m) => m,
                 Err(code) => {
@@ -62,5 +64,6 @@ pub fn handle(txns: &Txns, ctx: &RequestContext, r: DescribeTransactionsRequest)
             s
         })
         .collect();
+    refused.answer(&mut resp);
     responses::encode(ApiKey::DescribeTransactions, version, correlation_id, &resp)
 }

@@ -11,19 +11,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use laminar_protocol::requests::FetchRequest;
-use laminar_protocol::responses::{
-    encode_fetch, Chunk, FetchPartitionResponse, FetchResponse, FetchTopicResponse, ResponseFrame,
-};
+use laminar_protocol::responses::{encode_fetch, Chunk, FetchResponse, FetchTopicResponse, ResponseFrame};
 use laminar_storage::backend::read_exact_at;
 use laminar_storage::{FileRange, Offset, StorageError};
 
+use super::refused::{unread_partition, Refused};
 use crate::context::RequestContext;
 use crate::quotas::QuotaKind;
 use crate::quotas::Quotas;
 use crate::response::RecordsFile;
 use crate::stuck_reads::StuckReads;
 use crate::topics::Topics;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
@@ -86,18 +84,16 @@ pub struct FetchService {
     pub cluster: Arc<Cluster>,
 }
 
-/// A partition's answer before anything is read: no records, no offsets.
-fn answer(partition: i32, code: ErrorCode) -> FetchPartitionResponse<RecordsFile> {
-    FetchPartitionResponse {
-        partition_index: partition,
-        error_code: code.code(),
-        high_watermark: -1,
-        last_stable_offset: -1,
-        log_start_offset: -1,
-        aborted_transactions: Vec::new(),
-        records: Vec::new(),
-        diverging_epoch: None,
-        current_leader: None,
+/// A copy of `t`, answered without records (a refused topic's answer).
+fn unread(t: &FetchTopicResponse<RecordsFile>) -> FetchTopicResponse<RecordsFile> {
+    FetchTopicResponse {
+        name: t.name.clone(),
+        topic_id: t.topic_id,
+        partitions: t
+            .partitions
+            .iter()
+            .map(|p| unread_partition(p.partition_index, ErrorCode::from_wire(p.error_code)))
+            .collect(),
     }
 }
 
@@ -126,7 +122,7 @@ fn read_once(
             let (partition, fetch_offset, partition_max_bytes, current_epoch) =
                 (wp.partition, wp.fetch_offset, wp.max_bytes, wp.current_epoch);
             index += 1;
-            let mut p = answer(partition, ErrorCode::None);
+            let mut p = unread_partition(partition, ErrorCode::None);
             let led = if w.known || !w.name.is_empty() {
                 // A partition placed elsewhere has no log here: not the leader.
                 s.partitions.led(&w.name, partition)
@@ -312,24 +308,14 @@ pub async fn handle(
     s: &Arc<FetchService>,
     ctx: &RequestContext,
     r: FetchRequest,
+    refused: Refused,
 ) -> ResponseFrame<RecordsFile> {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let client_id = ctx.client_id.as_str();
     let follower = r.replica_id >= 0;
-    // A follower's fetch is a broker's: it needs CLUSTER_ACTION (only brokers have it, with an
-    // authorizer). A consumer's needs READ on each topic; the others are answered
-    // TOPIC_AUTHORIZATION_FAILED, nothing read.
-    if follower && !ctx.may_on_cluster(Operation::ClusterAction) {
-        crate::warn!(
-            "fetch from {client_id} ({}) as broker {}: refused, no CLUSTER_ACTION",
-            ctx.principal,
-            r.replica_id
-        );
-        let mut resp = response(s, ctx, Vec::new(), 0);
-        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
-        return encode_fetch(version, correlation_id, resp);
-    }
-    let (wanted, refused): (Vec<Wanted>, Vec<Wanted>) = r
+    // A follower's fetch needed CLUSTER_ACTION, a consumer's READ on each topic: the
+    // authorization step refused the request, or took out the topics it may not read.
+    let wanted: Vec<Wanted> = r
         .topics
         .iter()
         .map(|t| {
@@ -359,17 +345,11 @@ pub async fn handle(
                     .collect(),
             }
         })
-        .partition(|w| follower || ctx.may(Operation::Read, ResourceType::Topic, &w.name));
+        .collect();
     let wanted = Arc::new(wanted);
-    let refused_topic = |w: &Wanted| FetchTopicResponse {
-        name: w.name.clone(),
-        topic_id: w.topic_id,
-        partitions: w
-            .partitions
-            .iter()
-            .map(|p| answer(p.partition, ErrorCode::TopicAuthorizationFailed))
-            .collect(),
-    };
+    // Answered in every response this fetch makes (it may make several while it waits).
+    let mut refused_topics = Vec::new();
+    refused.answer(&mut refused_topics);
     // A follower's fetch offset acknowledges everything before it (on its disk): taken
     // before any read or wait, so that `acks=all` producers waiting on it go on now. Only a
     // registered broker's is: a client naming a follower would otherwise move the high
@@ -408,7 +388,7 @@ pub async fn handle(
             follower,
         )
         .await;
-        topics.extend(refused.iter().map(refused_topic));
+        topics.extend(refused_topics.iter().map(unread));
         let any_error = topics
             .iter()
             .flat_map(|t| &t.partitions)
@@ -474,7 +454,7 @@ fn refuse_follower(s: &FetchService, ctx: &RequestContext, wanted: &[Wanted]) ->
             partitions: w
                 .partitions
                 .iter()
-                .map(|wp| answer(wp.partition, ErrorCode::NotLeaderOrFollower))
+                .map(|wp| unread_partition(wp.partition, ErrorCode::NotLeaderOrFollower))
                 .collect(),
         })
         .collect();

@@ -6,13 +6,18 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorResponse};
 use laminar_protocol::requests::FindCoordinatorRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
 use laminar_protocol::ErrorCode;
 
-pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest) -> Encoded {
+pub fn handle(
+    cluster: &Cluster,
+    ctx: &RequestContext,
+    r: FindCoordinatorRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = FindCoordinatorResponse::default();
     // 0: a group, 1: a transactional id; Kafka refuses other kinds (share groups) so.
@@ -37,14 +42,6 @@ pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest
         (e, _) => (e, (-1, String::new(), -1)),
     };
     let host = host.as_str();
-    // DESCRIBE on the group or transactional id, as Kafka checks it.
-    let denied = |key: &str| match r.key_type {
-        0 => (!ctx.may(Operation::Describe, ResourceType::Group, key))
-            .then_some(ErrorCode::GroupAuthorizationFailed),
-        1 => (!ctx.may(Operation::Describe, ResourceType::TransactionalId, key))
-            .then_some(ErrorCode::TransactionalIdAuthorizationFailed),
-        _ => None,
-    };
     if version >= 4 {
         resp.coordinators = r
             .keys
@@ -52,31 +49,19 @@ pub fn handle(cluster: &Cluster, ctx: &RequestContext, r: FindCoordinatorRequest
             .map(|k| {
                 let mut c = Coordinator::default();
                 c.key = sb(k);
-                match denied(k) {
-                    Some(code) => {
-                        c.error_code = code.code();
-                        c.node_id = BrokerId(-1);
-                        c.port = -1;
-                    }
-                    None => {
-                        c.error_code = error.code();
-                        c.node_id = BrokerId(node_id);
-                        c.host = sb(host);
-                        c.port = port;
-                    }
-                }
+                c.error_code = error.code();
+                c.node_id = BrokerId(node_id);
+                c.host = sb(host);
+                c.port = port;
                 c
             })
             .collect();
-    } else if let Some(code) = r.keys.first().and_then(|k| denied(k)) {
-        resp.error_code = code.code();
-        resp.node_id = BrokerId(-1);
-        resp.port = -1;
     } else {
         resp.error_code = error.code();
         resp.node_id = BrokerId(node_id);
         resp.host = sb(host);
         resp.port = port;
     }
+    refused.answer(&mut resp);
     responses::encode(ApiKey::FindCoordinator, version, correlation_id, &resp)
 }

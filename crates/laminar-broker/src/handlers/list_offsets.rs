@@ -12,9 +12,9 @@ use kafka_protocol::messages::ListOffsetsResponse;
 use laminar_protocol::requests::ListOffsetsRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
@@ -91,36 +91,22 @@ pub async fn handle(
     hosted: &Arc<Partitions>,
     ctx: &RequestContext,
     r: ListOffsetsRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let hosted = hosted.clone();
-    // DESCRIBE on each topic, as Kafka checks it.
-    let allowed: Vec<bool> = r
-        .topics
-        .iter()
-        .map(|t| ctx.may(Operation::Describe, ResourceType::Topic, &t.name))
-        .collect();
     // Timestamp lookups read batch headers from disk: the I/O pool, not here.
     let topics = io
         .run(move || {
             r.topics
                 .iter()
-                .zip(allowed)
-                .map(|(t, allowed)| {
+                .map(|t| {
                     let mut tr = ListOffsetsTopicResponse::default();
                     tr.name = topic_name(&t.name);
                     tr.partitions = t
                         .partitions
                         .iter()
                         .map(|p| {
-                            if !allowed {
-                                let mut refused = ListOffsetsPartitionResponse::default();
-                                refused.partition_index = p.partition_index;
-                                refused.error_code = ErrorCode::TopicAuthorizationFailed.code();
-                                refused.offset = -1;
-                                refused.timestamp = -1;
-                                return refused;
-                            }
                             let committed = r.isolation_level == crate::handlers::fetch::READ_COMMITTED;
                             lookup(
                                 &hosted,
@@ -139,6 +125,7 @@ pub async fn handle(
         .await;
     let mut resp = ListOffsetsResponse::default();
     resp.topics = topics;
+    refused.answer(&mut resp);
     // v11's answer is v10's, field for field (KIP-1023 adds only a timestamp value): the
     // codec (generated from Kafka 4.1) knows up to v10.
     responses::encode(ApiKey::ListOffsets, version.min(10), correlation_id, &resp)

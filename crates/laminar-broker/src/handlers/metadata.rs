@@ -7,6 +7,7 @@ use kafka_protocol::messages::{BrokerId, MetadataResponse};
 use laminar_protocol::requests::MetadataRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::{metadata_topic, Refused};
 use super::{sb, topic_name, uuid, Encoded};
 use crate::changes::MetadataChanges;
 use crate::context::RequestContext;
@@ -20,7 +21,7 @@ use laminar_protocol::ErrorCode;
 fn topic_entry(image: &ClusterImage, version: i16, t: &TopicMeta) -> MetadataResponseTopic {
     match image.topics.get(&t.name) {
         Some(info) => cluster_topic_entry(version, info, image),
-        None => missing(version, Some(t.name.clone()), None, ErrorCode::LeaderNotAvailable),
+        None => metadata_topic(version, Some(t.name.clone()), None, ErrorCode::LeaderNotAvailable),
     }
 }
 
@@ -64,27 +65,13 @@ fn cluster_topic_entry(version: i16, t: &TopicInfo, image: &ClusterImage) -> Met
     out
 }
 
-fn missing(
-    version: i16,
-    name: Option<String>,
-    id: Option<[u8; 16]>,
-    code: ErrorCode,
-) -> MetadataResponseTopic {
-    let mut out = MetadataResponseTopic::default();
-    out.error_code = code.code();
-    out.name = name.map(|n| topic_name(&n));
-    if let Some(id) = id.filter(|_| version >= 10) {
-        out.topic_id = uuid(id);
-    }
-    out
-}
-
 /// `cluster_id`: the one it names before the metadata holds one.
 pub async fn handle(
     changes: &MetadataChanges<'_>,
     cluster_id: &str,
     ctx: &RequestContext,
     r: MetadataRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let (include_topic_operations, include_cluster_operations) = (
@@ -163,27 +150,17 @@ pub async fn handle(
                     (None, Some(id)) => topics.by_id(&id),
                     (None, None) => None,
                 };
-                let named = found.as_ref().map(|t| t.name.clone()).or(w.name.clone());
-                if let Some(name) = named.filter(|n| !ctx.may(Operation::Describe, ResourceType::Topic, n)) {
-                    // Whether it exists or not, a client that may not describe it learns
-                    // nothing more (and nothing is created): asked by id, not even its name
-                    // (Kafka answers null; the id is no secret).
-                    let shown = w.name.as_ref().map(|_| name);
-                    resp.topics.push(missing(
-                        version,
-                        shown,
-                        w.topic_id,
-                        ErrorCode::TopicAuthorizationFailed,
-                    ));
-                    continue;
-                }
                 if let Some(t) = found {
                     resp.topics.push(topic_entry(&c.image(), version, &t));
                     continue;
                 }
                 let Some(name) = w.name.clone() else {
-                    resp.topics
-                        .push(missing(version, None, w.topic_id, ErrorCode::UnknownTopicId));
+                    resp.topics.push(metadata_topic(
+                        version,
+                        None,
+                        w.topic_id,
+                        ErrorCode::UnknownTopicId,
+                    ));
                     continue;
                 };
                 // Creating it takes CREATE on the cluster or the topic, as Kafka checks it.
@@ -202,8 +179,11 @@ pub async fn handle(
                     .await;
                     match (created, c.image().topics.get(&name)) {
                         (_, Some(info)) => resp.topics.push(cluster_topic_entry(version, info, &c.image())),
-                        (Err(e), None) => resp.topics.push(missing(version, Some(name), None, e.code())),
-                        (Ok(_), None) => resp.topics.push(missing(
+                        (Err(e), None) => {
+                            resp.topics
+                                .push(metadata_topic(version, Some(name), None, e.code()))
+                        }
+                        (Ok(_), None) => resp.topics.push(metadata_topic(
                             version,
                             Some(name),
                             None,
@@ -211,7 +191,7 @@ pub async fn handle(
                         )),
                     }
                 } else {
-                    resp.topics.push(missing(
+                    resp.topics.push(metadata_topic(
                         version,
                         Some(name),
                         None,
@@ -221,6 +201,7 @@ pub async fn handle(
             }
         }
     }
+    refused.answer(&mut resp);
     // What the principal may do with each topic it was told about (v8+), and, before v11,
     // with the cluster: only when asked, as Kafka answers.
     if version >= 8 && include_topic_operations {

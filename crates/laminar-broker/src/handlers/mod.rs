@@ -42,6 +42,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod refused;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;

@@ -10,10 +10,10 @@ use kafka_protocol::messages::OffsetCommitResponse;
 use laminar_protocol::requests::OffsetCommitRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
@@ -26,6 +26,7 @@ pub async fn handle(
     topics: &Topics,
     ctx: &RequestContext,
     r: OffsetCommitRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let group_error = groups.coordinator.check_commit(
@@ -45,11 +46,6 @@ pub async fn handle(
                 .map(|(p, offset, epoch, metadata)| {
                     if group_error != ErrorCode::None {
                         return group_error;
-                    }
-                    // READ on the topic, as Kafka checks it (the group's READ was checked
-                    // before: the dispatch refuses the whole request without it).
-                    if !ctx.may(Operation::Read, ResourceType::Topic, &t.name) {
-                        return ErrorCode::TopicAuthorizationFailed;
                     }
                     if !known
                         .as_ref()
@@ -109,5 +105,6 @@ pub async fn handle(
             tr
         })
         .collect();
+    refused.answer(&mut resp);
     responses::encode(ApiKey::OffsetCommit, version, correlation_id, &resp)
 }

@@ -9,14 +9,19 @@ use kafka_protocol::messages::OffsetDeleteResponse;
 use laminar_protocol::requests::OffsetDeleteRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::groups::write::Groups;
 use laminar_protocol::ErrorCode;
 
-pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteRequest) -> Encoded {
+pub async fn handle(
+    groups: &Arc<Groups>,
+    ctx: &RequestContext,
+    r: OffsetDeleteRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = OffsetDeleteResponse::default();
     let check = groups.coordinator.delete_group_check(&r.group_id);
@@ -28,18 +33,13 @@ pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteR
     };
     if group_error != ErrorCode::None {
         resp.error_code = group_error.code();
+        refused.answer(&mut resp);
         return responses::encode(ApiKey::OffsetDelete, version, correlation_id, &resp);
     }
-    // As Kafka's KafkaApis: READ on each topic (DELETE on the group is checked for the whole
-    // request before); a topic the caller may not read keeps its offsets.
-    let readable: Vec<bool> = r
-        .topics
-        .iter()
-        .map(|(t, _)| ctx.may(Operation::Read, ResourceType::Topic, t))
-        .collect();
+    // A topic the caller may not read keeps its offsets: the authorization step took it out.
     let mut records = Vec::new();
-    for ((t, ps), readable) in r.topics.iter().zip(&readable) {
-        for p in ps.iter().filter(|_| *readable) {
+    for (t, ps) in &r.topics {
+        for p in ps {
             records.push(GroupRecord::OffsetDeleted {
                 group: r.group_id.clone(),
                 topic: t.clone(),
@@ -51,13 +51,7 @@ pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteR
     resp.topics = r
         .topics
         .iter()
-        .zip(readable)
-        .map(|((t, ps), readable)| {
-            let code = if readable {
-                code
-            } else {
-                ErrorCode::TopicAuthorizationFailed
-            };
+        .map(|(t, ps)| {
             let mut tr = OffsetDeleteResponseTopic::default();
             tr.name = topic_name(t);
             tr.partitions = ps
@@ -72,5 +66,6 @@ pub async fn handle(groups: &Arc<Groups>, ctx: &RequestContext, r: OffsetDeleteR
             tr
         })
         .collect();
+    refused.answer(&mut resp);
     responses::encode(ApiKey::OffsetDelete, version, correlation_id, &resp)
 }

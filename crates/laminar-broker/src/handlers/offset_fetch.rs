@@ -12,6 +12,7 @@ use laminar_protocol::requests::{OffsetFetchGroup, OffsetFetchRequest};
 use laminar_protocol::ErrorCode;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{sb, topic_name, Encoded};
 use crate::context::RequestContext;
 use laminar_auth::acl::{Operation, ResourceType};
@@ -31,21 +32,10 @@ fn fetch(
     // Which offsets are pending first, then the offsets (see `txn_offsets_pending`).
     let pending = require_stable.then(|| store.txn_offsets_pending(&g.group_id));
     let mut out = fetch_committed(groups, g);
-    // Topics the principal may not describe: left out of "all", refused when named.
-    let may = |t: &str| ctx.may(Operation::Describe, ResourceType::Topic, t);
+    // Topics the principal may not describe are left out of "all" (when named, the
+    // authorization step took them out of the request).
     if g.topics.is_none() {
-        out.retain(|(t, _)| may(t));
-    }
-    for (_, ps) in out.iter_mut().filter(|(t, _)| !may(t)) {
-        for (_, offset, epoch, metadata, error) in ps.iter_mut() {
-            // Nothing of the commit: its metadata is the committer's, not the caller's.
-            (*offset, *epoch, *metadata, *error) = (
-                -1,
-                -1,
-                Some(String::new()),
-                ErrorCode::TopicAuthorizationFailed.code(),
-            );
-        }
+        out.retain(|(t, _)| ctx.may(Operation::Describe, ResourceType::Topic, t));
     }
     if let Some(pending) = pending {
         for (topic, ps) in out.iter_mut() {
@@ -96,6 +86,7 @@ pub fn handle(
     store: &GroupStore,
     ctx: &RequestContext,
     r: OffsetFetchRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let mut resp = OffsetFetchResponse::default();
@@ -107,11 +98,6 @@ pub fn handle(
             .map(|g| {
                 let mut out = OffsetFetchResponseGroup::default();
                 out.group_id = GroupId(sb(&g.group_id));
-                // DESCRIBE on each group (one group alone was checked in the dispatch).
-                if !ctx.may(Operation::Describe, ResourceType::Group, &g.group_id) {
-                    out.error_code = ErrorCode::GroupAuthorizationFailed.code();
-                    return out;
-                }
                 out.topics = fetch(groups, store, ctx, g, r.require_stable)
                     .into_iter()
                     .map(|(t, ps)| {
@@ -157,5 +143,6 @@ pub fn handle(
             })
             .collect();
     }
+    refused.answer(&mut resp);
     responses::encode(ApiKey::OffsetFetch, version, correlation_id, &resp)
 }

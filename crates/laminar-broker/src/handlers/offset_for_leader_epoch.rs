@@ -17,18 +17,22 @@ use kafka_protocol::messages::OffsetForLeaderEpochResponse;
 use laminar_protocol::requests::OffsetForLeaderEpochRequest;
 use laminar_protocol::{responses, ApiKey};
 
+use super::refused::Refused;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_data::partition::Partitions;
 use laminar_protocol::ErrorCode;
 
 const UNDEFINED_EPOCH: i32 = -1;
 const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 
-pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: OffsetForLeaderEpochRequest) -> Encoded {
+pub fn handle(
+    hosted: &Partitions,
+    ctx: &RequestContext,
+    r: OffsetForLeaderEpochRequest,
+    refused: Refused,
+) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
-    let from_follower = r.replica_id >= 0;
     let mut resp = OffsetForLeaderEpochResponse::default();
     resp.topics = r
         .topics
@@ -44,21 +48,6 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: OffsetForLeaderEpoch
                     e.partition = p.partition;
                     e.leader_epoch = UNDEFINED_EPOCH;
                     e.end_offset = UNDEFINED_EPOCH_OFFSET;
-                    // A follower's needs CLUSTER_ACTION, a client's DESCRIBE on the topic.
-                    let allowed = if from_follower {
-                        ctx.may_on_cluster(Operation::ClusterAction)
-                    } else {
-                        ctx.may(Operation::Describe, ResourceType::Topic, &t.name)
-                    };
-                    if !allowed {
-                        e.error_code = if from_follower {
-                            ErrorCode::ClusterAuthorizationFailed
-                        } else {
-                            ErrorCode::TopicAuthorizationFailed
-                        }
-                        .code();
-                        return e;
-                    }
                     let led = match hosted.led(&t.name, p.partition) {
                         Ok(led) => led,
                         Err(code) => {
@@ -84,5 +73,6 @@ pub fn handle(hosted: &Partitions, ctx: &RequestContext, r: OffsetForLeaderEpoch
             out
         })
         .collect();
+    refused.answer(&mut resp);
     responses::encode(ApiKey::OffsetForLeaderEpoch, version, correlation_id, &resp)
 }

@@ -25,12 +25,12 @@ use laminar_records::{
 };
 use laminar_storage::{AppendMode, Offset, StorageError};
 
+use super::refused::Refused as RefusedResources;
 use super::{sb, topic_name};
 use crate::context::RequestContext;
 use crate::quotas::Quotas;
 use crate::response::{Dispatched, RecordsFile};
 use crate::topics::Topics;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_cluster::Cluster;
 use laminar_coordinators::txn::service::Txns;
 use laminar_data::partition::{Partition, Partitions};
@@ -720,10 +720,16 @@ pub async fn handle(
     s: &Arc<ProduceService>,
     ctx: &RequestContext,
     r: ProduceRequest,
+    refused: RefusedResources,
 ) -> Result<Dispatched, CloseConnection> {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     let client_id = ctx.client_id.as_str();
-    let (r, ids, unknown_ids) = resolve_topic_ids(&s.topics, r);
+    // v13 names topics by id: the step named each known one (and refused the others).
+    let ids: HashMap<String, [u8; 16]> = r
+        .topics
+        .iter()
+        .filter_map(|t| Some((t.name.clone(), t.topic_id?)))
+        .collect();
     let acks = r.acks;
     let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
     let request_bytes: u64 = r
@@ -736,7 +742,8 @@ pub async fn handle(
     let mut waits = Vec::new();
     if ![0, 1, -1].contains(&acks) {
         for t in &r.topics {
-            resp.responses.push(refused(t, ErrorCode::InvalidRequiredAcks));
+            resp.responses
+                .push(every_partition(t, ErrorCode::InvalidRequiredAcks));
         }
     } else {
         let mut pending = Vec::new();
@@ -746,33 +753,9 @@ pub async fn handle(
             timeout,
             transactional_id: r.transactional_id.clone(),
         });
-        // As Kafka's KafkaApis: records of a transaction need the request's transactional id,
-        // and WRITE on it. Without the id, a user allowed to write the topic could put
-        // records into another producer's transaction (its id and epoch are visible through
-        // DescribeProducers) and have that producer's own taken as duplicates.
-        let transactional = r.topics.iter().flat_map(|t| &t.partitions).any(|p| {
-            p.records
-                .as_deref()
-                .and_then(|records| BatchHeader::parse(records).ok())
-                .is_some_and(|h| h.is_transactional())
-        });
-        let txn_allowed = !transactional
-            || r.transactional_id
-                .as_deref()
-                .is_some_and(|id| ctx.may(Operation::Write, ResourceType::TransactionalId, id));
+        // The topics the principal may not write (or, for a transaction's records, whose
+        // transactional id it may not write) were taken out by the authorization step.
         for t in r.topics {
-            // Refused partitions are answered without being appended; the others go on.
-            let denied = if !txn_allowed {
-                Some(ErrorCode::TransactionalIdAuthorizationFailed)
-            } else if !ctx.may(Operation::Write, ResourceType::Topic, &t.name) {
-                Some(ErrorCode::TopicAuthorizationFailed)
-            } else {
-                None
-            };
-            if let Some(code) = denied {
-                pending.push((t.name.clone(), Err(refused(&t, code))));
-                continue;
-            }
             let handles: Vec<_> = t
                 .partitions
                 .into_iter()
@@ -786,16 +769,9 @@ pub async fn handle(
                     ))
                 })
                 .collect();
-            pending.push((t.name, Ok(handles)));
+            pending.push((t.name, handles));
         }
         for (name, handles) in pending {
-            let handles = match handles {
-                Ok(handles) => handles,
-                Err(refused) => {
-                    resp.responses.push(refused);
-                    continue;
-                }
-            };
             let mut tr = TopicProduceResponse::default();
             tr.name = topic_name(&name);
             for h in handles {
@@ -811,15 +787,13 @@ pub async fn handle(
             resp.responses.push(tr);
         }
     }
-    // v13 answers by topic id: an id this broker does not know is UNKNOWN_TOPIC_ID.
+    // v13 answers by topic id.
     for tr in &mut resp.responses {
         if let Some(id) = ids.get(tr.name.as_str()) {
             tr.topic_id = super::uuid(*id);
         }
     }
-    for t in unknown_ids {
-        resp.responses.push(refused(&t, ErrorCode::UnknownTopicId));
-    }
+    refused.answer(&mut resp);
     let redirected = || {
         resp.responses
             .iter()
@@ -879,7 +853,7 @@ pub async fn handle(
 }
 
 /// A topic's answer when none of its partitions is appended: `code` for each.
-fn refused(t: &ProduceTopic, code: ErrorCode) -> TopicProduceResponse {
+fn every_partition(t: &ProduceTopic, code: ErrorCode) -> TopicProduceResponse {
     let mut tr = TopicProduceResponse::default();
     tr.name = topic_name(&t.name);
     tr.topic_id = super::uuid(t.topic_id.unwrap_or_default());
@@ -891,30 +865,4 @@ fn refused(t: &ProduceTopic, code: ErrorCode) -> TopicProduceResponse {
         tr.partition_responses.push(pr);
     }
     tr
-}
-
-/// Produce v13 names topics by id (KIP-516): the request with each known id's topic named,
-/// the ids by name (for the answer), and the topics whose id no topic here has.
-fn resolve_topic_ids(
-    topics: &Topics,
-    mut r: ProduceRequest,
-) -> (ProduceRequest, HashMap<String, [u8; 16]>, Vec<ProduceTopic>) {
-    let mut ids = HashMap::new();
-    let mut unknown = Vec::new();
-    let mut known = Vec::with_capacity(r.topics.len());
-    for mut t in r.topics {
-        match t.topic_id {
-            None => known.push(t),
-            Some(id) => match topics.by_id(&id) {
-                Some(meta) => {
-                    ids.insert(meta.name.clone(), id);
-                    t.name = meta.name;
-                    known.push(t);
-                }
-                None => unknown.push(t),
-            },
-        }
-    }
-    r.topics = known;
-    (r, ids, unknown)
 }

@@ -17,10 +17,10 @@ use laminar_protocol::requests::{TxnOffsetCommitRequest, TxnProducer};
 use laminar_protocol::{responses, ApiKey};
 
 use super::offset_commit::OFFSET_METADATA_BYTES_MAX;
+use super::refused::Refused;
 use super::{topic_name, Encoded};
 use crate::context::RequestContext;
 use crate::topics::Topics;
-use laminar_auth::acl::{Operation, ResourceType};
 use laminar_coordinators::groups::store::GroupRecord;
 use laminar_coordinators::txn::service::Txns;
 use laminar_coordinators::txn::{offsets_partition, PendingOffset};
@@ -31,6 +31,7 @@ pub async fn handle(
     topics: &Topics,
     ctx: &RequestContext,
     r: TxnOffsetCommitRequest,
+    refused: Refused,
 ) -> Encoded {
     let (version, correlation_id) = (ctx.api_version, ctx.correlation_id);
     // The consumer's generation and member, when it names them (v3+, KIP-447): a zombie
@@ -50,16 +51,10 @@ pub async fn handle(
     let mut offsets = Vec::new();
     for (topic, partitions) in &r.topics {
         let known = topics.get(topic);
-        // As Kafka's KafkaApis: READ on each topic, beside WRITE on the transactional id and
-        // READ on the group (checked for the whole request before).
-        let readable = ctx.may(Operation::Read, ResourceType::Topic, topic);
         codes.push(
             partitions
                 .iter()
                 .map(|p| {
-                    if !readable {
-                        return ErrorCode::TopicAuthorizationFailed;
-                    }
                     if group_error != ErrorCode::None {
                         return group_error;
                     }
@@ -141,6 +136,7 @@ pub async fn handle(
             tr
         })
         .collect();
+    refused.answer(&mut resp);
     responses::encode(ApiKey::TxnOffsetCommit, version, correlation_id, &resp)
 }
 

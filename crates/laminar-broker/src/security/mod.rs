@@ -4,6 +4,7 @@
 //! are `laminar-auth`'s; the SASL requests' handlers are `handlers::sasl_*`.
 
 pub mod authz;
+pub mod split;
 pub mod step;
 pub mod tls;
 pub mod users;

@@ -3,12 +3,13 @@
 //! [`rule`] states, for every API the broker serves, what Kafka's `KafkaApis` asks of the
 //! principal: the checks on the request as a whole (a group API's group, a cluster admin
 //! API's operation on the cluster), made here before the handler runs and refused in the
-//! request's own shape ([`crate::handlers::refused`]); and the operations on each resource
-//! the handler names in its answer (each topic of a Produce, each group of a
-//! DescribeGroups), which the handler may then ask of [`Grants`] and of nothing else. The
-//! `match` has no wildcard arm: a new API does not compile until its rule is written here.
-//! A handler that asks [`Grants`] something its API's rule does not state is a bug: a
-//! debug build panics, a release build refuses (and logs).
+//! request's own shape (`handlers::refused_whole`); and the operations on each
+//! resource the request names (each topic of a Produce, each group of a DescribeGroups),
+//! which the split (`security/split.rs`) checks through [`Grants`], taking the refused ones out of the
+//! request. The handler may then ask [`Grants`] the rule's questions to filter what it lists,
+//! and nothing else. The `match` has no wildcard arm: a new API does not compile until its
+//! rule is written here. A question the rule does not state is a bug: a debug build panics,
+//! a release build refuses (and logs).
 
 use std::sync::Arc;
 
@@ -34,8 +35,8 @@ pub struct Whole<'r> {
 pub struct Rule<'r> {
     /// Checked in this order before the handler; the first refused answers the request.
     pub whole: Vec<Whole<'r>>,
-    /// The operations on resources of a type the handler decides resource by resource,
-    /// leaving a refused one out of its answer or answering it with its error code.
+    /// The operations on resources of a type decided resource by resource: by the split
+    /// (a refused one answered with its error code) or by the handler (left out of a list).
     pub each: &'static [(Operation, ResourceType)],
     /// Operations asked of a resource type as a whole (Kafka's `authorizeByResourceType`:
     /// may the principal do this to some resource of the type).
@@ -76,7 +77,7 @@ fn each(each: &'static [(Operation, ResourceType)]) -> Rule<'static> {
 }
 
 /// What `request` asks of its principal, as Kafka 4.3's `KafkaApis` asks it.
-pub fn rule(request: &Request) -> Rule<'_> {
+pub fn rule(request: &Request, version: i16) -> Rule<'_> {
     match request {
         // Before and during authentication: nothing to authorize.
         Request::ApiVersions(_) | Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => Rule::default(),
@@ -91,8 +92,10 @@ pub fn rule(request: &Request) -> Rule<'_> {
         // WRITE on each topic; a transactional producer's records need WRITE on its
         // transactional id, named by the request or found by its producer id.
         Request::Produce(_) => each(&[(Write, Topic), (Write, TransactionalId)]),
-        // READ on each topic; a follower's fetch needs CLUSTER_ACTION.
-        Request::Fetch(_) => each(&[(Read, Topic), (ClusterAction, Cluster)]),
+        // A follower's fetch needs CLUSTER_ACTION, for the request as a whole; a consumer's
+        // READ on each topic.
+        Request::Fetch(r) if r.replica_id >= 0 => whole(vec![cluster(ClusterAction)]),
+        Request::Fetch(_) => each(&[(Read, Topic)]),
         Request::ListOffsets(_) => each(&[(Describe, Topic)]),
         Request::CreateTopics(_) => each(&[(Create, Cluster), (Create, Topic)]),
         // DELETE on each; by topic id, a topic the principal may not DESCRIBE is not named.
@@ -161,11 +164,10 @@ pub fn rule(request: &Request) -> Rule<'_> {
         // A follower's (CLUSTER_ACTION) or a client's (DESCRIBE on each topic).
         Request::OffsetForLeaderEpoch(_) => each(&[(ClusterAction, Cluster), (Describe, Topic)]),
         Request::DescribeProducers(_) => each(&[(Read, Topic)]),
-        // WRITE on the transactional id and on each topic; v4's broker-sent form needs
-        // CLUSTER_ACTION.
-        Request::AddPartitionsToTxn(_) => {
-            each(&[(Write, TransactionalId), (Write, Topic), (ClusterAction, Cluster)])
-        }
+        // A client's (v0-3): WRITE on the transactional id and on each topic; a broker's
+        // (v4+) needs CLUSTER_ACTION, for the request as a whole.
+        Request::AddPartitionsToTxn(_) if version >= 4 => whole(vec![cluster(ClusterAction)]),
+        Request::AddPartitionsToTxn(_) => each(&[(Write, TransactionalId), (Write, Topic)]),
         Request::AddOffsetsToTxn(_) => each(&[(Write, TransactionalId), (Read, Group)]),
         Request::EndTxn(_) => each(&[(Write, TransactionalId)]),
         // WRITE on the transactional id, READ on the group, then READ on each topic.
