@@ -8,8 +8,10 @@
 # Per round and build: a fresh broker; for each load of LOADS (default "p1-acks1 p1-acksall",
 # pP-acksA: a P-partition topic, acks=A), a fresh topic and N records of 1024 B at
 # --throughput -1, Java client defaults otherwise; the broker's CPU time during the load is
-# appended to the load's output. Raw output: OUT/raw/r<round>-<A|B>-<load>.txt;
-# bench/ab_produce_summary.py prints the medians and the B/A ratios into OUT/summary.txt.
+# appended to the load's output. Raw output: RAW/r<round>-<A|B>-<load>.txt, RAW being the run's
+# raw directory outside the repository (bench_raw_dir OUT, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT's name>); bench/ab_produce_summary.py prints the medians and
+# the B/A ratios into OUT/summary.txt.
 #
 # Usage: BIN_A=path BIN_B=path bench/ab_produce.sh OUT
 # Env:   ROUNDS (10), N (1000000), LOADS, PORT (19092), NETWORK_THREADS (2), IO_THREADS (4),
@@ -62,7 +64,7 @@ run_build() { # BUILD(A|B) ROUND
   local build=$1 round=$2 broker=laminar load partitions acks
   [[ $build == A ]] && broker=base
   local tag=r$round-$build data=$work/$build-r$round
-  start_broker "$broker" "$data" "$out/raw/$tag-broker.log"
+  start_broker "$broker" "$data" "$raw/$tag-broker.log"
   for load in $LOADS; do
     partitions=${load%%-*}
     partitions=${partitions#p}
@@ -75,7 +77,7 @@ run_build() { # BUILD(A|B) ROUND
       --record-size 1024 --throughput -1 --command-property "acks=$acks"
     after=$(cpu_ticks "$broker_pid")
     echo "broker cpu s: $(awk -v a="$before" -v b="$after" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b - a) / hz}')" \
-      >> "$out/raw/$tag-$load.txt"
+      >> "$raw/$tag-$load.txt"
   done
   stop_broker
   rm -rf "$data"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Summarises bench/ab_produce.sh: per load, each build's median over the rounds of
 ProducerPerformance's records/s and latency percentiles, the B/A ratio of the medians, and
-the per-round B/A ratios of records/s (each round's two runs ran back to back).
+the per-round B/A ratios of records/s (each round's two runs ran back to back). The raw output
+is read from the run's raw directory outside the repository (bench/bench_raw.py).
 
 Usage: ab_produce_summary.py OUT
 """
@@ -9,6 +10,8 @@ import re
 import statistics
 import sys
 from pathlib import Path
+
+from bench_raw import raw_dir
 
 # ProducerPerformance's last line, e.g. "1000000 records sent, 159974.4 records/sec (156.22
 # MB/sec), 179.10 ms avg latency, 425.00 ms max latency, 170 ms 50th, 294 ms 95th, 405 ms
@@ -24,7 +27,7 @@ FIELDS = ["records/s", "MB/s", "avg ms", "max ms", "p50 ms", "p95 ms", "p99 ms",
 def main():
     out = Path(sys.argv[1])
     runs = {}  # (load, build) -> {round: [figures]}
-    for f in sorted((out / "raw").glob("r*-*-*.txt")):
+    for f in sorted(Path(raw_dir(out)).glob("r*-*-*.txt")):
         m = re.fullmatch(r"r(\d+)-([AB])-(p\d+-acks\w+)\.txt", f.name)
         if not m:
             continue

@@ -2,8 +2,9 @@
 # Sourced by bench/s5.sh and bench/transactions.sh: Laminar or Kafka started (and stopped, with
 # machine.sh's stop_broker) on one
 # port, and loads run with a time limit (Kafka's Java tools: `java_tool_setup` in machine.sh).
-# The sourcing script sets: PORT, bootstrap, work (a scratch dir), bin (laminar), out,
-# KAFKA_LIB, TOOL_HEAP, NETWORK_THREADS, IO_THREADS, REBALANCE_DELAY_MS, LOAD_TIMEOUT_S, and
+# The sourcing script sets: PORT, bootstrap, work (a scratch dir), bin (laminar), out, raw
+# (bench_raw_dir OUT, machine.sh; prepare_run sets it), KAFKA_LIB, TOOL_HEAP, NETWORK_THREADS,
+# IO_THREADS, REBALANCE_DELAY_MS, LOAD_TIMEOUT_S, and
 # launcher_pid="" broker_pid="" tool_pid="" (what its cleanup stops).
 
 # cleanup: stops the load and the broker still running, removes $work. Installed with
@@ -24,20 +25,22 @@ status_kb() { # PID FIELD: a VmRSS/VmHWM line of /proc/PID/status, in kB
   awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"
 }
 
-# prepare_run NAME: refuses to start when something listens on PORT (wait_port would succeed
-# against the wrong broker) or OUT/raw holds results (they would be summarised with these);
-# makes OUT/raw and the scratch dir $work (.bench-NAME.XXXXXX here); installs the cleanup:
+# prepare_run NAME: sets raw (bench_raw_dir OUT: the raw files, outside the repository);
+# refuses to start when something listens on PORT (wait_port would succeed against the wrong
+# broker) or $raw holds results (they would be summarised with these); makes OUT, $raw and the
+# scratch dir $work (.bench-NAME.XXXXXX here); installs the cleanup:
 # bash runs the EXIT trap on `exit`, and TERM/INT are turned into exits so that it always runs.
 prepare_run() {
   if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
     echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
     exit 1
   fi
-  if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-    echo "$out/raw already holds results; give another OUT" >&2
+  raw=$(bench_raw_dir "$out")
+  if [[ -n $(ls -A "$raw" 2>/dev/null) ]]; then
+    echo "$raw already holds results; give another OUT (or move them away)" >&2
     exit 1
   fi
-  mkdir -p "$out/raw"
+  mkdir -p "$out" "$raw"
   work=$(mktemp -d "$PWD/.bench-$1.XXXXXX")
   launcher_pid="" # what to stop: laminar itself, or run-kafka.sh (it forwards SIGTERM to the JVM)
   broker_pid=""   # the broker process whose /proc/PID/status we read (Kafka: the java child)
@@ -77,12 +80,12 @@ start_broker() {
   fi
 }
 
-# run_load NAME COMMAND...: runs it with a time limit, all output to OUT/raw/NAME.txt after a
+# run_load NAME COMMAND...: runs it with a time limit, all output to $raw/NAME.txt after a
 # line with the command; a failed load is recorded ("[exit N]") and the others still run.
 run_load() {
   local name=$1 rc=0
   shift
-  local file=$out/raw/$name.txt
+  local file=$raw/$name.txt
   echo "\$ $*" > "$file"
   echo "$(date +%T) $name"
   timeout "$LOAD_TIMEOUT_S" "$@" >> "$file" 2>&1 &
@@ -94,7 +97,7 @@ run_load() {
 }
 
 create_topic() { # NAME PARTITIONS TAG
-  local file=$out/raw/$3-topics.txt
+  local file=$raw/$3-topics.txt
   "$bin" topics create "$1" --partitions "$2" --bootstrap "$bootstrap" >> "$file" 2>&1 ||
     { echo "creating topic $1 failed:" >&2; cat "$file" >&2; return 1; }
 }

@@ -7,9 +7,13 @@
 #     BG_RATE records/s (acks=1) into `table`: the cleaner running on another topic;
 #   TARGET=same: the measured producer itself writes the keyed records into `table`.
 # The same run with `log.cleaner.enable = false` is the baseline. ROUNDS rounds, the order
-# alternating. Each run's report (JSON, with percentiles), the metrics endpoint after it
-# (metrics-*.txt; the cleaner's counters also in cleaner-metrics-*.txt), and the broker threads' CPU time and run delay over the measured
-# run (sched-*.txt), go to OUT_DIR; summary.txt has the tables and the p99 ratios.
+# alternating. Each run's report (JSON, with percentiles), the cleaner's counters after it
+# (cleaner-metrics-*.txt), and the broker threads' CPU time and run delay over the measured
+# run (sched-*.txt), go to OUT_DIR; summary.txt has the tables and the p99 ratios. The broker's
+# log (broker-*.log), the whole metrics endpoint after the run (metrics-*.txt) and the measured
+# producer's latency series (series-*.json) go to the run's raw directory outside the
+# repository (bench_raw_dir OUT_DIR, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT_DIR's name>).
 #
 # With INTERLEAVE_S=W, each round is instead one run of one broker (cleaner enabled) in which
 # `table`'s cleanup.policy switches between compact and delete at every W-second boundary of
@@ -53,6 +57,8 @@ OUT="$(cd "$OUT" && pwd)"
 (cd "$repo" && cargo build --release -p laminar -p laminar-load) || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
+RAW="$(bench_raw_dir "$OUT")"
+mkdir -p "$RAW"
 (cd "$repo" && machine_info /tmp &&
   echo "target: $TARGET; rate: $RATE records/s of 512 B, acks=$ACKS, $SECS s per run; keyed writer into the compacted topic: $([ "$TARGET" = other ] && echo "$BG_RATE records/s, acks=1" || echo "the measured one"), $KEYS keys; segment.bytes=$SEGMENT_BYTES, min.cleanable.dirty.ratio=$DIRTY_RATIO, log.cleaner.backoff.ms=$BACKOFF_MS, log.cleaner.io.max.bytes.per.second=$CLEANER_RATE$([ "$INTERLEAVE_S" -gt 0 ] && echo "; interleaved: cleanup.policy switched every $INTERLEAVE_S s, the first $SKIP_S s of each window left out")") >"$OUT/machine.txt"
 
@@ -135,10 +141,10 @@ run() { # run MODE ROUND: MODE is "on", "off" or "ab" (interleaved)
     [ "$CLEANER_RATE" != none ] && echo "\"log.cleaner.io.max.bytes.per.second\" = $CLEANER_RATE"
   } >"$data/laminar.toml"
   "$LAMINAR" serve --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
-    --data-dir "$data/data" --config "$data/laminar.toml" 2>"$OUT/broker-$mode-r$round.log" &
+    --data-dir "$data/data" --config "$data/laminar.toml" 2>"$RAW/broker-$mode-r$round.log" &
   pid=$!
   for _ in $(seq 100); do
-    grep -q "laminar listening" "$OUT/broker-$mode-r$round.log" && break
+    grep -q "laminar listening" "$RAW/broker-$mode-r$round.log" && break
     sleep 0.1
   done
   "$LAMINAR" topics create table --partitions 1 --bootstrap "127.0.0.1:$PORT" \
@@ -165,13 +171,13 @@ run() { # run MODE ROUND: MODE is "on", "off" or "ab" (interleaved)
   schedstat "$pid" >"$data/sched-before.txt"
   "$LOAD" latency --bootstrap "127.0.0.1:$PORT" "${measured[@]}" \
     --records-per-s "$RATE" --record-bytes 512 --duration-s "$SECS" --acks "$ACKS" \
-    --label "cleaner $mode" --series-out "$OUT/series-$mode-r$round.json" --json "${windows[@]}" \
+    --label "cleaner $mode" --series-out "$RAW/series-$mode-r$round.json" --json "${windows[@]}" \
     >"$OUT/latency-$mode-r$round.json"
   if [ -n "$toggler" ]; then kill "$toggler"; wait "$toggler" 2>/dev/null; toggler=""; fi
   schedstat "$pid" >"$data/sched-after.txt"
   sched_delta "$data/sched-before.txt" "$data/sched-after.txt" >"$OUT/sched-$mode-r$round.txt"
-  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/metrics-$mode-r$round.txt"
-  grep -E '^laminar_log_cleaner' "$OUT/metrics-$mode-r$round.txt" >"$OUT/cleaner-metrics-$mode-r$round.txt"
+  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$RAW/metrics-$mode-r$round.txt"
+  grep -E '^laminar_log_cleaner' "$RAW/metrics-$mode-r$round.txt" >"$OUT/cleaner-metrics-$mode-r$round.txt"
   du -sb "$data/data/table-0" | cut -f1 >"$OUT/table-bytes-$mode-r$round.txt"
   if [ -n "$bg" ]; then wait "$bg"; bg=""; fi
   kill "$pid"; wait "$pid" 2>/dev/null; pid=""

@@ -19,7 +19,9 @@
 #            two producers with Kafka's own ProducerPerformance (the Java client) instead, each
 #            phase RATE*(WARMUP_S+DURATION_S) records of which the first RATE*WARMUP_S are its
 #            --warmup-records (left out of its steady-state percentiles).
-# Raw output goes to OUT/raw, a summary with ratios to OUT/summary.md.
+# Raw output (every tool's output, the brokers' logs, top, the latency series) goes to the run's
+# raw directory outside the repository (bench_raw_dir OUT, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT's name>), a summary with ratios and charts to OUT.
 # Needs root for s1f (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
 #
 # Usage: bench/cluster.sh produce|s1f [OUT]    (OUT default bench/results/<date>-<host>-cluster-<part>)
@@ -71,15 +73,16 @@ for i in "${NODES[@]}"; do
     exit 1
   fi
 done
-if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-  echo "$out/raw already holds results; give another OUT" >&2
+raw=$(bench_raw_dir "$out")
+if [[ -n $(ls -A "$raw" 2>/dev/null) ]]; then
+  echo "$raw already holds results; give another OUT (or move them away)" >&2
   exit 1
 fi
 if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
 [[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet -p laminar -p laminar-load
 bin=$PWD/target/release/laminar
 load=$PWD/target/release/laminar-load
-mkdir -p "$out/raw" "$out/series"
+mkdir -p "$out" "$raw/series"
 work=$(mktemp -d "$PWD/.bench-cluster.XXXXXX")
 # The secret the brokers prove to each other on the controller port (docs/security.md).
 secret="$work/controller.secret"
@@ -185,7 +188,7 @@ start_cluster() { # BROKER TAG
   for i in "${NODES[@]}"; do start_node "$broker" "$i" "$work/$tag-n$i" "$cid"; done
   for i in "${NODES[@]}"; do wait_node "$i"; done
   # The machine's CPU through the round (two cores for three brokers and the loads).
-  top -b -d 5 > "$out/raw/$tag-top.txt" 2>&1 &
+  top -b -d 5 > "$raw/$tag-top.txt" 2>&1 &
   top_pid=$!
 }
 
@@ -193,13 +196,13 @@ stop_cluster() { # TAG: stops every node still running, keeps their logs
   local tag=$1 i
   if [[ -n $top_pid ]]; then kill "$top_pid" 2>/dev/null || true; wait "$top_pid" 2>/dev/null || true; fi
   top_pid=""
-  gzip -f "$out/raw/$tag-top.txt"
+  gzip -f "$raw/$tag-top.txt"
   for i in "${!launcher_pid[@]}"; do stop_node "$i"; done
   for i in "${NODES[@]}"; do
-    cp "$work/$tag-n$i.log" "$out/raw/$tag-n$i.log" 2>/dev/null || true
+    cp "$work/$tag-n$i.log" "$raw/$tag-n$i.log" 2>/dev/null || true
     # Kafka's INFO log (ISR changes, fetcher errors) lives in its data dir: keep it.
     if [[ -f $work/$tag-n$i/server.log ]]; then
-      gzip -c "$work/$tag-n$i/server.log" > "$out/raw/$tag-n$i-server.log.gz"
+      gzip -c "$work/$tag-n$i/server.log" > "$raw/$tag-n$i-server.log.gz"
     fi
     rm -rf "$work/$tag-n$i"
   done
@@ -207,7 +210,7 @@ stop_cluster() { # TAG: stops every node still running, keeps their logs
 
 # create_topic TAG NAME PARTITIONS: replication factor 3, retried while the brokers register.
 create_topic() {
-  local tag=$1 name=$2 partitions=$3 file=$out/raw/$1-topics.txt
+  local tag=$1 name=$2 partitions=$3 file=$raw/$1-topics.txt
   for _ in $(seq 1 60); do
     if "$bin" topics create "$name" --partitions "$partitions" --replication-factor 3 \
       --bootstrap "$bootstrap" >> "$file" 2>&1; then
@@ -260,18 +263,18 @@ produce_round() { # BROKER ROUND
   wait_isr max-p1 3
   wait_isr latency-p1 3
   for p in 1 6; do
-    run_load "$out/raw/$tag-pp-p$p.txt" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
+    run_load "$raw/$tag-pp-p$p.txt" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
       --bootstrap-server "$bootstrap" --topic "pp-p$p" --num-records "$N" --record-size 1024 \
       --throughput -1 --command-property acks=all
   done
-  run_load "$out/raw/$tag-max-p1.txt" "$load" latency --bootstrap "$bootstrap" --topic max-p1 \
+  run_load "$raw/$tag-max-p1.txt" "$load" latency --bootstrap "$bootstrap" --topic max-p1 \
     --records-per-s 0 --record-bytes 1024 --duration-s "$MAX_S" --acks all --json
   # The fixed-rate load is measured after WARMUP_S of the same load (a fresh JVM needs it).
   "$load" latency --bootstrap "$bootstrap" --topic latency-p1 --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" --acks all > /dev/null 2>&1
-  run_load "$out/raw/$tag-latency-p1.txt" "$load" latency --bootstrap "$bootstrap" \
+  run_load "$raw/$tag-latency-p1.txt" "$load" latency --bootstrap "$bootstrap" \
     --topic latency-p1 --records-per-s "$RATE" --record-bytes 512 --duration-s "$DURATION_S" \
-    --acks all --json --series-out "$out/series/$tag-latency-p1.json" \
+    --acks all --json --series-out "$raw/series/$tag-latency-p1.json" \
     --label "$(display_name "$broker") acks=all r$round"
   stop_cluster "$tag"
 }
@@ -290,12 +293,12 @@ measure_hot() { # BROKER TAG PHASE
         --bootstrap-server "$bootstrap" --topic "hot-acks$acks" --record-size 512 \
         --num-records $((RATE * (WARMUP_S + DURATION_S))) --warmup-records $((RATE * WARMUP_S)) \
         --throughput "$RATE" --command-property "acks=$acks" linger.ms=0 \
-        > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
+        > "$raw/$tag-$phase-acks$acks.txt" 2>&1 &
     else
       timeout "$LOAD_TIMEOUT_S" "$load" latency --bootstrap "$bootstrap" --topic "hot-acks$acks" \
         --records-per-s "$RATE" --record-bytes 512 --duration-s "$DURATION_S" --acks "$acks" --json \
-        --series-out "$out/series/$tag-$phase-acks$acks.json" \
-        --label "$(display_name "$broker") $phase acks=$acks" > "$out/raw/$tag-$phase-acks$acks.txt" 2>&1 &
+        --series-out "$raw/series/$tag-$phase-acks$acks.json" \
+        --label "$(display_name "$broker") $phase acks=$acks" > "$raw/$tag-$phase-acks$acks.txt" 2>&1 &
     fi
     pids+=($!)
   done
@@ -314,17 +317,17 @@ s1f_round() { # BROKER ROUND
   for t in big hot-acks1 hot-acksall; do wait_isr "$t" 3; done
   leader=$(leader_of big)
   follower=$(( leader % 3 + 1 ))
-  echo "big: leader $leader, stopped follower $follower" | tee "$out/raw/$tag-roles.txt"
+  echo "big: leader $leader, stopped follower $follower" | tee "$raw/$tag-roles.txt"
   stop_node "$follower"
   fill=$("$load" fill --bootstrap "$bootstrap" --topic big --bytes "$FILL_BYTES" --json)
-  echo "$fill" > "$out/raw/$tag-fill.txt"
+  echo "$fill" > "$raw/$tag-fill.txt"
   "$load" latency --bootstrap "$bootstrap" --topic hot-acks1 --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" > /dev/null 2>&1
   "$load" latency --bootstrap "$bootstrap" --topic hot-acksall --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$WARMUP_S" --acks all > /dev/null 2>&1
   sync
   for i in "${NODES[@]}"; do evict_big "$work/$tag-n$i"; done
-  find "$work/$tag-n$leader" -path '*big-*' -type f -exec fincore --bytes {} + > "$out/raw/$tag-fincore-leader.txt" || true
+  find "$work/$tag-n$leader" -path '*big-*' -type f -exec fincore --bytes {} + > "$raw/$tag-fincore-leader.txt" || true
   mkdir "$cgroup"
   echo "$DEVICE $READ_BPS" > "$cgroup/blkio.throttle.read_bps_device"
   echo "$DEVICE $READ_IOPS" > "$cgroup/blkio.throttle.read_iops_device"
@@ -335,11 +338,11 @@ s1f_round() { # BROKER ROUND
   start_node "$broker" "$follower" "$work/$tag-n$follower" ""
   measure_hot "$broker" "$tag" catch-up
   echo "follower's big after the catch-up phase: $(big_bytes "$work/$tag-n$follower") of $(big_bytes "$work/$tag-n$leader") bytes" |
-    tee -a "$out/raw/$tag-roles.txt"
+    tee -a "$raw/$tag-roles.txt"
   if [[ $broker == laminar ]]; then
     # Did the leader's socket threads stall, and how long did its disk calls take?
     curl -s "http://127.0.0.1:$(($(node_port "$leader") + 5))/metrics" |
-      grep -E '^laminar_(event_loop|disk_call|fetch_stuck)' > "$out/raw/$tag-leader-metrics.txt" || true
+      grep -E '^laminar_(event_loop|disk_call|fetch_stuck)' > "$raw/$tag-leader-metrics.txt" || true
   fi
   echo "${broker_pid[$leader]}" > /sys/fs/cgroup/blkio/cgroup.procs
   rmdir "$cgroup"

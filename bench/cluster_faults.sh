@@ -29,8 +29,10 @@
 # After each round the round's history is checked, and the previous round's topic and REREAD
 # older ones are read again and checked against their histories; at the end every topic is.
 # Leader epochs are checked from the logs: no (partition, epoch) led by two brokers.
-# Results: OUT/rounds.jsonl (one line per round), OUT/rereads.jsonl, OUT/summary.md, the
-# histories of rounds with an anomaly, the brokers' logs, and OUT/kept/: for a re-read that
+# Results: OUT/rounds.jsonl (one line per round), OUT/rereads.jsonl, OUT/summary.md; in the
+# run's raw directory outside the repository (RAW: bench_raw_dir OUT, bench/machine.sh, by
+# default /var/tmp/laminar-bench-raw/<OUT's name>) the histories of rounds with an anomaly
+# (RAW/histories/), the brokers' logs (RAW/broker*.log), and RAW/kept/: for a re-read that
 # found an anomaly or failed, the topic's partition directories on each broker as durable
 # and as seen, with its history.
 #
@@ -61,6 +63,10 @@ FAULTS="${FAULTS:-cut-one cut-all kill-leader pause part-leader part-follower pa
 [[ $CLOCKS == 1 ]] || FAULTS="${FAULTS//clock-kill/}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
+# shellcheck source=machine.sh
+source "$here/machine.sh"
+RAW="$(bench_raw_dir "$OUT")"
+mkdir -p "$RAW"
 # Errors recorded as their message, not a backtrace.
 export RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0
 
@@ -174,14 +180,14 @@ start() {  # broker i
       KAFKA_HEAP_OPTS="-Xmx512m -Xms128m" \
       KAFKA_EXTRA_PROPS="$(printf '%s\n' min.insync.replicas=2 transaction.state.log.min.isr=2 \
         broker.session.timeout.ms=3000 broker.heartbeat.interval.ms=500)" \
-      "$here/kafka/run-kafka.sh" 9092 "$work/mnt$i/kafka" >>"$OUT/broker$i.log" 2>&1 &
+      "$here/kafka/run-kafka.sh" 9092 "$work/mnt$i/kafka" >>"$RAW/broker$i.log" 2>&1 &
   else
     ip netns exec "${nets[$((i - 1))]}" "${clock[@]}" \
       "$LAMINAR" serve --listen "$net.$i:9092" --data-dir "$work/mnt$i/data" \
       --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" --set "controller.quorum.secret.file=$secret" \
       --set broker.session.timeout.ms=3000 --set broker.heartbeat.interval.ms=500 \
       --set min.insync.replicas=2 --set group.initial.rebalance.delay.ms=0 \
-      >>"$OUT/broker$i.log" 2>&1 &
+      >>"$RAW/broker$i.log" 2>&1 &
   fi
   broker_pid[$i]=$!
 }
@@ -204,14 +210,14 @@ kill9() {  # broker i
   wait "${broker_pid[$i]}" 2>/dev/null
   broker_pid[$i]=""
 }
-: >"$OUT/broker1.log"; : >"$OUT/broker2.log"; : >"$OUT/broker3.log"
+: >"$RAW/broker1.log"; : >"$RAW/broker2.log"; : >"$RAW/broker3.log"
 for i in 1 2 3; do start "$i"; done
 for _ in $(seq 1 120); do
   in_hub "$LAMINAR" cluster describe --bootstrap "$net.1:9092" 2>/dev/null | grep -c '^  broker' | grep -q 3 && break
   sleep 1
 done
 if ! in_hub "$LAMINAR" cluster describe --bootstrap "$net.1:9092" | tee "$OUT/cluster-before.txt" | grep -q '^  broker 3'; then
-  echo "the cluster did not come up; broker 1's log:" >&2; tail -20 "$OUT/broker1.log" >&2; exit 1
+  echo "the cluster did not come up; broker 1's log:" >&2; tail -20 "$RAW/broker1.log" >&2; exit 1
 fi
 # What the brokers wrote while starting is on their disks, as on machines up a while.
 for i in 1 2 3; do fs "$i" sync >/dev/null; done
@@ -231,10 +237,10 @@ valid() { [[ $1 =~ ^[123]$ ]]; }
 
 # A topic's partitions as each broker holds them, to debug an anomaly found by a re-read:
 # the durable files (the fault file system's backing directory) and what the broker sees
-# (the mount), and the history, under OUT/kept/TOPIC-after-ROUND/.
+# (the mount), and the history, under RAW/kept/TOPIC-after-ROUND/.
 keep() {
   local topic="$1" when="$2" to i
-  to="$OUT/kept/$topic-after-$when"
+  to="$RAW/kept/$topic-after-$when"
   mkdir -p "$to"
   cp "$work/histories/$topic.jsonl" "$to/" 2>/dev/null
   for i in 1 2 3; do
@@ -344,7 +350,7 @@ rep.update(round=int(r), fault=fault, leader_of_0=leader, detail=what)
 print(json.dumps(rep))
 PY
     if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["total_anomalies"] else 1)' "$work/history.json"; then
-      mkdir -p "$OUT/histories"; cp "$hist" "$OUT/histories/"
+      mkdir -p "$RAW/histories"; cp "$hist" "$RAW/histories/"
     fi
     histories+=("$hist")
   else
@@ -369,9 +375,9 @@ if [[ $BROKER == kafka ]]; then
   jars=("$KAFKA_LIB"/kafka_2.13-*.jar)
   version="Apache Kafka $(basename "${jars[0]}" .jar)"
 fi
-python3 - "$OUT" "$version" "$(uname -r)" <<'PY' | tee "$OUT/summary.md"
+python3 - "$OUT" "$version" "$(uname -r)" "$RAW" <<'PY' | tee "$OUT/summary.md"
 import json, os, re, sys, collections
-out, version, kernel = sys.argv[1:]
+out, version, kernel, raw = sys.argv[1:]
 kinds = ["lost", "duplicated", "inconsistent_offsets", "reordered", "nonmonotonic_polls", "skipped_polls",
          "aborted_reads", "torn_txns", "corrupted"]
 rows = [json.loads(l) for l in open(os.path.join(out, "rounds.jsonl")) if l.strip()]
@@ -393,7 +399,7 @@ print(f"Re-reads of earlier topics after later rounds: {len(rr)}, {len(rr) - len
       + ", ".join(f"{k} {sum(r[k] for r in ok)}" for k in kinds) + ")")
 led = collections.defaultdict(set)
 for i in (1, 2, 3):
-    for line in open(os.path.join(out, f"broker{i}.log"), errors="replace"):
+    for line in open(os.path.join(raw, f"broker{i}.log"), errors="replace"):
         m = re.search(r"leading (\S+) at epoch (\d+)", line)
         if m:
             led[(m.group(1), int(m.group(2)))].add(i)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Summary of bench/cluster.sh: OUT/summary.md from OUT/raw, and charts with `laminar perf plot`.
+"""Summary of bench/cluster.sh: OUT/summary.md from the raw files (the run's raw directory
+outside the repository, bench/bench_raw.py), and charts with `laminar perf plot`.
 
 Usage: cluster_summary.py produce|s1f OUT   (env LAMINAR: the laminar binary for the charts)
 """
@@ -9,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+
+from bench_raw import raw_dir
 
 PRODUCER = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
@@ -89,6 +92,7 @@ def plot(out, name, title, files):
 
 
 def produce(out, rounds):
+    raw = raw_dir(out)
     lines = ["## Producing at acks=all, replication factor 3", "",
              "Each cell: Laminar / Kafka in the same round (a ratio > 1 means Laminar is higher).", ""]
     loads = [("pp-p1", "ProducerPerformance, 1 partition", producer),
@@ -103,7 +107,7 @@ def produce(out, rounds):
         for r, order in rounds:
             got = {}
             for b in order:
-                x = parse(f"{out}/raw/r{r}-{b}-{load}.txt")
+                x = parse(f"{raw}/r{r}-{b}-{load}.txt")
                 got[b] = x
                 if x is None:
                     lines.append(f"| {r} | {NAMES.get(b, b)} | no summary (see raw) | | | | | |")
@@ -117,13 +121,14 @@ def produce(out, rounds):
                              f"p99.9 {ratio(lam['p999'], kaf['p999'])}")
         lines += [""] + notes + [""]
     charts = plot(out, "chart-latency-p1", "acks=all, RF 3, librdkafka at a fixed rate",
-                  sorted(glob.glob(f"{out}/series/*-latency-p1.json")))
+                  sorted(glob.glob(f"{raw}/series/*-latency-p1.json")))
     for c in charts:
         lines += [f"![{os.path.basename(c)[:-4]}]({os.path.basename(c)})", ""]
     return lines
 
 
 def s1f(out, rounds):
+    raw = raw_dir(out)
     lines = ["## S1 with a follower as the cold reader", "",
              "Produce latency to the `hot` topics (librdkafka, or Kafka's ProducerPerformance: "
              "see the configuration) with `big`'s follower down (alone) "
@@ -136,8 +141,8 @@ def s1f(out, rounds):
         for b in order:
             for phase in ("alone", "catch-up"):
                 for acks in ("1", "all"):
-                    raw = f"{out}/raw/r{r}-{b}-{phase}-acks{acks}.txt"
-                    x = perf_latency(raw) or steady_state(raw)
+                    path = f"{raw}/r{r}-{b}-{phase}-acks{acks}.txt"
+                    x = perf_latency(path) or steady_state(path)
                     got[(b, phase, acks)] = x
                     if x is None:
                         lines.append(f"| {r} | {NAMES.get(b, b)} | {phase} | {acks} | no summary | | | | |")
@@ -145,7 +150,7 @@ def s1f(out, rounds):
                     lines.append(f"| {r} | {NAMES.get(b, b)} | {phase} | {acks} | "
                                  f"{x['delivered']}/{x['sent']} | {fmt(x['p50'])} | {fmt(x['p99'])} | "
                                  f"{fmt(x['p999'])} | {fmt(x['max'])} |")
-            roles = text(f"{out}/raw/r{r}-{b}-roles.txt").strip().replace("\n", "; ")
+            roles = text(f"{raw}/r{r}-{b}-roles.txt").strip().replace("\n", "; ")
             caught.append(f"- round {r}, {NAMES.get(b, b)}: {roles}")
         for acks in ("1", "all"):
             for b in order:
@@ -161,7 +166,7 @@ def s1f(out, rounds):
     lines += [""] + notes + ["", "The follower's progress:", ""] + caught + [""]
     for acks in ("1", "all"):
         charts = plot(out, f"chart-acks{acks}", f"S1 with a follower, acks={acks}",
-                      sorted(glob.glob(f"{out}/series/*-acks{acks}.json")))
+                      sorted(glob.glob(f"{raw}/series/*-acks{acks}.json")))
         for c in charts:
             lines += [f"![{os.path.basename(c)[:-4]}]({os.path.basename(c)})", ""]
     return lines

@@ -21,8 +21,10 @@
 # previous cycle's topic and REREAD older ones are read again and checked against their
 # histories (what an earlier read found must still be there, at the same offsets); at the end,
 # every topic is. One JSON line per cycle goes to OUT_DIR/<broker>.jsonl, one per re-read to
-# OUT_DIR/<broker>-rereads.jsonl, the histories of cycles with an anomaly to
-# OUT_DIR/<broker>-histories/, and a summary to OUT_DIR/summary.md.
+# OUT_DIR/<broker>-rereads.jsonl, and a summary to OUT_DIR/summary.md; the histories of cycles
+# with an anomaly (<broker>-histories/) and the broker's log (<broker>-broker.log) to the run's
+# raw directory outside the repository (bench_raw_dir OUT_DIR, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT_DIR's name>).
 #
 # Env: KILL_CYCLES (20), CUT_CYCLES (50), TORN_CYCLES (50), ERR_CYCLES (10), ERR_SECS (1),
 #      SECS (6), RATE (records/s of each of the two plain producers, 300), PARTITIONS (4),
@@ -49,6 +51,10 @@ LAMINAR_PORT="${LAMINAR_PORT:-19192}"
 KAFKA_PORT="${KAFKA_PORT:-19193}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
+# shellcheck source=machine.sh
+source "$here/machine.sh"
+RAW="$(bench_raw_dir "$OUT")"
+mkdir -p "$RAW"
 # Errors recorded as their message, not a backtrace.
 export RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0
 
@@ -254,7 +260,7 @@ r.update(broker=broker, fault=fault, cycle=int(i), power_cut=json.loads(cut), br
 print(json.dumps(r))
 PY
         if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["total_anomalies"] else 1)' "$work/history.json"; then
-          mkdir -p "$OUT/$broker-histories"; cp "$hist" "$OUT/$broker-histories/"
+          mkdir -p "$RAW/$broker-histories"; cp "$hist" "$RAW/$broker-histories/"
         fi
         histories+=("$hist")
       else
@@ -279,7 +285,7 @@ PY
   local h
   for h in "${histories[@]}"; do reread "$h" "$cycle"; done
   stop_broker TERM
-  cp "$work/broker.log" "$OUT/$broker-broker.log"
+  cp "$work/broker.log" "$RAW/$broker-broker.log"
   kill -TERM "$fs_pid"; wait "$fs_pid" 2>/dev/null; fs_pid=""
 }
 

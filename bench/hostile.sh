@@ -10,7 +10,10 @@
 # come), each attack followed by a baseline again, CYCLES times. Per phase it reports the
 # producer's latency and its p99 over the baselines around it (and each kind pooled over
 # the cycles), the broker's RSS (sampled every 100 ms), and what the hostile
-# clients saw. The broker's log is kept, with a count of its reasons for closing connections.
+# clients saw. The broker's log is kept, gzipped, in the run's raw directory outside the
+# repository (bench_raw_dir OUT_DIR, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT_DIR's name>); OUT_DIR gets a count of its reasons for closing
+# connections.
 #
 # The frames announcing 100 MB come last: they leave Kafka (1 GiB heap) out of memory, which
 # would spoil every phase after them.
@@ -45,6 +48,8 @@ OUT="$(cd "$OUT" && pwd)"
 [[ "$WHICH" == laminar ]] || "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
+RAW="$(bench_raw_dir "$OUT")"
+mkdir -p "$RAW"
 (cd "$repo" && machine_info /tmp && echo "open files (soft/hard): $(ulimit -Sn)/$(ulimit -Hn)" &&
   { [[ "$WHICH" == laminar ]] || echo "kafka: $(cat "${KAFKA_LIB:-/tmp/kafka-lib}/.kafka-version")"; } &&
   echo "laminar binary: $LAMINAR ($("$LAMINAR" --version 2>/dev/null))" &&
@@ -101,7 +106,7 @@ trap stop_broker EXIT
 run_one() {  # laminar|kafka ROUND
   local name="$1-r$2" port
   echo "== $name $(date -Is)" | tee -a "$OUT/run.log"
-  start_broker "$1" "$OUT/$name.broker.log" || return 1
+  start_broker "$1" "$RAW/$name.broker.log" || return 1
   local extra=()
   read -ra extra <<<"${HOSTILE_ARGS:-}"
   "$LOAD" hostile --bootstrap "127.0.0.1:$port" --broker-pid "$rss_pid" \
@@ -111,10 +116,10 @@ run_one() {  # laminar|kafka ROUND
   stop_broker
   # Why the broker closed connections, by reason (addresses and numbers folded).
   grep -hoE "closing connection from [^ ]+: .*|(Closing|closing) .*connection.*|Unexpected error from .*" \
-    "$OUT/$name.broker.log" 2>/dev/null |
+    "$RAW/$name.broker.log" 2>/dev/null |
     sed -E 's/from [0-9.:]+:? ?/from ADDR /; s/[0-9]+/N/g' | sort | uniq -c | sort -rn \
     >"$OUT/$name.close-reasons.txt"
-  gzip -9f "$OUT/$name.broker.log"
+  gzip -9f "$RAW/$name.broker.log"
 }
 
 for round in $(seq 1 "$ROUNDS"); do

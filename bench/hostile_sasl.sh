@@ -14,7 +14,10 @@
 #      UNFINISHED (600), FLOOD_PER_S (2000), PORT (19494), LAMINAR (the binary), LAMINAR_CONFIG
 #      (more TOML lines for the broker). Laminar runs on its defaults otherwise (no
 #      max.connections.per.ip, queued.max.unauthenticated.request.bytes 32 MiB). Stops what
-#      it started, by PID.
+#      it started, by PID. The broker's log goes, gzipped, to the run's raw directory outside
+#      the repository (bench_raw_dir OUT_DIR, bench/machine.sh: by default
+#      /var/tmp/laminar-bench-raw/<OUT_DIR's name>); OUT_DIR gets its reasons for closing
+#      connections.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -34,6 +37,8 @@ OUT="$(cd "$OUT" && pwd)"
 (cd "$repo" && cargo build --release -p laminar -p laminar-load) || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
+RAW="$(bench_raw_dir "$OUT")"
+mkdir -p "$RAW"
 (cd "$repo" && machine_info /tmp && echo "open files (soft/hard): $(ulimit -Sn)/$(ulimit -Hn)" &&
   echo "laminar binary: $LAMINAR ($("$LAMINAR" --version 2>/dev/null))" &&
   echo "producer: $RATE records/s of 512 B, acks=1, SASL_PLAINTEXT PLAIN; baselines $PHASE_S s, attacks $LONG_PHASE_S s, $CYCLES cycles" &&
@@ -50,7 +55,7 @@ cat >"$data/laminar.toml" <<TOML
 ${LAMINAR_CONFIG:-}
 TOML
 "$LAMINAR" serve --metrics-listen 127.0.0.1:0 --data-dir "$data/data" --config "$data/laminar.toml" \
-  >"$OUT/broker.log" 2>&1 &
+  >"$RAW/broker.log" 2>&1 &
 broker_pid=$!
 stop() {
   kill "$broker_pid" 2>/dev/null
@@ -74,7 +79,7 @@ done
   --unfinished-frame-sent-bytes 521000 --flood-per-s "$FLOOD_PER_S" \
   --json >"$OUT/hostile.json" 2>"$OUT/run.log"
 echo "exit $?" >>"$OUT/run.log"
-grep -hoE "closing connection from [^ ]+: .*|(Closing|closing) .*connection.*" "$OUT/broker.log" 2>/dev/null |
+grep -hoE "closing connection from [^ ]+: .*|(Closing|closing) .*connection.*" "$RAW/broker.log" 2>/dev/null |
   sed -E 's/from [0-9.:]+:? ?/from ADDR /; s/[0-9]+/N/g' | sort | uniq -c | sort -rn >"$OUT/close-reasons.txt"
-gzip -9f "$OUT/broker.log"
+gzip -9f "$RAW/broker.log"
 echo "done: $OUT (hostile.json)"

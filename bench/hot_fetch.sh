@@ -8,7 +8,10 @@
 # directory and Kafka's ConsumerPerformance reads all of it (a fresh group, from the start).
 # The broker's CPU time (utime + stime of /proc/PID/stat) over the read, divided by the MiB
 # ConsumerPerformance reports, is the figure; its MB/s is printed too (on 2 cores the Java
-# consumer shares the CPU, so MB/s is not the broker's limit).
+# consumer shares the CPU, so MB/s is not the broker's limit). The broker logs and the
+# consumer's output go to the run's raw directory outside the repository (bench_raw_dir OUT,
+# bench/machine.sh: by default /var/tmp/laminar-bench-raw/<OUT's name>); OUT gets config.txt
+# and summary.txt.
 #
 # Usage: BIN_A=path BIN_B=path bench/hot_fetch.sh OUT
 #        (A_LABEL and B_LABEL, say the commits, go into OUT/config.txt)
@@ -41,12 +44,13 @@ if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
   echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
   exit 1
 fi
-if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-  echo "$out/raw already holds results; give another OUT" >&2
+raw=$(bench_raw_dir "$out")
+if [[ -n $(ls -A "$raw" 2>/dev/null) ]]; then
+  echo "$raw already holds results; give another OUT (or move them away)" >&2
   exit 1
 fi
 bench/kafka/fetch-kafka.sh
-mkdir -p "$out/raw"
+mkdir -p "$out" "$raw"
 work=$(mktemp -d "$PWD/.bench-hot-fetch.XXXXXX")
 launcher_pid="" broker_pid="" tool_pid=""
 trap cleanup EXIT
@@ -71,9 +75,9 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 data=$work/data
 bin=$BIN_A
-start_broker laminar "$data" "$out/raw/fill-broker.log"
+start_broker laminar "$data" "$raw/fill-broker.log"
 "$bin" topics create hot --partitions 1 --bootstrap "$bootstrap" > /dev/null
-"$load" fill --bootstrap "$bootstrap" --topic hot --bytes "$FILL_BYTES" > "$out/raw/fill.txt"
+"$load" fill --bootstrap "$bootstrap" --topic hot --bytes "$FILL_BYTES" > "$raw/fill.txt"
 stop_broker
 
 hz=$(getconf CLK_TCK)
@@ -83,7 +87,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for build in $order; do
     if [[ $build == A ]]; then bin=$BIN_A; else bin=$BIN_B; fi
     tag=r$round-$build
-    start_broker laminar "$data" "$out/raw/$tag-broker.log"
+    start_broker laminar "$data" "$raw/$tag-broker.log"
     # Warm: every byte in the page cache before the measured read (it was just written, but a
     # round may follow another's eviction pressure).
     cat "$data"/hot-0/* > /dev/null 2>&1 || true
@@ -94,7 +98,7 @@ for round in $(seq 1 "$ROUNDS"); do
     stop_broker
     # ConsumerPerformance's data line: start, end, data.consumed.in.MB, MB.sec, ...
     read -r mib mbs < <(awk -F', ' 'NF > 5 && $3 ~ /^[0-9.]+$/ {print $3, $4}' \
-      "$out/raw/$tag-consume.txt" | tail -1)
+      "$raw/$tag-consume.txt" | tail -1)
     cpu_s=$(echo "scale=3; ($after - $before) / $hz" | bc)
     per_gib=$(echo "scale=1; 1000 * $cpu_s * 1024 / $mib" | bc)
     echo "$round $build $cpu_s $mib $per_gib $mbs" | tee -a "$out/summary.txt"

@@ -7,7 +7,9 @@
 #     (RATE records/s, default 1,000,000: about 1.03 GB/s of 1 KiB records).
 # Raw JSON lines and a summary of medians and ratios go to OUT (default
 # bench/results/<date>-<host>-log-perf); each run's append latency series (perf log
-# --series-out) to OUT/series/VARIANT-rRUN.json, and one chart per comparison (`laminar perf
+# --series-out) to RAW/series/VARIANT-rRUN.json, RAW being the run's raw directory outside the
+# repository (bench_raw_dir OUT, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT's name>), and one chart per comparison (`laminar perf
 # plot`, every run of both variants) to OUT/chart-*.svg:
 #   chart-max-flush-*        no-flush vs flush-100ms, as fast as possible;
 #   chart-rate-flush-*       rate-no-flush vs rate-flush-100ms, at RATE records/s;
@@ -22,7 +24,8 @@ repeat=${REPEAT:-3}
 rate=${RATE:-1000000}
 messages=${MESSAGES:-2000000}
 out=${1:-bench/results/$(date +%F)-$(hostname)-log-perf}
-mkdir -p "$out/series"
+raw=$(bench_raw_dir "$out")
+mkdir -p "$out" "$raw/series"
 cargo build --release --quiet
 bin=target/release/laminar
 work=$(mktemp -d "$PWD/.bench-log-perf.XXXXXX")
@@ -49,7 +52,7 @@ for i in $(seq 1 "$repeat"); do
     esac
     sync
     result=$("$bin" perf log --dir "$work/logs" "${common[@]}" "${extra[@]}" \
-      --series-out "$out/series/$variant-r$i.json" --label "$variant r$i")
+      --series-out "$raw/series/$variant-r$i.json" --label "$variant r$i")
     echo "{\"variant\":\"$variant\",\"run\":$i,\"result\":$result}" >> "$out/runs.jsonl"
   done
 done
@@ -59,7 +62,7 @@ chart() {
   local name=$1 title=$2 files=() variant
   shift 2
   for variant in "$@"; do
-    for i in $(seq 1 "$repeat"); do files+=("$out/series/$variant-r$i.json"); done
+    for i in $(seq 1 "$repeat"); do files+=("$raw/series/$variant-r$i.json"); done
   done
   "$bin" perf plot --title "$title" --out "$out/chart-$name" "${files[@]}" > /dev/null
 }

@@ -1,7 +1,26 @@
 # shellcheck shell=bash
 # Sourced by the bench scripts: `machine_info DIR` prints the machine, the disk under DIR and
 # the laminar build, the header of every results/*/machine.txt; and helpers several scripts
-# use: `evict_big DIR` and `java_tool_setup`.
+# use: `evict_big DIR`, `java_tool_setup` and `bench_raw_dir OUT`.
+
+# The results directory this file sits beside, for bench_raw_dir (resolved once, when sourced).
+bench_results_dir=$(realpath -m "$(dirname "${BASH_SOURCE[0]}")/results")
+
+# bench_raw_dir OUT: where a run's raw files go: broker logs, Prometheus dumps, every tool's raw
+# output, latency series, histories and kept data directories. Outside the repository:
+# ${LAMINAR_BENCH_RAW:-/var/tmp/laminar-bench-raw}/ followed by OUT's path under bench/results/
+# (OUT's own name when it is elsewhere). OUT keeps what is committed: the README, summaries,
+# charts and the small figures a summary is made from. bench/bench_raw.py is the same rule for
+# the Python summaries.
+bench_raw_dir() {
+  local abs root=${LAMINAR_BENCH_RAW:-/var/tmp/laminar-bench-raw}
+  abs=$(realpath -m "$1")
+  case $abs in
+    "$bench_results_dir"/*) echo "$root/${abs#"$bench_results_dir"/}" ;;
+    *) echo "$root/$(basename "$abs")" ;;
+  esac
+}
+
 machine_info() {
   echo "date: $(date -Is)"
   echo "host: $(hostname)"

@@ -11,6 +11,9 @@
 #
 #   sudo bash bench/partitions.sh            # writes bench/results/<date>-vm-partitions/
 #
+# The brokers' logs go to the run's raw directory outside the repository (bench_raw_dir OUT,
+# bench/machine.sh: by default /var/tmp/laminar-bench-raw/<OUT's name>).
+#
 # Needs root (ip netns, veth). Removes every namespace and process it made, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +26,9 @@ SESSION_MS=${SESSION_MS:-3000}
 bin=${BIN:-target/release/laminar}
 load=${LOAD:-target/release/laminar-load}
 out=${OUT:-bench/results/$(date +%F)-vm-partitions}
+# shellcheck source=bench/machine.sh disable=SC1091
+source bench/machine.sh
+raw=$(bench_raw_dir "$out")
 hub=lmhub
 nets=(lmn1 lmn2 lmn3)
 work=$(mktemp -d)
@@ -31,7 +37,7 @@ secret="$work/controller.secret"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
 chmod 600 "$secret"
 pids=()
-mkdir -p "$out"
+mkdir -p "$out" "$raw"
 
 cleanup() {
   for pid in "${pids[@]}"; do
@@ -74,7 +80,7 @@ for i in 1 2 3; do
   ip netns exec "${nets[$((i - 1))]}" "$bin" serve --listen "10.77.0.$i:9092" --data-dir "$work/d$i" \
     --metrics-listen none --set "node.id=$i" --set "controller.quorum.voters=$voters" --set "controller.quorum.secret.file=$secret" \
     --set "broker.session.timeout.ms=$SESSION_MS" --set broker.heartbeat.interval.ms=500 \
-    >"$out/broker$i.log" 2>&1 &
+    >"$raw/broker$i.log" 2>&1 &
   pids+=($!)
 done
 in_hub() { ip netns exec "$hub" "$@"; }
@@ -126,12 +132,12 @@ in_hub "$bin" topics describe part --bootstrap "$bootstrap" >"$out/topic-after.t
   echo "laminar $("$bin" --version), kernel $(uname -r), $(date -Is)"
   echo "verifier: $(cat "$out/verify.json")"
   # Leader epochs: each (partition, epoch) must have exactly one broker that led it.
-  grep -h -o 'leading part-[0-9]* at epoch [0-9]*' "$out"/broker*.log /dev/null |
+  grep -h -o 'leading part-[0-9]* at epoch [0-9]*' "$raw"/broker*.log /dev/null |
     sort | uniq -c | awk '{print "  " $0}' >"$work/epochs" || true
   for i in 1 2 3; do
-    grep -o 'leading part-[0-9]* at epoch [0-9]*' "$out/broker$i.log" | sed "s/$/ by broker $i/" || true
+    grep -o 'leading part-[0-9]* at epoch [0-9]*' "$raw/broker$i.log" | sed "s/$/ by broker $i/" || true
   done | sort -k2,2 -k5,5n >"$out/leaderships.txt"
   twice=$(awk '{print $2, $5}' "$out/leaderships.txt" | sort | uniq -d)
   echo "leaderships: $(wc -l <"$out/leaderships.txt"); an epoch led by two brokers: ${twice:-none}"
-  echo "fenced by the controller (told after healing): $(grep -h -c 'is fenced' "$out"/broker*.log | paste -sd+ | bc) times"
+  echo "fenced by the controller (told after healing): $(grep -h -c 'is fenced' "$raw"/broker*.log | paste -sd+ | bc) times"
 } | tee "$out/README.txt"

@@ -16,7 +16,7 @@
 #      - put the broker's process (all its threads) into a blkio cgroup throttling its disk
 #        reads to READ_BPS bytes/s (and READ_IOPS reads/s when set);
 #      - warm-up: ProducerPerformance to `hot`, RATE records/s of 512 B for WARMUP_S (kept in
-#        raw/, not summarised);
+#        the raw files, not summarised);
 #      (a) ProducerPerformance to `hot`: RATE records/s of 512 B, acks=1, linger.ms=0
 #          (PRODUCER_PROPS), RATE*(PRODUCER_WARMUP_S+DURATION_S) records of which the first
 #          RATE*PRODUCER_WARMUP_S are --warmup-records (the fresh JVM's first sends, left out
@@ -33,7 +33,9 @@
 #      phase (fallocate calls, Produce request phases).
 #   4. stop the broker, delete its data.
 # Raw output (every tool's stdout+stderr, metrics, /proc/PID/io, the cgroup's byte counts, the
-# phases' wall-clock times) goes to OUT/raw; bench/s1_java_summary.py writes OUT/summary.md
+# phases' wall-clock times) goes to the run's raw directory outside the repository
+# (bench_raw_dir OUT, bench/machine.sh: by default /var/tmp/laminar-bench-raw/<OUT's name>);
+# bench/s1_java_summary.py writes OUT/summary.md
 # (printed too): per broker and round the producer's p50/p99/p99.9/max in both phases, the
 # consumer's MB/s, and pass = b.p99 <= max(1.2*a.p99, a.p99+5 ms) and b.max < 100 ms and
 # consumer >= 0.9*READ_BPS (both in MB = 10^6 bytes).
@@ -101,14 +103,15 @@ for p in "$PORT" $((PORT + 1)) $((PORT + 2)) "$METRICS_PORT"; do
   fi
 done
 # Stale raw files from another run would be summarised with these ones.
-if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-  echo "$out/raw already holds results; give another OUT" >&2
+raw=$(bench_raw_dir "$out")
+if [[ -n $(ls -A "$raw" 2>/dev/null) ]]; then
+  echo "$raw already holds results; give another OUT (or move them away)" >&2
   exit 1
 fi
 
 bench/kafka/fetch-kafka.sh
 [[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release -p laminar --quiet
-mkdir -p "$out/raw"
+mkdir -p "$out" "$raw"
 work=$(mktemp -d "$PWD/.bench-s1java.XXXXXX")
 # A copy of the binary: target/release/laminar may be rebuilt while this runs, and the broker,
 # the topics CLI and the version in config.txt must all be the same build.
@@ -202,13 +205,13 @@ start_broker() {
       local listen=(--listen "$bootstrap")
       [[ $TLS == 1 ]] && listen=()
       "$bin" serve "${listen[@]}" --metrics-listen "127.0.0.1:$METRICS_PORT" \
-        --data-dir "$data" --config "$work/laminar.toml" > "$out/raw/$broker-broker.log" 2>&1 &
+        --data-dir "$data" --config "$work/laminar.toml" > "$raw/$broker-broker.log" 2>&1 &
       launcher_pid=$!
       broker_pid=$launcher_pid
       ;;
     kafka)
       KAFKA_NETWORK_THREADS=$NETWORK_THREADS KAFKA_HEAP_OPTS=$KAFKA_HEAP KAFKA_EXTRA_PROPS=$kafka_extra \
-        bench/kafka/run-kafka.sh "$PORT" "$data" > "$out/raw/$broker-broker.log" 2>&1 &
+        bench/kafka/run-kafka.sh "$PORT" "$data" > "$raw/$broker-broker.log" 2>&1 &
       launcher_pid=$!
       ;;
   esac
@@ -217,11 +220,11 @@ start_broker() {
     # run-kafka.sh's direct java child is kafka.Kafka (the storage format has exited by now).
     broker_pid=$(pgrep -P "$launcher_pid" -x java)
   fi
-  echo "$broker: launcher pid $launcher_pid, broker pid $broker_pid" | tee -a "$out/raw/pids.txt"
+  echo "$broker: launcher pid $launcher_pid, broker pid $broker_pid" | tee -a "$raw/pids.txt"
 }
 
 create_topic() { # NAME PARTITIONS TAG
-  local file=$out/raw/$3-topics.txt
+  local file=$raw/$3-topics.txt
   for _ in $(seq 1 30); do
     if timeout 60 "$bin" topics create "$1" --partitions "$2" --bootstrap "$bootstrap" >> "$file" 2>&1; then
       return 0
@@ -263,11 +266,11 @@ wait_client() {
 scrape() { # TAG PHASE WHEN: Laminar's metrics, the broker's /proc/PID/io, the cgroup's bytes
   local tag=$1 phase=$2 when=$3
   if [[ $tag == *laminar* ]]; then
-    curl -s --max-time 10 "http://127.0.0.1:$METRICS_PORT/metrics" > "$out/raw/$tag-$phase-metrics-$when.prom" ||
+    curl -s --max-time 10 "http://127.0.0.1:$METRICS_PORT/metrics" > "$raw/$tag-$phase-metrics-$when.prom" ||
       echo "warning: metrics scrape $tag $phase $when failed" >&2
   fi
-  cat "/proc/$broker_pid/io" > "$out/raw/$tag-$phase-io-$when.txt" 2>/dev/null || true
-  cat "$cgroup/blkio.throttle.io_service_bytes" > "$out/raw/$tag-$phase-blkio-$when.txt" 2>/dev/null || true
+  cat "/proc/$broker_pid/io" > "$raw/$tag-$phase-io-$when.txt" 2>/dev/null || true
+  cat "$cgroup/blkio.throttle.io_service_bytes" > "$raw/$tag-$phase-blkio-$when.txt" 2>/dev/null || true
 }
 
 phase_records=$((RATE * (PRODUCER_WARMUP_S + DURATION_S)))
@@ -280,34 +283,34 @@ run_round() { # BROKER ROUND
   settle_disk vda
   echo 1 > /proc/sys/vm/drop_caches
   # What is left of `big` in the page cache (RES column): the proof it is cold.
-  find "$data" -path '*big-*' -type f -exec fincore --bytes {} + > "$out/raw/$tag-fincore.txt" 2>&1 || true
+  find "$data" -path '*big-*' -type f -exec fincore --bytes {} + > "$raw/$tag-fincore.txt" 2>&1 || true
   mkdir "$cgroup"
   echo "$DEVICE $READ_BPS" > "$cgroup/blkio.throttle.read_bps_device"
   if ((READ_IOPS > 0)); then echo "$DEVICE $READ_IOPS" > "$cgroup/blkio.throttle.read_iops_device"; fi
   # cgroup v1: writing a PID to cgroup.procs moves its whole thread group.
   echo "$broker_pid" > "$cgroup/cgroup.procs"
 
-  producer "$out/raw/$tag-warmup.txt" hot $((RATE * WARMUP_S)) 0 512 "$RATE" \
+  producer "$raw/$tag-warmup.txt" hot $((RATE * WARMUP_S)) 0 512 "$RATE" \
     $((WARMUP_S + CLIENT_SLACK_S)) "${producer_props[@]}"
   pid=$!
   client_pids=("$pid")
-  wait_client "$pid" "$out/raw/$tag-warmup.txt"
+  wait_client "$pid" "$raw/$tag-warmup.txt"
 
   # (a) alone
   scrape "$tag" a before
   t0=$(now)
-  producer "$out/raw/$tag-a-producer.txt" hot "$phase_records" "$phase_warmup" 512 "$RATE" \
+  producer "$raw/$tag-a-producer.txt" hot "$phase_records" "$phase_warmup" 512 "$RATE" \
     "$phase_limit" "${producer_props[@]}"
   pid=$!
   client_pids=("$pid")
-  wait_client "$pid" "$out/raw/$tag-a-producer.txt"
+  wait_client "$pid" "$raw/$tag-a-producer.txt"
   t1=$(now)
   scrape "$tag" a after
-  printf 'producer_start %s\nproducer_end %s\n' "$t0" "$t1" > "$out/raw/$tag-a-times.txt"
+  printf 'producer_start %s\nproducer_end %s\n' "$t0" "$t1" > "$raw/$tag-a-times.txt"
 
   # (b) with the cold consumer
   scrape "$tag" b before
-  local cfile=$out/raw/$tag-b-consumer.txt
+  local cfile=$raw/$tag-b-consumer.txt
   local ccmd=("${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$client_bootstrap" "${client_config[@]}"
     --topic big --num-records "$FILL_RECORDS" --group "s1java-$broker-r$round-$$"
     --fetch-size "$FETCH_SIZE" --timeout 60000 --reporting-interval 1000 --show-detailed-stats
@@ -328,11 +331,11 @@ run_round() { # BROKER ROUND
   [[ -n $tcf ]] || echo "warning: $tag: no progress line from the consumer before the producer" >&2
   sleep "$CONSUMER_LEAD_S"
   t0=$(now)
-  producer "$out/raw/$tag-b-producer.txt" hot "$phase_records" "$phase_warmup" 512 "$RATE" \
+  producer "$raw/$tag-b-producer.txt" hot "$phase_records" "$phase_warmup" 512 "$RATE" \
     "$phase_limit" "${producer_props[@]}"
   pid=$!
   client_pids=("$cpid" "$pid")
-  wait_client "$pid" "$out/raw/$tag-b-producer.txt"
+  wait_client "$pid" "$raw/$tag-b-producer.txt"
   t1=$(now)
   # The consumer has done its part (or finished `big` early): stop it by its PID.
   local stopped=0
@@ -346,7 +349,7 @@ run_round() { # BROKER ROUND
   client_pids=()
   scrape "$tag" b after
   printf 'consumer_start %s\nconsumer_fetching %s\nproducer_start %s\nproducer_end %s\nconsumer_end %s\n' \
-    "$tc0" "${tcf:-none}" "$t0" "$t1" "$tc1" > "$out/raw/$tag-b-times.txt"
+    "$tc0" "${tcf:-none}" "$t0" "$t1" "$tc1" > "$raw/$tag-b-times.txt"
 
   echo "$broker_pid" > /sys/fs/cgroup/blkio/cgroup.procs
   rmdir "$cgroup"
@@ -361,17 +364,17 @@ for broker in $BROKERS; do
   create_topic big 4 "$broker"
   create_topic hot 1 "$broker"
   echo "$(date +%T) $broker fill: $FILL_RECORDS records"
-  producer "$out/raw/$broker-fill.txt" big "$FILL_RECORDS" 0 1024 -1 "$FILL_TIMEOUT_S" acks=1
+  producer "$raw/$broker-fill.txt" big "$FILL_RECORDS" 0 1024 -1 "$FILL_TIMEOUT_S" acks=1
   pid=$!
   client_pids=("$pid")
-  wait_client "$pid" "$out/raw/$broker-fill.txt"
+  wait_client "$pid" "$raw/$broker-fill.txt"
   client_pids=()
-  du -sk "$data" | awk '{print "data dir kB after the fill: " $1}' > "$out/raw/$broker-du.txt"
+  du -sk "$data" | awk '{print "data dir kB after the fill: " $1}' > "$raw/$broker-du.txt"
   for round in $(seq 1 "$rounds"); do run_round "$broker" "$round"; done
-  du -sk "$data" | awk '{print "data dir kB at the end: " $1}' >> "$out/raw/$broker-du.txt"
+  du -sk "$data" | awk '{print "data dir kB at the end: " $1}' >> "$raw/$broker-du.txt"
   stop_broker
   # Kafka's INFO log lives in its data dir: keep it.
-  if [[ -f $data/server.log ]]; then gzip -c "$data/server.log" > "$out/raw/$broker-server.log.gz"; fi
+  if [[ -f $data/server.log ]]; then gzip -c "$data/server.log" > "$raw/$broker-server.log.gz"; fi
   rm -rf "$data"
 done
 

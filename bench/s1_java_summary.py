@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises a bench/s1_java.sh run: reads OUT/config.txt and OUT/raw/, writes OUT/summary.md
-and prints it.  Standard library only.
+"""Summarises a bench/s1_java.sh run: reads OUT/config.txt and the raw files (the run's raw
+directory outside the repository, bench/bench_raw.py), writes OUT/summary.md and prints it.
+Standard library only.
 
 Per broker and round: the producer's steady-state p50/p99/p99.9/max (ProducerPerformance,
 whole milliseconds) alone (a) and with the cold consumer (b), the consumer's MB/s over the
@@ -20,8 +21,10 @@ import statistics
 import sys
 from datetime import datetime
 
+from bench_raw import raw_dir
+
 OUT = sys.argv[1]
-RAW = os.path.join(OUT, "raw")
+RAW = raw_dir(OUT)
 NAMES = {"laminar": "Laminar", "kafka": "Kafka"}
 MIB = 1 << 20
 

@@ -10,7 +10,10 @@
 # partitions together, and of partition 3. In the "stall" run, STALL_AFTER seconds in,
 # faultfs delays every write(2) and fsync of partition 3's files by 2 s until the run ends.
 # Two rounds, in alternating broker order; results and charts go to OUT_DIR, with each run's
-# broker warnings (the first 500 WARN/ERROR lines of its log).
+# broker warnings (the first 500 WARN/ERROR lines of its log); the latency series the charts
+# are drawn from (*.series.json) to the run's raw directory outside the repository
+# (bench_raw_dir OUT_DIR, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT_DIR's name>).
 #
 # Env: RATE (4000), SECS (30), STALL_AFTER (5), ROUNDS (2), BROKERS ("laminar kafka"), LAMINAR_PORT (19292),
 #      KAFKA_PORT (19293; +1 for its controller), KAFKA_LIB. Kafka runs with its own defaults
@@ -37,6 +40,8 @@ OUT="$(cd "$OUT" && pwd)"
 "$here/kafka/fetch-kafka.sh" >/dev/null || exit 1
 # shellcheck source=machine.sh
 source "$here/machine.sh"
+RAW="$(bench_raw_dir "$OUT")"
+mkdir -p "$RAW"
 (cd "$repo" && machine_info /tmp && echo "kafka: $(cat "${KAFKA_LIB:-/tmp/kafka-lib}/.kafka-version")" &&
   echo "rate: $RATE records/s of 512 B over 8 partitions, acks=1; $SECS s per run; stall after $STALL_AFTER s") >"$OUT/machine.txt"
 
@@ -79,7 +84,7 @@ run() {  # BROKER MODE ROUND
   fi
   "$LOAD" partitions --bootstrap "127.0.0.1:$port" --topic s4 --partitions 8 \
     --records-per-s "$RATE" --duration-s "$SECS" --watch-partition 3 --json \
-    --series-out "$OUT/$name.series.json" --label "$broker ($mode)" >"$OUT/$name.json" 2>"$work/perf.err" ||
+    --series-out "$RAW/$name.series.json" --label "$broker ($mode)" >"$OUT/$name.json" 2>"$work/perf.err" ||
     { echo "perf failed: $(tail -3 "$work/perf.err")" >&2; }
   [[ -n "$stall_pid" ]] && wait "$stall_pid"
   "$FAULTFS" ctl "$work/ctl.sock" stats >"$OUT/$name.faultfs-stats.json" 2>/dev/null
@@ -100,7 +105,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 "$LAMINAR" perf plot --title "S4: produce latency of the 7 healthy partitions while partition 3's disk stalls" \
-  --out "$OUT/chart-produce" "$OUT"/*-r1.series.json >/dev/null
+  --out "$OUT/chart-produce" "$RAW"/*-r1.series.json >/dev/null
 python3 - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/summary.md"
 import json, sys
 out, rounds = sys.argv[1], int(sys.argv[2])

@@ -15,8 +15,10 @@
 #   4. `laminar-load latency` (librdkafka, linger.ms=0): E2E_RATE records/s of 512 B for
 #      E2E_DURATION_S, acks=all and acks=1 (produce latency: send to delivery report);
 #   5. the broker's RSS: VmRSS 2 s after it starts listening (idle) and VmHWM after the loads.
-# Every tool's stdout+stderr goes to OUT/raw/r<round>-<broker>-<load>.txt; bench/s5_summary.py
-# parses them into OUT/summary.md. Latency series for `laminar perf plot` go to OUT/series/:
+# Every tool's stdout+stderr goes to RAW/r<round>-<broker>-<load>.txt, RAW being the run's raw
+# directory outside the repository (bench_raw_dir OUT, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT's name>); bench/s5_summary.py parses them into
+# OUT/summary.md. Latency series for `laminar perf plot` go to RAW/series/:
 # step 4's from `perf latency --series-out` (labelled "<Laminar|Kafka> acks=<acks> r<round>"),
 # and step 1's, which s5_summary.py makes from the few percentiles ProducerPerformance prints.
 # s5_summary.py then draws the charts (OUT/chart-*.svg, linked from summary.md): one per
@@ -62,7 +64,7 @@ for b in $BROKERS; do
 done
 
 prepare_run s5
-mkdir -p "$out/series"
+mkdir -p "$raw/series"
 : > "$out/order.txt"
 if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
 [[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet -p laminar -p laminar-load
@@ -106,10 +108,10 @@ display_name() { case $1 in laminar) echo Laminar ;; base) echo "Laminar base" ;
 run_broker() { # BROKER ROUND
   local broker=$1 round=$2
   local tag=r$round-$broker data=$work/$broker-r$round
-  start_broker "$broker" "$data" "$out/raw/$tag-broker.log"
+  start_broker "$broker" "$data" "$raw/$tag-broker.log"
   # Idle RSS: the broker up, no client yet, after it has settled for 2 s.
   sleep 2
-  echo "idle VmRSS kB: $(status_kb "$broker_pid" VmRSS)" > "$out/raw/$tag-rss.txt"
+  echo "idle VmRSS kB: $(status_kb "$broker_pid" VmRSS)" > "$raw/$tag-rss.txt"
 
   # Every load gets its own topic, created up front (`laminar topics` speaks the Kafka
   # protocol, so it works on both), so that no load reads or appends to another's data.
@@ -146,16 +148,16 @@ run_broker() { # BROKER ROUND
     topic=latency-$(acks_tag $acks)
     run_load "$tag-$topic" "$load" latency --bootstrap "$bootstrap" --topic "$topic" \
       --records-per-s "$E2E_RATE" --record-bytes "$E2E_BYTES" --duration-s "$E2E_DURATION_S" \
-      --acks "$acks" --json --series-out "$out/series/$tag-$topic.json" \
+      --acks "$acks" --json --series-out "$raw/series/$tag-$topic.json" \
       --label "$(display_name "$broker") acks=$acks r$round"
   done
 
-  echo "VmHWM kB after the loads: $(status_kb "$broker_pid" VmHWM)" >> "$out/raw/$tag-rss.txt"
+  echo "VmHWM kB after the loads: $(status_kb "$broker_pid" VmHWM)" >> "$raw/$tag-rss.txt"
   # What the disk holds, for the record (and a check that the loads wrote where we think).
-  du -sk "$data" | awk '{print "data dir kB: " $1}' >> "$out/raw/$tag-rss.txt"
+  du -sk "$data" | awk '{print "data dir kB: " $1}' >> "$raw/$tag-rss.txt"
   stop_broker
   # Kafka's INFO log (its full KafkaConfig dump included) lives in the data dir: keep it.
-  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$out/raw/$tag-server.log"; fi
+  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$raw/$tag-server.log"; fi
   rm -rf "$data"
 }
 

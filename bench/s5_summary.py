@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Summarises a bench/s5.sh run: reads OUT/config.txt, OUT/order.txt and the tools' raw output
-in OUT/raw/, writes OUT/summary.md and prints it.  Standard library only.
+in RAW (the run's raw directory outside the repository, bench/bench_raw.py), writes
+OUT/summary.md and prints it.  Standard library only.
 
 It also draws charts with `laminar perf plot` (the binary in $LAMINAR, default
 target/release/laminar of this repository), linked from summary.md: per ProducerPerformance
 load, the percentiles it prints (p50, p95, p99, p99.9, max), which it first saves as series in
-OUT/series/r<round>-<broker>-produce-p<P>-acks<A>.json; per acks, the `laminar-load latency`
-series that s5.sh saved in OUT/series/. Every chart has both brokers and every round. Without
+RAW/series/r<round>-<broker>-produce-p<P>-acks<A>.json; per acks, the `laminar-load latency`
+series that s5.sh saved in RAW/series/. Every chart has both brokers and every round. Without
 the binary the summary is written without charts.
 
 Usage: [LAMINAR=path/to/laminar] bench/s5_summary.py OUT
@@ -17,9 +18,11 @@ import re
 import subprocess
 import sys
 
+from bench_raw import raw_dir
+
 OUT = sys.argv[1]
-RAW = os.path.join(OUT, "raw")
-SERIES = os.path.join(OUT, "series")
+RAW = raw_dir(OUT)
+SERIES = os.path.join(RAW, "series")
 NAMES = {"laminar": "Laminar", "kafka": "Kafka", "base": "Laminar base"}
 # Ratios printed under each round: (numerator, denominator, label); a pair prints when both ran.
 PAIRS = [("laminar", "kafka", "Laminar/Kafka"), ("laminar", "base", "Laminar/base")]
@@ -28,7 +31,7 @@ LAMINAR = os.environ.get("LAMINAR") or os.path.join(
 
 
 def raw(tag, load):
-    """The text of OUT/raw/<tag>-<load>.txt, or None."""
+    """The text of RAW/<tag>-<load>.txt, or None."""
     path = os.path.join(RAW, f"{tag}-{load}.txt")
     if not os.path.exists(path):
         return None
@@ -227,7 +230,7 @@ def table(title, note, load, parse, cols):
             text = raw(f"r{r}-{b}", load)
             figs[b] = parse(text)
             if figs[b] is None:
-                why = "not run" if text is None else f"no result (exit {exit_code(text)}), see raw/r{r}-{b}-{load}.txt"
+                why = "not run" if text is None else f"no result (exit {exit_code(text)}), see r{r}-{b}-{load}.txt in the raw directory"
                 lines.append(f"| {r} | {NAMES[b]} | {why} |" + " |" * (len(cols) - 1))
             else:
                 lines.append(f"| {r} | {NAMES[b]} | "
@@ -393,11 +396,12 @@ for name in sorted(os.listdir(RAW)):
     if name.endswith(".txt"):
         rc = exit_code(open(os.path.join(RAW, name), errors="replace").read())
         if rc not in (None, 0):
-            failed.append(f"- `raw/{name}`: exit {rc}")
+            failed.append(f"- `{name}` (raw directory): exit {rc}")
 if failed:
     out += ["## Failed loads", ""] + failed + [""]
-out += ["Raw output of every tool, broker logs and Kafka's server.log: `raw/`; latency series "
-        "for `laminar perf plot`: `series/`."]
+out += ["Raw output of every tool, broker logs, Kafka's server.log and the latency series for "
+        "`laminar perf plot`: in the run's raw directory (`bench_raw_dir` in bench/machine.sh), "
+        "not in git."]
 
 text = "\n".join(out) + "\n"
 with open(os.path.join(OUT, "summary.md"), "w") as f:

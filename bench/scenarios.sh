@@ -25,7 +25,9 @@
 #   6. take the broker out of the cgroup, remove the cgroup, stop the broker.
 # Raw JSON lines and a summary go to OUT (default bench/results/<date>-<host>-SCENARIO); each
 # measured phase's produce latency series (perf latency --series-out, labelled "<Laminar|Kafka>
-# <phase>") to OUT/series/BROKER-PHASE.json, and all of them (both brokers, every phase) on
+# <phase>") to RAW/series/BROKER-PHASE.json, RAW being the run's raw directory outside the
+# repository (bench_raw_dir OUT, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT's name>), and all of them (both brokers, every phase) on
 # one pair of charts (`laminar perf plot`): OUT/chart-SCENARIO-over-time.svg and
 # OUT/chart-SCENARIO-percentiles.svg.
 # s1 needs root (a blkio cgroup). Kafka comes from bench/kafka (Maven jars).
@@ -48,6 +50,7 @@ case $scenario in
 esac
 FLUSH_MS=${FLUSH_MS:-100}
 out=${2:-bench/results/$(date +%F)-$(hostname)-$scenario}
+raw=$(bench_raw_dir "$out")
 FILL_BYTES=${FILL_BYTES:-3000000000}
 READ_BPS=${READ_BPS:-52428800}
 READ_IOPS=${READ_IOPS:-400}
@@ -63,7 +66,7 @@ if bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
   echo "something already listens on 127.0.0.1:$PORT; set PORT" >&2
   exit 1
 fi
-mkdir -p "$out/series"
+mkdir -p "$out" "$raw/series"
 cargo build --release --quiet -p laminar -p laminar-load
 # The client tools (perf fill, latency, plot) are always this tree's; LAMINAR_BIN runs another
 # build as the broker (an older commit, for an A/B run).
@@ -149,7 +152,7 @@ stop_broker() {
 measure() { # BROKER PHASE [perf latency options...]
   local broker=$1 phase=$2
   shift 2
-  local r name series=$out/series/$broker-$phase.json
+  local r name series=$raw/series/$broker-$phase.json
   case $broker in laminar) name=Laminar ;; kafka) name=Kafka ;; *) name=$broker ;; esac
   r=$("$load" latency --bootstrap "127.0.0.1:$PORT" --topic hot --records-per-s "$RATE" \
     --record-bytes 512 --duration-s "$DURATION_S" "$@" --json \

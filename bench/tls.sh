@@ -14,8 +14,10 @@
 # ROUNDS rounds in alternating broker order (a fresh broker and data directory each time);
 # within a round, plaintext then TLS. This kernel has no kernel TLS (tcp_available_ulp lists
 # no `tls`), so Laminar's fetches over TLS are read on the I/O pool and encrypted in user space
-# (the measured fallback), as Kafka's are. Raw output in OUT/raw/, the summary (records/s, MB/s,
-# produce latency percentiles, and Laminar/Kafka ratios) in OUT/summary.md (bench/tls_summary.py).
+# (the measured fallback), as Kafka's are. Raw output in the run's raw directory outside the
+# repository (bench_raw_dir OUT, bench/machine.sh: by default /var/tmp/laminar-bench-raw/<OUT's
+# name>), the summary (records/s, MB/s, produce latency percentiles, and Laminar/Kafka ratios)
+# in OUT/summary.md (bench/tls_summary.py).
 #
 # Usage: bench/tls.sh [OUT]      (OUT default: bench/results/<date>-<host>-tls)
 # Env:   N (500000), ROUNDS (2), BROKERS ("laminar kafka"), PORT (19092; Kafka's controller
@@ -107,12 +109,12 @@ advertised.listeners=PLAINTEXT://$bootstrap,SSL://$ssl_bootstrap,CONTROLLER://12
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL
 ssl.keystore.type=PEM
 ssl.keystore.location=$work/keystore.pem" \
-      bench/kafka/run-kafka.sh "$PORT" "$data" > "$out/raw/$tag-broker.log" 2>&1 &
+      bench/kafka/run-kafka.sh "$PORT" "$data" > "$raw/$tag-broker.log" 2>&1 &
     launcher_pid=$!
     wait_port
     broker_pid=$(pgrep -P "$launcher_pid" -x java)
   else
-    start_laminar "$broker" "$data" "$out/raw/$tag-broker.log"
+    start_laminar "$broker" "$data" "$raw/$tag-broker.log"
   fi
   sleep 2
   local modes=(plaintext tls)
@@ -125,22 +127,22 @@ ssl.keystore.location=$work/keystore.pem" \
       props=(--command-config "$work/ssl-client.properties")
     fi
     create_topic "produce-$mode" 1 "$tag"
-    broker_cpu > "$out/raw/$tag-$mode-produce-cpu.txt"
+    broker_cpu > "$raw/$tag-$mode-produce-cpu.txt"
     run_load "$tag-$mode-produce" /usr/bin/time -f "client cpu s: %U user %S sys %e wall" \
       "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
       --bootstrap-server "$addr" --topic "produce-$mode" --num-records "$N" \
       --record-size "$RECORD_BYTES" --throughput -1 --command-property acks=1 "${props[@]}"
-    broker_cpu >> "$out/raw/$tag-$mode-produce-cpu.txt"
-    broker_cpu > "$out/raw/$tag-$mode-consume-cpu.txt"
+    broker_cpu >> "$raw/$tag-$mode-produce-cpu.txt"
+    broker_cpu > "$raw/$tag-$mode-consume-cpu.txt"
     run_load "$tag-$mode-consume" /usr/bin/time -f "client cpu s: %U user %S sys %e wall" \
       "${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance \
       --bootstrap-server "$addr" --topic "produce-$mode" --num-records "$N" \
       --group "tls-consumer-$tag-$mode" "${props[@]}"
-    broker_cpu >> "$out/raw/$tag-$mode-consume-cpu.txt"
+    broker_cpu >> "$raw/$tag-$mode-consume-cpu.txt"
   done
   ((BURST > 0)) && burst_phases "$tag"
   stop_broker
-  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$out/raw/$tag-server.log"; fi
+  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$raw/$tag-server.log"; fi
   rm -rf "$data"
 }
 
@@ -149,7 +151,7 @@ burst_phases() {
   local tag=$1 phase file rc k
   create_topic rate 1 "$tag"
   for phase in steady burst; do
-    file=$out/raw/$tag-$phase-rate.txt
+    file=$raw/$tag-$phase-rate.txt
     local cmd=("${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance
       --bootstrap-server "$ssl_bootstrap" --topic rate --num-records $((RATE * (2 + BURST_S)))
       --warmup-records $((RATE * 2)) --record-size 512 --throughput "$RATE"
@@ -162,7 +164,7 @@ burst_phases() {
       sleep $((2 + BURST_S / 3))
       for k in 1 2; do
         timeout 120 python3 bench/tls_burst.py 127.0.0.1 "$SSL_PORT" "$work/ca.pem" "$BURST" \
-          > "$out/raw/$tag-burst-$k.json" 2>&1 || echo "warning: burst $k failed" >&2
+          > "$raw/$tag-burst-$k.json" 2>&1 || echo "warning: burst $k failed" >&2
         ((k == 2)) || sleep $((BURST_S / 3))
       done
     fi

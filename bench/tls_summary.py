@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Summarises bench/tls.sh's raw output: per broker, mode (plaintext, tls) and round, the
+"""Summarises bench/tls.sh's raw output (in the run's raw directory outside the repository,
+bench/bench_raw.py): per broker, mode (plaintext, tls) and round, the
 producer's records/s, MB/s and latency percentiles (ProducerPerformance's last line) and the
 consumer's MB/s (ConsumerPerformance's result line); then the medians over rounds and the
 Laminar/Kafka ratios, and each broker's TLS/plaintext ratio. Then the burst part: the
@@ -11,8 +12,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench_raw import raw_dir
+
 out = Path(sys.argv[1])
-raw = out / "raw"
+raw = Path(raw_dir(out))
 
 
 def producer_line(kind=""):

@@ -7,9 +7,10 @@
 #
 # Per round, for each broker, one after the other (a fresh data directory and broker process
 # each time; ROUNDS rounds in alternating order: Laminar first in odd rounds, Kafka first in
-# even ones). Every tool's output goes to OUT/raw/r<round>-<broker>-txn<ms>.txt, and the
-# summary (OUT/summary.md: each run, then the Laminar/Kafka ratios per round) is made from
-# them by the python at the end.
+# even ones). Every tool's output goes to RAW/r<round>-<broker>-txn<ms>.txt, RAW being the run's
+# raw directory outside the repository (bench_raw_dir OUT, bench/machine.sh: by default
+# /var/tmp/laminar-bench-raw/<OUT's name>), and the summary (OUT/summary.md: each run, then the
+# Laminar/Kafka ratios per round) is made from them by the python at the end.
 #
 # Kafka runs on its defaults: it does not fsync on commit (the page cache and replication are
 # its durability); Laminar answers acks=all after the fsync that covers the records, and makes
@@ -50,11 +51,12 @@ fi
 if [[ " $BROKERS " == *" kafka "* ]]; then bench/kafka/fetch-kafka.sh; fi
 [[ ${SKIP_BUILD:-} == 1 ]] || cargo build --release --quiet
 bin=$PWD/target/release/laminar
-if [[ -n $(ls -A "$out/raw" 2>/dev/null) ]]; then
-  echo "$out/raw already holds results; give another OUT" >&2
+raw=$(bench_raw_dir "$out")
+if [[ -n $(ls -A "$raw" 2>/dev/null) ]]; then
+  echo "$raw already holds results; give another OUT (or move them away)" >&2
   exit 1
 fi
-mkdir -p "$out/raw"
+mkdir -p "$out" "$raw"
 : > "$out/order.txt"
 work=$(mktemp -d "$PWD/.bench-txn.XXXXXX")
 launcher_pid="" broker_pid="" tool_pid=""
@@ -82,7 +84,7 @@ cat "$out/config.txt"
 run_broker() { # BROKER ROUND
   local broker=$1 round=$2
   local tag=r$round-$broker data=$work/$broker-r$round ms
-  start_broker "$broker" "$data" "$out/raw/$tag-broker.log"
+  start_broker "$broker" "$data" "$raw/$tag-broker.log"
   for ms in $DURATIONS_MS; do
     create_topic "txn-$ms" 1 "$tag"
     run_load "$tag-txn$ms" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
@@ -91,19 +93,19 @@ run_broker() { # BROKER ROUND
       --transactional-id "bench-txn-$ms"
   done
   stop_broker
-  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$out/raw/$tag-server.log"; fi
+  if [[ -f $data/server.log ]]; then cp "$data/server.log" "$raw/$tag-server.log"; fi
   rm -rf "$data"
 }
 
 run_rounds
 
-python3 - "$out" <<'PY'
+python3 - "$out" "$raw" <<'PY'
 import pathlib, re, sys
-out = pathlib.Path(sys.argv[1])
+out, raw = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 line = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
                   r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 runs = {}
-for f in sorted((out / "raw").glob("r*-*-txn*.txt")):
+for f in sorted(raw.glob("r*-*-txn*.txt")):
     m = re.match(r"r(\d+)-(\w+)-txn(\d+)\.txt", f.name)
     found = [line.search(l) for l in f.read_text().splitlines()]
     found = [x for x in found if x]
