@@ -2,7 +2,7 @@
 //! slow log disk (or a blocked stderr pipe) can never stall a socket thread (seed 002): when
 //! the queue is full the line is dropped and counted.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::OnceLock;
 
@@ -41,16 +41,64 @@ fn sender() -> &'static SyncSender<String> {
     })
 }
 
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
+/// How lines are written: for a person (the default) or for a machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `2026-11-29T07:01:02.123Z WARN message`: RFC 3339, UTC, milliseconds.
+    Text,
+    /// One JSON object a line: `{"time":"2026-11-29T07:01:02.123Z","level":"WARN","message":"..."}`.
+    Json,
 }
 
-/// Queues one line: `seconds.millis LEVEL message`. Use the `info!` and `warn!` macros.
+static JSON: AtomicBool = AtomicBool::new(false);
+
+/// Sets the format of every line queued from now on.
+pub fn set_format(format: LogFormat) {
+    JSON.store(format == LogFormat::Json, Ordering::Relaxed);
+}
+
+/// `at` as RFC 3339 in UTC with milliseconds, as Kafka's users read dates.
+pub fn rfc3339_ms(at: std::time::SystemTime) -> String {
+    let t = time::OffsetDateTime::from(at);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
+    )
+}
+
+/// One line in `format`, without its newline.
+fn line(
+    format: LogFormat,
+    at: std::time::SystemTime,
+    level: &str,
+    message: std::fmt::Arguments<'_>,
+) -> String {
+    let time = rfc3339_ms(at);
+    match format {
+        LogFormat::Text => format!("{time} {level} {message}"),
+        // Written in this order (time first, as a person scanning the file wants it);
+        // the message escaped by serde_json.
+        LogFormat::Json => format!(
+            r#"{{"time":"{time}","level":"{level}","message":{}}}"#,
+            serde_json::Value::String(message.to_string())
+        ),
+    }
+}
+
+/// Queues one line: `time LEVEL message` (or its JSON). Use the `info!` and `warn!` macros.
 pub fn log(level: &str, message: std::fmt::Arguments<'_>) {
-    let ms = now_ms();
-    let line = format!("{}.{:03} {level} {message}", ms / 1000, ms % 1000);
+    let format = if JSON.load(Ordering::Relaxed) {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    };
+    let line = line(format, std::time::SystemTime::now(), level, message);
     if let Err(TrySendError::Full(_)) = sender().try_send(line) {
         DROPPED_LINES.fetch_add(1, Ordering::Relaxed);
     }
@@ -64,4 +112,27 @@ macro_rules! info {
 #[macro_export]
 macro_rules! warn {
     ($($arg:tt)*) => { $crate::log::log("WARN", format_args!($($arg)*)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn lines_carry_rfc3339_utc_milliseconds_and_json_escapes_the_message() {
+        // 2026-11-29T07:01:02.345Z
+        let at = UNIX_EPOCH + Duration::from_millis(1_795_935_662_345);
+        assert_eq!(rfc3339_ms(at), "2026-11-29T07:01:02.345Z");
+        assert_eq!(
+            line(LogFormat::Text, at, "WARN", format_args!("a {}", 1)),
+            "2026-11-29T07:01:02.345Z WARN a 1"
+        );
+        let json = line(LogFormat::Json, at, "INFO", format_args!("say \"hi\"\n"));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["time"], "2026-11-29T07:01:02.345Z");
+        assert_eq!(v["level"], "INFO");
+        assert_eq!(v["message"], "say \"hi\"\n");
+        assert!(!json.contains('\n'), "one line: {json}");
+    }
 }

@@ -285,6 +285,16 @@ struct ServeArgs {
     /// (`--set node.id=2 --set controller.quorum.voters=1@127.0.0.1:9093,...`).
     #[arg(long = "set", value_parser = parse_key_value)]
     settings: Vec<(String, String)>,
+    /// The log's lines: `text` (RFC 3339 UTC time, level, message) or `json` (one object a
+    /// line, the same three fields), on standard error.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -431,6 +441,10 @@ fn perf_log(args: PerfLogArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    laminar_metrics::log::set_format(match args.log_format {
+        LogFormatArg::Text => laminar_metrics::log::LogFormat::Text,
+        LogFormatArg::Json => laminar_metrics::log::LogFormat::Json,
+    });
     let mut config = laminar_broker::BrokerConfig::default();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
