@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use laminar_storage::Store;
-use tokio::sync::Notify;
 
 use crate::changes::MetadataChanges;
 use crate::config::BrokerConfig;
@@ -39,8 +38,6 @@ pub struct Broker {
     /// What Produce and Fetch work with.
     pub produce: Arc<ProduceService>,
     pub fetch: Arc<FetchService>,
-    /// Woken after every append, for fetches waiting in long poll.
-    pub data_arrived: Arc<Notify>,
     /// The listeners, bound, in the order of `listeners`.
     pub listeners: Vec<Arc<crate::listeners::Listener>>,
     /// Each listener's SASL exchanges (`None`: a listener without SASL), in the same order.

@@ -10,7 +10,6 @@ use laminar_storage::backend::{RealStorage, Storage};
 use laminar_storage::cleaner::{CleanerConfig, CleanerEvent, PassLimits};
 use laminar_storage::{Store, StoreConfig};
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
@@ -292,20 +291,21 @@ impl RunningBroker {
             config.log_read_after_fsync,
         ));
         let storage = Arc::new(StoragePool::new(config.num_storage_threads));
-        let data_arrived = Arc::new(Notify::new());
         if config.log_read_after_fsync {
             // Records become visible to consumers when their fsync completes: the fetches
-            // waiting for them are woken then, as on an append.
-            let woken = data_arrived.clone();
-            let _ = store
-                .metrics()
-                .flush_listener
-                .set(Box::new(move || woken.notify_waiters()));
+            // waiting on that partition are woken then, as on an append.
+            let woken = Arc::downgrade(&partitions);
+            let _ = store.metrics().flush_listener.set(Box::new(move |log: &str| {
+                if let (Some(partitions), Some(id)) =
+                    (woken.upgrade(), laminar_storage::LogId::parse_dir_name(log))
+                {
+                    partitions.wake(&id.topic, id.partition as i32);
+                }
+            }));
         }
         let coordinators = Arc::new(CoordinatorRuntime {
             partitions: partitions.clone(),
             storage: storage.clone(),
-            data_arrived: data_arrived.clone(),
         });
         let offsets_retention = Duration::from_secs(config.offsets_retention_minutes * 60);
         let groups = Arc::new(Groups::new(
@@ -333,7 +333,6 @@ impl RunningBroker {
             topics: topics.clone(),
             partitions: partitions.clone(),
             storage: storage.clone(),
-            data_arrived: data_arrived.clone(),
             cluster: cluster.clone(),
             txns: txns.clone(),
             quotas: quotas.clone(),
@@ -342,7 +341,6 @@ impl RunningBroker {
             topics: topics.clone(),
             partitions: partitions.clone(),
             io: io.clone(),
-            data_arrived: data_arrived.clone(),
             quotas: quotas.clone(),
             stuck_reads: stuck_reads.clone(),
             cluster: cluster.clone(),
@@ -369,7 +367,6 @@ impl RunningBroker {
             producer_ids,
             groups,
             txns,
-            data_arrived,
             cluster_id: "laminar-cluster".to_string(),
             listeners,
             sasl,

@@ -15,14 +15,12 @@ use laminar_data::partition::{Append, Partitions, WriteError};
 use laminar_data::storage_pool::StoragePool;
 use laminar_protocol::ErrorCode;
 use laminar_storage::AppendInfo;
-use tokio::sync::Notify;
 
 /// What every coordinator writes through: the partitions placed here (a coordinator's log is
-/// one of them), their storage threads, and the fetches waiting for data.
+/// one of them) and their storage threads.
 pub struct CoordinatorRuntime {
     pub partitions: Arc<Partitions>,
     pub storage: Arc<StoragePool>,
-    pub data_arrived: Arc<Notify>,
 }
 
 impl CoordinatorRuntime {
@@ -50,8 +48,7 @@ impl CoordinatorRuntime {
             .ok()
             .filter(|led| led.epoch == epoch)
             .ok_or(WriteError::NotLeader)?;
-        led.write_with(&self.storage, &self.data_arrived, within, job)
-            .await
+        led.write_with(&self.storage, within, job).await
     }
 }
 

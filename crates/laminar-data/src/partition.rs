@@ -38,6 +38,11 @@ pub struct Partition {
     pub producers: ProducerState,
     /// Consumers see only what the leader has synced, too (`log.read.after.fsync`).
     pub read_after_fsync: bool,
+    /// Wakes the fetches waiting in long poll on this partition: an append here, a flush
+    /// that made more of it visible, a high watermark that moved, a change of its place
+    /// (this partition replaced or dropped). A fetch waits on the partitions it asked for
+    /// only, so an append costs nothing to the consumers idle on other partitions.
+    pub arrived: Arc<Notify>,
 }
 
 impl Partition {
@@ -90,7 +95,11 @@ impl LedPartition {
 
     /// A write at this leadership's epoch, through the one replicate path.
     pub fn write(&self) -> LeaderWrite {
-        LeaderWrite::new(self.epoch, Some(self.partition.replica.clone()))
+        LeaderWrite::new(
+            self.epoch,
+            Some(self.partition.replica.clone()),
+            self.partition.arrived.clone(),
+        )
     }
 
     /// A leader's write, whole: on the partition's storage thread (where every append to it
@@ -103,7 +112,6 @@ impl LedPartition {
     pub async fn write_with<T: Send + 'static>(
         self,
         storage: &StoragePool,
-        data_arrived: &Notify,
         durable_within: Option<Duration>,
         job: impl FnOnce(&Append) -> Result<Option<(AppendInfo, T)>, WriteError> + Send + 'static,
     ) -> Result<Option<(AppendInfo, T)>, WriteError> {
@@ -128,7 +136,7 @@ impl LedPartition {
         let Some((log, info, t)) = done else {
             return Ok(None);
         };
-        write.appended(info.log_end, data_arrived);
+        write.appended(info.log_end);
         if let Some(within) = durable_within {
             write
                 .durable(&log, info.last_offset, within)
@@ -231,6 +239,21 @@ impl Partitions {
         hosted.get(topic).and_then(|ps| ps.get(&partition)).cloned()
     }
 
+    /// Wakes the fetches waiting on a partition (its high watermark or visible end moved).
+    pub fn wake(&self, topic: &str, partition: i32) {
+        if let Some(p) = self.get(topic, partition) {
+            p.arrived.notify_waiters();
+        }
+    }
+
+    /// Wakes the fetches waiting on every partition (an image changed ISRs or leaders).
+    pub fn wake_all(&self) {
+        let hosted = self.hosted.read().unwrap();
+        for p in hosted.values().flat_map(|ps| ps.values()) {
+            p.arrived.notify_waiters();
+        }
+    }
+
     pub fn all(&self) -> Vec<Arc<Partition>> {
         let hosted = self.hosted.read().unwrap();
         hosted.values().flat_map(|ps| ps.values().cloned()).collect()
@@ -259,7 +282,7 @@ impl Partitions {
                     .get(&partition)
                     .is_some_and(|p| Arc::ptr_eq(&p.replica, &replica));
                 if !current {
-                    ps.insert(
+                    let replaced = ps.insert(
                         partition,
                         Arc::new(Partition {
                             topic: topic.to_string(),
@@ -270,13 +293,20 @@ impl Partitions {
                             replica,
                             producers: ProducerState::default(),
                             read_after_fsync: self.read_after_fsync,
+                            arrived: Arc::default(),
                         }),
                     );
+                    // Its waiting fetches look again, and find the new one.
+                    if let Some(old) = replaced {
+                        old.arrived.notify_waiters();
+                    }
                 }
             }
             None => {
                 if let Some(ps) = hosted.get_mut(topic) {
-                    ps.remove(&partition);
+                    if let Some(old) = ps.remove(&partition) {
+                        old.arrived.notify_waiters();
+                    }
                     if ps.is_empty() {
                         hosted.remove(topic);
                     }

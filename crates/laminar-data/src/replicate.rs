@@ -27,6 +27,8 @@ pub struct LeaderWrite {
     pub epoch: LeaderEpoch,
     /// The partition's replica state (`None` only in unit tests of this path alone).
     replica: Option<Arc<Replica>>,
+    /// The partition's fetches waiting in long poll ([`crate::partition::Partition::arrived`]).
+    arrived: Arc<Notify>,
 }
 
 /// Why a leader's write did not become durable.
@@ -83,8 +85,12 @@ pub struct Replicated {
 }
 
 impl LeaderWrite {
-    pub fn new(epoch: LeaderEpoch, replica: Option<Arc<Replica>>) -> LeaderWrite {
-        LeaderWrite { epoch, replica }
+    pub fn new(epoch: LeaderEpoch, replica: Option<Arc<Replica>>, arrived: Arc<Notify>) -> LeaderWrite {
+        LeaderWrite {
+            epoch,
+            replica,
+            arrived,
+        }
     }
 
     /// The replica state, in a cluster.
@@ -93,13 +99,13 @@ impl LeaderWrite {
     }
 
     /// Right after the append (on the partition's storage thread or just after it): the
-    /// high watermark follows the log end when the leader is alone in sync, and fetches
-    /// waiting in long poll look again.
-    pub fn appended(&self, log_end: Offset, data_arrived: &Notify) {
+    /// high watermark follows the log end when the leader is alone in sync, and the fetches
+    /// waiting in long poll on this partition (on it alone) look again.
+    pub fn appended(&self, log_end: Offset) {
         if let Some(r) = &self.replica {
             r.on_leader_append(log_end);
         }
-        data_arrived.notify_waiters();
+        self.arrived.notify_waiters();
     }
 
     /// Starts waiting for `last` (the write's last offset) to be durable: fsynced here, then
@@ -187,11 +193,11 @@ mod tests {
         replicas.apply("t", 0, Some(&placement(NODE, 5)), false, Offset(0));
         let replica = replicas.get("t", 0).unwrap();
         replica.start_serving();
-        let write = LeaderWrite::new(LeaderEpoch(5), Some(replica));
+        let write = LeaderWrite::new(LeaderEpoch(5), Some(replica), Arc::default());
         let info = log
             .append_as(&mut batch(), AppendMode::Leader { epoch: 5 })
             .unwrap();
-        write.appended(info.log_end, &Notify::new());
+        write.appended(info.log_end);
         (store, log, replicas, write, info.last_offset)
     }
 
@@ -248,11 +254,11 @@ mod tests {
         let log = store
             .create_log(&LogId::new("t", 0), LogConfig::default())
             .unwrap();
-        let write = LeaderWrite::new(LeaderEpoch(0), None);
+        let write = LeaderWrite::new(LeaderEpoch(0), None, Arc::default());
         let info = log
             .append_as(&mut batch(), AppendMode::Leader { epoch: 0 })
             .unwrap();
-        write.appended(info.log_end, &Notify::new());
+        write.appended(info.log_end);
         let done = write
             .durable(&log, info.last_offset, Duration::from_secs(1))
             .wait()

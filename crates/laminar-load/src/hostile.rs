@@ -928,7 +928,13 @@ fn api_versions_v0(correlation_id: i32) -> Vec<u8> {
     framed(request_header(18, 0, correlation_id))
 }
 
-fn fetch_v4(topic: &str, partition: i32, offset: i64, max_bytes: i32, correlation_id: i32) -> Vec<u8> {
+pub(crate) fn fetch_v4(
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_bytes: i32,
+    correlation_id: i32,
+) -> Vec<u8> {
     let mut b = request_header(1, 4, correlation_id);
     b.extend_from_slice(&(-1i32).to_be_bytes()); // replica id
     b.extend_from_slice(&500i32.to_be_bytes()); // max wait ms

@@ -5,5 +5,6 @@
 pub mod client_perf;
 pub mod history;
 pub mod hostile;
+pub mod idle_fetchers;
 pub mod partitions;
 pub mod verify;

@@ -96,6 +96,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Consumers idle in long poll against any Kafka-compatible broker: one connection per
+    /// partition of a topic where nothing is written, each fetching again as soon as it is
+    /// answered (Fetch v4, 500 ms max wait). Prints "ready" on stderr once connected, and at
+    /// the end how many fetches were answered, and how many before their wait ended.
+    IdleFetchers {
+        #[command(flatten)]
+        config: laminar_load::idle_fetchers::IdleFetchersConfig,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -216,6 +226,18 @@ fn main() -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 print_history(&r);
+            }
+            Ok(())
+        }
+        Command::IdleFetchers { config, json } => {
+            let r = laminar_load::idle_fetchers::run(&config)?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "connections {} (failed {}), fetches answered {}, before their wait ended {}",
+                    r.connections, r.failed_connections, r.fetches_answered, r.answered_early
+                );
             }
             Ok(())
         }

@@ -50,11 +50,15 @@ pub struct StorageMetrics {
     /// The names of logs gone offline that the broker has not taken yet
     /// (`Store::take_offline`).
     pub went_offline: std::sync::Mutex<Vec<String>>,
-    /// Called on the flusher thread after a flush made more of a log durable: the broker
-    /// wakes the fetches that wait for records to become visible (consumers read only what
-    /// is on the disk). It must not block.
-    pub flush_listener: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Called on the flusher thread, with the log's name (`topic-partition`), after a flush
+    /// made more of that log durable: the broker wakes the fetches that wait on it for
+    /// records to become visible (consumers read only what is on the disk). It must not
+    /// block.
+    pub flush_listener: std::sync::OnceLock<FlushListener>,
 }
+
+/// What [`StorageMetrics::flush_listener`] holds: called with a log's name.
+pub type FlushListener = Box<dyn Fn(&str) + Send + Sync>;
 
 /// Batches found damaged on disk (a CRC, length or offsets that do not fit) by reads that
 /// check before they send, and by recovery; none of them was served

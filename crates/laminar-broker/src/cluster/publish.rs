@@ -41,7 +41,7 @@ pub async fn run(b: Arc<Broker>, mut images: watch::Receiver<Arc<ClusterImage>>)
             }
             apply_roles(&b, &image).await;
             // Consumers waiting in long poll: an ISR change may have moved a high watermark.
-            b.data_arrived.notify_waiters();
+            b.partitions.wake_all();
             b.applied.set(image.version);
             previous = Some(image);
         }

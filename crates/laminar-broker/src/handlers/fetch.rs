@@ -6,7 +6,7 @@
 //! `sendfile` if they are resident and reads them on the I/O pool first if not.
 
 use laminar_cluster::LeaderEpoch;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,11 +78,14 @@ pub struct FetchService {
     pub topics: Arc<Topics>,
     pub partitions: Arc<Partitions>,
     pub io: IoPool,
-    pub data_arrived: Arc<Notify>,
     pub quotas: Arc<Quotas>,
     pub stuck_reads: Arc<StuckReads>,
     pub cluster: Arc<Cluster>,
 }
+
+/// Fetches in long poll woken to read again before their wait ended
+/// (`laminar_fetch_long_poll_wakeups_total`).
+pub static LONG_POLL_WAKEUPS: AtomicU64 = AtomicU64::new(0);
 
 /// A copy of `t`, answered without records (a refused topic's answer).
 fn unread(t: &FetchTopicResponse<RecordsFile>) -> FetchTopicResponse<RecordsFile> {
@@ -367,11 +370,21 @@ pub async fn handle(
     let wait = Duration::from_millis(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
     let deadline = Instant::now() + wait;
     loop {
-        // Registered before reading, so an append between the read and the wait still
-        // wakes this fetch.
-        let notified = s.data_arrived.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
+        // The partitions it asked for, looked up again each time (one replaced wakes its
+        // waiters): an append, a flush or a high watermark's move on one of them wakes this
+        // fetch, and nothing else does. Registered before reading, so that one between the
+        // read and the wait still wakes it.
+        let signals: Vec<Arc<Notify>> = wanted
+            .iter()
+            .filter(|w| w.known)
+            .flat_map(|w| w.partitions.iter().map(move |wp| (&w.name, wp.partition)))
+            .filter_map(|(topic, partition)| s.partitions.get(topic, partition))
+            .map(|p| p.arrived.clone())
+            .collect();
+        let mut arrivals: Vec<_> = signals.iter().map(|n| Box::pin(n.notified())).collect();
+        for n in &mut arrivals {
+            n.as_mut().enable();
+        }
         // A client with a consumer quota gets at most what its quota allows over the window
         // in one response, so that a response can always pass.
         // Followers have no client quota, as in Kafka (replication is not a client's load).
@@ -414,7 +427,17 @@ pub async fn handle(
             }
             return encode_fetch(version, correlation_id, resp);
         }
-        let _ = laminar_net::waiting(tokio::time::timeout(deadline - now, notified)).await;
+        if arrivals.is_empty() {
+            laminar_net::waiting(tokio::time::sleep(deadline - now)).await;
+        } else {
+            let any = futures_util::future::select_all(arrivals);
+            if laminar_net::waiting(tokio::time::timeout(deadline - now, any))
+                .await
+                .is_ok()
+            {
+                LONG_POLL_WAKEUPS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -547,8 +570,8 @@ fn follower_fetched(s: &Arc<FetchService>, follower: i32, wanted: &[Wanted]) {
             ) {
                 tokio::spawn(cluster.clone().change_isr(change));
             }
+            // Its consumers in long poll: the high watermark may have moved.
+            hosted.arrived.notify_waiters();
         }
     }
-    // Consumers in long poll: the high watermark may have moved.
-    s.data_arrived.notify_waiters();
 }

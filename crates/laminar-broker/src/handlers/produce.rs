@@ -39,7 +39,6 @@ use laminar_data::replicate::{self, ReplicateError, Replicated};
 use laminar_data::storage_pool::StoragePool;
 use laminar_net::{CloseConnection, ResponseOrClose};
 use laminar_protocol::ErrorCode;
-use tokio::sync::Notify;
 
 /// A compressed batch may expand to at most this much: the bound on a decompression bomb.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
@@ -128,7 +127,6 @@ pub struct ProduceService {
     pub topics: Arc<Topics>,
     pub partitions: Arc<Partitions>,
     pub storage: Arc<StoragePool>,
-    pub data_arrived: Arc<Notify>,
     pub cluster: Arc<Cluster>,
     pub txns: Arc<Txns>,
     pub quotas: Arc<Quotas>,
@@ -632,7 +630,7 @@ async fn produce_partition(
             (out, None)
         }
         Ok(a) => {
-            write.appended(Offset(a.log_end), &s.data_arrived);
+            write.appended(Offset(a.log_end));
             out.base_offset = a.base_offset;
             out.log_append_time_ms = a.log_append_time_ms;
             if version >= 5 {

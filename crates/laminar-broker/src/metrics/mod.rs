@@ -253,6 +253,14 @@ impl BrokerMetrics {
             "Partition reads that took over 100 ms on the I/O pool (a stalled write or a slow disk): fetches were answered without the partition until the read returned.",
             [(&[][..], stuck_reads.found_total.load(Ordering::Relaxed))],
         );
+        e.counters(
+            "laminar_fetch_long_poll_wakeups_total",
+            "Fetches waiting in long poll woken to read again before their wait ended: by an append, a flush or a high watermark's move on a partition they asked for (only those).",
+            [(
+                &[][..],
+                crate::handlers::fetch::LONG_POLL_WAKEUPS.load(Ordering::Relaxed),
+            )],
+        );
         e.gauges(
             "laminar_fetch_stuck_partitions",
             "Partitions fetches skip now because a read of theirs is stuck.",

@@ -210,12 +210,7 @@ pub async fn write_marker(
         Ok(Some((info, ())))
     };
     let written = led
-        .write_with(
-            &txns.runtime.storage,
-            &txns.runtime.data_arrived,
-            Some(MARKER_REPLICATION),
-            job,
-        )
+        .write_with(&txns.runtime.storage, Some(MARKER_REPLICATION), job)
         .await
         .map_err(|e| {
             if !matches!(e, WriteError::NotLeader | WriteError::Refused(_)) {

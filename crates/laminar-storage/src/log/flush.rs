@@ -203,7 +203,7 @@ impl Log {
         }
         if target.next_offset > flushed.next_offset {
             if let Some(listener) = self.metrics.flush_listener.get() {
-                listener();
+                listener(&self.name);
             }
         }
         self.records_unflushed
