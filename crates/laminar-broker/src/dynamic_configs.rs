@@ -1,17 +1,15 @@
 //! Dynamic broker configs, as Kafka has them: settings changed while the broker runs with
 //! IncrementalAlterConfigs or AlterConfigs on a broker resource (`kafka-configs
 //! --entity-type brokers --entity-name 0` for this broker, `--entity-default` for the
-//! cluster-wide default), persisted in `DATA_DIR/broker_configs.json` so that they survive a
-//! restart. What is in effect: this broker's dynamic value, else the cluster default's, else
-//! `laminar.toml`'s (static), else the built-in default.
+//! cluster-wide default), held in the cluster metadata, so that they survive a restart and
+//! every broker sees the same. What is in effect: this broker's dynamic value, else the
+//! cluster default's, else `laminar.toml`'s (static), else the built-in default.
 //!
 //! Only the topic defaults are dynamic (as Kafka's `log.*` defaults are): a change applies
 //! at once to every topic that has no override of its own. The rest (threads, listeners,
 //! limits) are read at start and refused here with the reason.
 
 use crate::config::BrokerConfig;
-
-pub const BROKER_CONFIGS_FILE: &str = "broker_configs.json";
 
 pub use laminar_cluster::dynamic::{DynamicConfigs, Level, DYNAMIC_SETTINGS};
 

@@ -20,11 +20,6 @@ use std::time::{Duration, Instant};
 
 pub use laminar_cluster::quotas::{apply_changes, EntityName, QuotaChange, QuotaEntity, QuotaEntry};
 use laminar_protocol::requests::QuotaOp;
-use laminar_storage::backend::{read_whole, remove_durably};
-use laminar_storage::Store;
-use serde::{Deserialize, Serialize};
-
-pub const QUOTAS_FILE: &str = "quotas.json";
 /// Kafka's `quota.window.num` and `quota.window.size.seconds` defaults.
 pub const QUOTA_WINDOW_SAMPLES: u64 = 11;
 pub const QUOTA_SAMPLE_MS: u64 = 1000;
@@ -49,11 +44,6 @@ impl QuotaKind {
             QuotaKind::Produce => PRODUCER_BYTE_RATE,
         }
     }
-}
-
-#[derive(Serialize, Deserialize, Default)]
-struct QuotasFile {
-    quotas: Vec<QuotaEntry>,
 }
 
 /// Bytes per sample over the window, for one client and kind.
@@ -130,23 +120,6 @@ impl Quotas {
             hasher: RandomState::new(),
             epoch: Instant::now(),
         }
-    }
-
-    /// A single node's `quotas.json` from before it was a cluster of one voter, if there is
-    /// one, for the controller to take. Touches the disk: startup only.
-    pub fn read_legacy(store: &Store) -> std::io::Result<Option<Vec<QuotaEntry>>> {
-        let path = store.dir().join(QUOTAS_FILE);
-        match read_whole(store.storage().as_ref(), &path)? {
-            Some(bytes) => serde_json::from_slice::<QuotasFile>(&bytes)
-                .map(|f| Some(f.quotas))
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display()))),
-            None => Ok(None),
-        }
-    }
-
-    /// Once the controller holds them: the legacy file goes. Blocking.
-    pub fn forget_legacy(store: &Store) -> std::io::Result<()> {
-        remove_durably(store.storage().as_ref(), store.dir(), QUOTAS_FILE)
     }
 
     pub fn entries(&self) -> Vec<QuotaEntry> {

@@ -78,6 +78,7 @@ impl RunningBroker {
         // logs what clients sent. Files made from here on are readable by this user alone.
         // SAFETY: umask only sets the process's file-creation mask.
         unsafe { libc::umask(0o077) };
+        crate::topics::refuse_unmigrated(&config.data_dir)?;
         if config.queued_max_request_bytes < config.socket_request_max_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -514,7 +515,6 @@ impl RunningBroker {
                 inter_broker_tls.then(|| (c.clone(), inter_broker_listener)),
             )));
         }
-        crate::cluster::migrate::single_node(&broker).await;
         if c.alone() {
             ready_alone(&broker).await;
             // Its own quorum's image, caught up: what it does not place here was deleted.

@@ -7,15 +7,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use laminar_storage::backend::{read_whole, remove_durably, write_atomically};
+use laminar_storage::backend::{read_whole, write_atomically};
 use laminar_storage::{Log, LogConfig, LogId, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_ratio, BrokerConfig, CleanupPolicy};
-use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig, BROKER_CONFIGS_FILE};
+use crate::dynamic_configs::{DynamicConfigs, EffectiveConfig};
 use crate::error::BrokerError;
 use laminar_cluster::image::ClusterImage;
-use laminar_coordinators::groups::store::{LEGACY_GROUPS_LOG_TOPIC, OFFSETS_TOPIC};
+use laminar_coordinators::groups::store::OFFSETS_TOPIC;
 use laminar_coordinators::txn::log::TRANSACTION_TOPIC;
 
 pub const TOPICS_FILE: &str = "topics.json";
@@ -81,16 +81,6 @@ pub struct Topics {
     topics: RwLock<BTreeMap<String, TopicMeta>>,
     /// Serialises the applying of images, the dynamic configs and the file rewrite.
     write_lock: std::sync::Mutex<()>,
-    /// What a single node kept itself before it was a cluster of one, read at start.
-    legacy: std::sync::Mutex<Option<Legacy>>,
-}
-
-/// A single node's topics and dynamic broker configs from before it was a cluster of one
-/// voter, for the controller to take (`cluster/migrate.rs`).
-#[derive(Debug, Clone, Default)]
-pub struct Legacy {
-    pub topics: Vec<TopicMeta>,
-    pub dynamic: Option<DynamicConfigs>,
 }
 
 pub fn valid_topic_name(name: &str) -> bool {
@@ -103,6 +93,47 @@ pub fn valid_topic_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// What a single node kept in its data directory before it was a cluster of one voter: its
+/// dynamic broker configs, its client quotas, and its group log (JSON records).
+const UNMIGRATED_FILES: [&str; 2] = ["broker_configs.json", "quotas.json"];
+const UNMIGRATED_GROUPS_LOG: &str = "__laminar_groups";
+
+/// Refuses a data directory in the format of a single node before it was a cluster of one
+/// voter (never released; its migration was removed): its topics file names topics other
+/// than the internal ones, or it holds that format's files. Called before anything opens
+/// the directory, so it is left exactly as it was: serving it would remove those topics'
+/// logs as placed nowhere. Reads the directory: startup only.
+pub fn refuse_unmigrated(dir: &std::path::Path) -> std::io::Result<()> {
+    let refuse = |why: String| {
+        std::io::Error::other(format!(
+            "{} is a single node's data directory from before it was a cluster of one voter \
+             ({why}): that format was never released and is no longer migrated; start with a \
+             new data directory",
+            dir.display()
+        ))
+    };
+    match std::fs::read(dir.join(TOPICS_FILE)) {
+        Ok(bytes) => {
+            let file: TopicsFile = serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", dir.join(TOPICS_FILE).display())))?;
+            if let Some(other) = file.topics.iter().find(|t| !is_internal(&t.name)) {
+                return Err(refuse(format!("{TOPICS_FILE} names topic {}", other.name)));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    for old in UNMIGRATED_FILES {
+        if dir.join(old).exists() {
+            return Err(refuse(format!("it holds {old}")));
+        }
+    }
+    if dir.join(format!("{UNMIGRATED_GROUPS_LOG}-0")).exists() {
+        return Err(refuse(format!("it holds {UNMIGRATED_GROUPS_LOG}-0")));
+    }
+    Ok(())
 }
 
 fn random_id() -> String {
@@ -118,35 +149,19 @@ impl Topics {
                 .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
             None => TopicsFile::default(),
         };
-        // The dynamic broker configs are in the cluster metadata (`set_dynamic_configs`); a
-        // file of them is a single node's from before it was a cluster of one, to migrate.
-        let path = store.dir().join(BROKER_CONFIGS_FILE);
-        let legacy_dynamic: Option<DynamicConfigs> = match read_whole(store.storage().as_ref(), &path)? {
-            Some(bytes) => Some(
-                serde_json::from_slice(&bytes)
-                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?,
-            ),
-            None => None,
-        };
+        // Every topic but the internal ones is the cluster metadata's (`refuse_unmigrated`
+        // turned away, before anything opened, a directory whose file holds others).
         let dynamic = DynamicConfigs::default();
         let effective = dynamic
             .effective(&config)
-            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
-        // Topics besides the internal ones are a single node's from before it was a cluster
-        // of one: the controller takes them (`cluster/migrate.rs`).
-        let (internal, legacy_topics): (Vec<TopicMeta>, Vec<TopicMeta>) =
-            file.topics.into_iter().partition(|t| is_internal(&t.name));
+            .map_err(|e| std::io::Error::other(format!("the settings: {e}")))?;
         let topics = Topics {
             store,
             config,
             dynamic: RwLock::new(dynamic),
             effective: RwLock::new(Arc::new(effective)),
-            topics: RwLock::new(internal.into_iter().map(|t| (t.name.clone(), t)).collect()),
+            topics: RwLock::new(file.topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
             write_lock: std::sync::Mutex::new(()),
-            legacy: std::sync::Mutex::new(Some(Legacy {
-                topics: legacy_topics,
-                dynamic: legacy_dynamic,
-            })),
         };
         if topics.get(OFFSETS_TOPIC).is_none() {
             topics.create_internal_topic(OFFSETS_TOPIC, topics.config.offsets_topic_segment_bytes)?;
@@ -415,13 +430,7 @@ impl Topics {
                     .topics
                     .get(&id.topic)
                     .is_some_and(|t| hosted(t).contains(&id.partition));
-                let legacy = self
-                    .legacy
-                    .lock()
-                    .unwrap()
-                    .as_ref()
-                    .is_some_and(|l| l.topics.iter().any(|t| t.name == id.topic));
-                if !known && !legacy && !is_internal(&id.topic) && id.topic != LEGACY_GROUPS_LOG_TOPIC {
+                if !known && !is_internal(&id.topic) {
                     crate::warn!("{id} is not placed here by the cluster metadata: kept, unserved");
                 }
             }
@@ -486,25 +495,6 @@ impl Topics {
         Ok(partitions as u32)
     }
 
-    /// The single node's topics and dynamic configs from before it was a cluster of one,
-    /// until the controller holds them.
-    pub fn legacy(&self) -> Legacy {
-        self.legacy.lock().unwrap().clone().unwrap_or_default()
-    }
-
-    /// Once the controller holds them: the topics file keeps only the internal topics, and
-    /// the dynamic configs file goes. Blocking.
-    pub fn forget_legacy(&self) -> std::io::Result<()> {
-        let _w = self.write_lock.lock().unwrap();
-        *self.legacy.lock().unwrap() = None;
-        self.persist()?;
-        remove_durably(
-            self.store.storage().as_ref(),
-            self.store.dir(),
-            BROKER_CONFIGS_FILE,
-        )
-    }
-
     /// A single node's logs that its own, caught-up cluster metadata no longer places here:
     /// the deletions a crash interrupted (the controller committed them; the directories
     /// were still there). Removed, or re-creating the topic would serve the old records.
@@ -518,12 +508,48 @@ impl Topics {
                     .get(id.partition as usize)
                     .is_some_and(|p| p.replicas.contains(&node))
             });
-            if !placed && !is_internal(&id.topic) && id.topic != LEGACY_GROUPS_LOG_TOPIC {
+            if !placed && !is_internal(&id.topic) {
                 crate::warn!("removing {id}: no topic places it here (a deletion a crash interrupted)");
                 if let Err(e) = self.store.delete_log(&id) {
                     crate::warn!("removing {id}: {e}");
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_nodes_directory_from_before_the_cluster_of_one_is_refused() {
+        let refused = |setup: &dyn Fn(&std::path::Path)| {
+            let dir = tempfile::tempdir().unwrap();
+            setup(dir.path());
+            refuse_unmigrated(dir.path()).map_err(|e| e.to_string())
+        };
+        assert!(refused(&|_| {}).is_ok(), "a new directory");
+        let topics = |names: &[&str]| {
+            let topics: Vec<serde_json::Value> = names
+                .iter()
+                .map(|n| serde_json::json!({"name": n, "id": "x", "partitions": 1, "configs": {}}))
+                .collect();
+            serde_json::json!({ "topics": topics }).to_string()
+        };
+        let internal = topics(&[OFFSETS_TOPIC, TRANSACTION_TOPIC]);
+        assert!(refused(&|d| std::fs::write(d.join(TOPICS_FILE), &internal).unwrap()).is_ok());
+        let with_orders = topics(&[OFFSETS_TOPIC, "orders"]);
+        let e = refused(&|d| std::fs::write(d.join(TOPICS_FILE), &with_orders).unwrap()).unwrap_err();
+        assert!(
+            e.contains("names topic orders") && e.contains("no longer migrated"),
+            "{e}"
+        );
+        for old in UNMIGRATED_FILES {
+            let e = refused(&|d| std::fs::write(d.join(old), "{}").unwrap()).unwrap_err();
+            assert!(e.contains(old), "{e}");
+        }
+        let e = refused(&|d| std::fs::create_dir(d.join("__laminar_groups-0")).unwrap()).unwrap_err();
+        assert!(e.contains("__laminar_groups-0"), "{e}");
     }
 }

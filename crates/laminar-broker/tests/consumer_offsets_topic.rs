@@ -191,71 +191,6 @@ fn churned_commits_are_compacted_and_a_restart_replays_the_live_state() {
     );
 }
 
-/// A data directory of an earlier Laminar: committed offsets in `__laminar_groups-0` as JSON.
-#[test]
-fn the_group_log_of_earlier_versions_is_migrated() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("data");
-    let b = TestBroker::start_in(dir.clone(), |_| {});
-    create_topic(&b.addr, "old", 2);
-    let (dir, _) = b.stop();
-    // Remove what this version created, and write the legacy log as an earlier one did.
-    std::fs::remove_dir_all(dir.join(format!("{OFFSETS_TOPIC}-0"))).unwrap();
-    let topics = std::fs::read_to_string(dir.join("topics.json")).unwrap();
-    let mut parsed: serde_json::Value = serde_json::from_str(&topics).unwrap();
-    parsed["topics"]
-        .as_array_mut()
-        .unwrap()
-        .retain(|t| t["name"] != OFFSETS_TOPIC);
-    std::fs::write(dir.join("topics.json"), parsed.to_string()).unwrap();
-    let now = laminar_storage::now_ms();
-    let offset = |group: &str, partition: i32, offset: i64| {
-        serde_json::json!({"type": "offset", "group": group, "topic": "old", "partition": partition,
-            "offset": offset, "leader_epoch": 0, "metadata": "m", "commit_ms": now})
-    };
-    let records = vec![
-        offset("g", 0, 5),
-        offset("g", 1, 9),
-        offset("g", 0, 6),
-        offset("gone", 0, 3),
-        serde_json::json!({"type": "group_deleted", "group": "gone"}),
-    ];
-    write_legacy_log(&dir, records);
-    let b = TestBroker::start_in(dir.clone(), |_| {});
-    assert!(
-        !dir.join("__laminar_groups-0").exists(),
-        "the legacy log is removed once migrated"
-    );
-    let c = group_consumer(&b.addr, "g");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition("old", 0);
-    tpl.add_partition("old", 1);
-    let got = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
-    assert_eq!(got.find_partition("old", 0).unwrap().offset(), Offset::Offset(6));
-    assert_eq!(got.find_partition("old", 1).unwrap().offset(), Offset::Offset(9));
-    let gone = group_consumer(&b.addr, "gone");
-    assert_eq!(committed(&gone, "old"), Offset::Invalid);
-    let records = read_offsets_topic(&b.addr);
-    assert_eq!(records.len(), 2, "one record per live offset");
-    // And again after a restart: nothing migrated twice, nothing lost.
-    let (dir, _) = b.stop();
-    let b = TestBroker::start_in(dir, |_| {});
-    let c = group_consumer(&b.addr, "g");
-    assert_eq!(committed(&c, "old"), Offset::Offset(6));
-    assert_eq!(read_offsets_topic(&b.addr).len(), 2);
-
-    // A crash while the legacy log was being removed, after the migration was marked
-    // complete: what is left of it is removed, not migrated again over the full state.
-    let (dir, _) = b.stop();
-    write_legacy_log(&dir, vec![offset("g", 0, 1)]);
-    std::fs::write(dir.join("__laminar_groups.migrated"), b"").unwrap();
-    let b = TestBroker::start_in(dir.clone(), |_| {});
-    assert!(!dir.join("__laminar_groups-0").exists());
-    assert!(!dir.join("__laminar_groups.migrated").exists());
-    let c = group_consumer(&b.addr, "g");
-    assert_eq!(committed(&c, "old"), Offset::Offset(6));
-}
-
 /// A group's metadata (generation, members, assignment) is written when it settles and read
 /// back at startup: after a clean restart on the same address, the member carries on with
 /// its generation, without a rebalance, as it would with Kafka.
@@ -305,35 +240,4 @@ fn a_stable_group_survives_a_restart_without_a_rebalance() {
     assert_eq!(c.assignment().unwrap().count(), 1);
     drop(c);
     drop(b);
-}
-
-/// Writes `records` (JSON values) into a legacy group log `__laminar_groups-0` under `dir`, as
-/// versions before `__consumer_offsets` did.
-fn write_legacy_log(dir: &std::path::Path, records: Vec<serde_json::Value>) {
-    let store = laminar_storage::Store::open(
-        dir,
-        laminar_storage::backend::RealStorage::new(),
-        Default::default(),
-    )
-    .unwrap();
-    let log = store
-        .create_log(
-            &laminar_storage::LogId::new("__laminar_groups", 0),
-            laminar_storage::LogConfig::default(),
-        )
-        .unwrap();
-    let mut builder =
-        laminar_records::BatchBuilder::new(laminar_records::Compression::None, laminar_storage::now_ms());
-    for value in records {
-        let value = Some(value.to_string().into_bytes());
-        builder.push(laminar_records::RecordSpec {
-            timestamp_ms: laminar_storage::now_ms(),
-            key: Some(b"g".to_vec()),
-            value,
-            headers: vec![],
-        });
-    }
-    let mut batch = builder.build().unwrap();
-    log.append(&mut batch).unwrap();
-    store.close().unwrap();
 }

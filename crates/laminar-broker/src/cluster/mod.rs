@@ -3,5 +3,4 @@
 //! plane itself (the controller quorum, the image, replica states) is `laminar-cluster`.
 
 pub mod fetcher;
-pub mod migrate;
 pub mod publish;

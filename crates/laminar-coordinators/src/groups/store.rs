@@ -5,9 +5,7 @@
 //! only the live state. Offset commits and deletions are appended and fsynced before they
 //! are acknowledged; the log is replayed into the coordinator at startup.
 //!
-//! One partition holds every group (a single node has nowhere else to put them). The log
-//! of earlier Laminar versions, `__laminar_groups-0` (JSON records), is migrated at the
-//! first start and then removed.
+//! One partition holds every group (a single node has nowhere else to put them).
 //!
 //! [`records`]: super::records
 
@@ -19,26 +17,15 @@ use laminar_records::{
 };
 use laminar_storage::backend::read_exact_at;
 use laminar_storage::{Log, LogId, Offset, Store};
-use serde::Deserialize;
 
 use super::records::{GroupKey, GroupMetadataValue, OffsetValue, RecordError};
 use super::{CommittedOffset, Coordinator};
 
 pub use laminar_cluster::names::OFFSETS_TOPIC;
-/// The group log of Laminar before it wrote `__consumer_offsets`.
-pub const LEGACY_GROUPS_LOG_TOPIC: &str = "__laminar_groups";
 /// Bound on one decoded record batch of the internal log.
 const GROUP_BATCH_BYTES_MAX: usize = 64 << 20;
-/// Made durable in the data directory once the legacy log's state is in
-/// `__consumer_offsets`, and removed after the legacy log: removing a directory is not
-/// atomic, and a legacy log half removed must not be migrated again over the full one.
-const MIGRATED_MARKER: &str = "__laminar_groups.migrated";
-/// Records per batch when migrating the legacy log.
-const MIGRATION_BATCH_RECORDS: usize = 1_000;
 
-/// Deserialize reads the JSON values of the legacy log, which held the first three kinds.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum GroupRecord {
     Offset {
         group: String,
@@ -58,7 +45,6 @@ pub enum GroupRecord {
     GroupDeleted { group: String },
     /// A snapshot of a group's generation and members, written from memory after it
     /// changes. Replay restores it; applying it to the live coordinator does nothing.
-    #[serde(skip_deserializing)]
     Metadata {
         group: String,
         value: GroupMetadataValue,
@@ -98,13 +84,10 @@ pub struct GroupStore {
 }
 
 impl GroupStore {
-    /// Takes the log of `__consumer_offsets-0` (the topics registry creates it), first
-    /// migrating the legacy log into it if one is left. Blocking: call it off the socket
-    /// threads.
+    /// Takes the log of `__consumer_offsets-0` (the topics registry creates it).
     pub fn open(store: &Store) -> Result<GroupStore, String> {
         let id = LogId::new(OFFSETS_TOPIC, 0);
         let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
-        let log = migrate_legacy(store, log)?;
         Ok(GroupStore {
             log: std::sync::RwLock::new(log),
             pending: Pending::default(),
@@ -512,88 +495,6 @@ fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<()
         (GroupKey::Metadata { group }, None) => c.apply_delete_group(&group),
     }
     Ok(())
-}
-
-/// Moves the state of the legacy log (if there is one) into `log`, then removes the legacy
-/// log. Until the migration is marked complete, whatever `log` holds is a migration a crash
-/// interrupted, so it starts again from an empty log. Returns the log to use (a new one
-/// when it started again).
-fn migrate_legacy(store: &Store, log: Arc<Log>) -> Result<Arc<Log>, String> {
-    let legacy_id = LogId::new(LEGACY_GROUPS_LOG_TOPIC, 0);
-    let storage = store.storage().clone();
-    let marker = store.dir().join(MIGRATED_MARKER);
-    let finish = || -> Result<(), String> {
-        if store.log(&legacy_id).is_some() {
-            store.delete_log(&legacy_id).map_err(|e| e.to_string())?;
-        }
-        if storage.exists(&marker) {
-            storage.remove_file(&marker).map_err(|e| e.to_string())?;
-            storage.sync_dir(store.dir()).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    };
-    if storage.exists(&marker) {
-        crate::warn!("finishing the removal of {legacy_id}, already migrated");
-        finish()?;
-        return Ok(log);
-    }
-    let Some(legacy) = store.log(&legacy_id) else {
-        return Ok(log);
-    };
-    let state = Coordinator::new(std::time::Duration::ZERO);
-    let mut read = 0;
-    for_each_record(&legacy, |_, value| {
-        let Some(value) = value else { return };
-        match serde_json::from_slice::<GroupRecord>(value) {
-            Ok(r) => {
-                read += 1;
-                apply(&state, r)
-            }
-            Err(e) => crate::warn!("skipping an unreadable record of {legacy_id}: {e}"),
-        }
-    })?;
-    let log = if log.log_end() > log.log_start() {
-        let id = LogId::new(OFFSETS_TOPIC, 0);
-        let config = log.config();
-        crate::warn!("{id} holds an interrupted migration from {legacy_id}: starting it again");
-        store.delete_log(&id).map_err(|e| e.to_string())?;
-        store.create_log(&id, config).map_err(|e| e.to_string())?
-    } else {
-        log
-    };
-    let records: Vec<GroupRecord> = state
-        .groups
-        .lock()
-        .unwrap()
-        .values()
-        .flat_map(|g| {
-            g.offsets
-                .iter()
-                .map(|(TopicPartition { topic, partition }, c)| GroupRecord::Offset {
-                    group: g.id.clone(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                    offset: c.offset,
-                    leader_epoch: c.leader_epoch,
-                    metadata: c.metadata.clone(),
-                    commit_ms: c.commit_ms,
-                })
-        })
-        .collect();
-    for chunk in records.chunks(MIGRATION_BATCH_RECORDS) {
-        let mut batch =
-            GroupStore::encode(chunk, &state, &PendingView::default(), None).map_err(|e| e.to_string())?;
-        log.append(&mut batch).map_err(|e| e.to_string())?;
-    }
-    log.flush().map_err(|e| e.to_string())?;
-    laminar_storage::backend::write_atomically(storage.as_ref(), store.dir(), MIGRATED_MARKER, b"")
-        .map_err(|e| e.to_string())?;
-    finish()?;
-    crate::info!(
-        "migrated {legacy_id} ({read} records) to {OFFSETS_TOPIC}: {} committed offsets",
-        records.len()
-    );
-    Ok(log)
 }
 
 /// Applies a durable record to the live coordinator.
