@@ -358,7 +358,7 @@ impl Active {
         let image = self.image.borrow().clone();
         if image.topics.contains_key(&t.name) {
             return Ok(CommandResult::err(
-                ErrorCode::TopicAlreadyExists.code(),
+                ErrorCode::TopicAlreadyExists,
                 format!("topic {} already exists", t.name),
             ));
         }
@@ -366,7 +366,7 @@ impl Active {
         let rf = t.replication_factor as usize;
         if rf == 0 || rf > live.len() {
             return Ok(CommandResult::err(
-                ErrorCode::InvalidReplicationFactor.code(),
+                ErrorCode::InvalidReplicationFactor,
                 format!("replication factor {rf}: {} brokers are available", live.len()),
             ));
         }
@@ -436,7 +436,7 @@ impl Active {
                         })
                         .await;
                     if let Ok(r) = created {
-                        if r.error_code == ErrorCode::None.code() {
+                        if r.error_code == ErrorCode::None {
                             laminar_metrics::info!(
                                 "controller {}: created the internal topic {name}",
                                 self.id
@@ -509,7 +509,7 @@ impl Active {
                 partition: tp.partition,
             };
             if let Ok(r) = self.write(command).await {
-                if r.error_code == ErrorCode::None.code() {
+                if r.error_code == ErrorCode::None {
                     elected += 1;
                 }
             }

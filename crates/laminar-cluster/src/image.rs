@@ -316,19 +316,34 @@ pub enum ConfigTarget {
 /// What applying a command did: a Kafka error code and message, or nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandResult {
-    pub error_code: i16,
+    #[serde(with = "code_on_the_wire")]
+    pub error_code: ErrorCode,
     pub message: String,
+}
+
+/// An error code kept as Kafka's number, as it always was in the quorum's log and snapshots.
+mod code_on_the_wire {
+    use laminar_protocol::ErrorCode;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i16(code.code())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
+        i16::deserialize(d).map(ErrorCode::from_wire)
+    }
 }
 
 impl CommandResult {
     pub fn ok() -> CommandResult {
         CommandResult {
-            error_code: ErrorCode::None.code(),
+            error_code: ErrorCode::None,
             message: String::new(),
         }
     }
 
-    pub fn err(error_code: i16, message: String) -> CommandResult {
+    pub fn err(error_code: ErrorCode, message: String) -> CommandResult {
         CommandResult { error_code, message }
     }
 }
@@ -478,7 +493,7 @@ impl ClusterImage {
                     }
                     _ => {
                         return CommandResult::err(
-                            ErrorCode::StaleBrokerEpoch.code(),
+                            ErrorCode::StaleBrokerEpoch,
                             format!("broker {id} has registered again since"),
                         )
                     }
@@ -493,7 +508,7 @@ impl ClusterImage {
             } => {
                 if self.topics.contains_key(name) {
                     return CommandResult::err(
-                        ErrorCode::TopicAlreadyExists.code(),
+                        ErrorCode::TopicAlreadyExists,
                         format!("topic {name} already exists"),
                     );
                 }
@@ -514,10 +529,7 @@ impl ClusterImage {
             }
             Command::DeleteTopic { name } => match self.topics.remove(name) {
                 Some(_) => CommandResult::ok(),
-                None => CommandResult::err(
-                    ErrorCode::UnknownTopicOrPartition.code(),
-                    format!("no topic {name}"),
-                ),
+                None => CommandResult::err(ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")),
             },
             Command::CreatePartitions {
                 name,
@@ -531,7 +543,7 @@ impl ClusterImage {
                 match self.topics.get_mut(name) {
                     Some(t) if partitions_before.is_some_and(|n| n != t.partitions.len()) => {
                         CommandResult::err(
-                            ErrorCode::InvalidPartitions.code(),
+                            ErrorCode::InvalidPartitions,
                             format!("topic {name} has {} partitions now", t.partitions.len()),
                         )
                     }
@@ -539,10 +551,9 @@ impl ClusterImage {
                         t.partitions.extend(new);
                         CommandResult::ok()
                     }
-                    None => CommandResult::err(
-                        ErrorCode::UnknownTopicOrPartition.code(),
-                        format!("no topic {name}"),
-                    ),
+                    None => {
+                        CommandResult::err(ErrorCode::UnknownTopicOrPartition, format!("no topic {name}"))
+                    }
                 }
             }
             Command::AlterPartition {
@@ -584,7 +595,7 @@ impl ClusterImage {
             } => {
                 if self.broker_configs.get(entity).unwrap_or(&BTreeMap::new()) != previous {
                     return CommandResult::err(
-                        ErrorCode::InvalidUpdateVersion.code(),
+                        ErrorCode::InvalidUpdateVersion,
                         format!("the broker configs of {entity:?} changed meanwhile"),
                     );
                 }
@@ -608,20 +619,20 @@ impl ClusterImage {
                     .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
                 else {
                     return CommandResult::err(
-                        ErrorCode::UnknownTopicOrPartition.code(),
+                        ErrorCode::UnknownTopicOrPartition,
                         format!("no partition {topic}-{partition}"),
                     );
                 };
                 let preferred = p.replicas[0];
                 if p.leader == preferred {
                     return CommandResult::err(
-                        ErrorCode::ElectionNotNeeded.code(),
+                        ErrorCode::ElectionNotNeeded,
                         format!("broker {preferred}, the preferred replica, leads"),
                     );
                 }
                 if !p.may_lead(preferred, &live) {
                     return CommandResult::err(
-                        ErrorCode::PreferredLeaderNotAvailable.code(),
+                        ErrorCode::PreferredLeaderNotAvailable,
                         format!("broker {preferred}, the preferred replica, is not live and in sync"),
                     );
                 }
@@ -636,17 +647,14 @@ impl ClusterImage {
                 previous,
             } => match self.topics.get_mut(name) {
                 Some(t) if previous.as_ref().is_some_and(|p| *p != t.configs) => CommandResult::err(
-                    ErrorCode::InvalidUpdateVersion.code(),
+                    ErrorCode::InvalidUpdateVersion,
                     format!("the configs of {name} changed meanwhile"),
                 ),
                 Some(t) => {
                     t.configs = configs.clone();
                     CommandResult::ok()
                 }
-                None => CommandResult::err(
-                    ErrorCode::UnknownTopicOrPartition.code(),
-                    format!("no topic {name}"),
-                ),
+                None => CommandResult::err(ErrorCode::UnknownTopicOrPartition, format!("no topic {name}")),
             },
         }
     }
@@ -667,7 +675,7 @@ impl ClusterImage {
         };
         if p.leader != leader || p.leader_epoch != leader_epoch {
             return CommandResult::err(
-                ErrorCode::FencedLeaderEpoch.code(),
+                ErrorCode::FencedLeaderEpoch,
                 format!(
                     "{topic}-{partition} is led by {} at epoch {}, not {leader} at {leader_epoch}",
                     p.leader, p.leader_epoch
@@ -676,13 +684,13 @@ impl ClusterImage {
         }
         if p.partition_epoch != partition_epoch {
             return CommandResult::err(
-                ErrorCode::InvalidUpdateVersion.code(),
+                ErrorCode::InvalidUpdateVersion,
                 format!("{topic}-{partition} is at partition epoch {}", p.partition_epoch),
             );
         }
         if !isr.contains(&leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
             return CommandResult::err(
-                ErrorCode::InvalidRequest.code(),
+                ErrorCode::InvalidRequest,
                 format!("ISR {isr:?} of replicas {:?}", p.replicas),
             );
         }
@@ -693,7 +701,7 @@ impl ClusterImage {
             .find(|r| !p.isr.contains(r) && (!live.contains(r) || p.offline.contains(r)))
         {
             return CommandResult::err(
-                ErrorCode::IneligibleReplica.code(),
+                ErrorCode::IneligibleReplica,
                 format!("broker {r} is fenced, or its log of {topic}-{partition} is offline"),
             );
         }
@@ -716,7 +724,7 @@ impl ClusterImage {
             .is_none_or(|b| b.incarnation != incarnation)
         {
             return CommandResult::err(
-                ErrorCode::StaleBrokerEpoch.code(),
+                ErrorCode::StaleBrokerEpoch,
                 format!("broker {broker} has registered again since"),
             );
         }
@@ -727,7 +735,7 @@ impl ClusterImage {
         };
         if !p.replicas.contains(&broker) {
             return CommandResult::err(
-                ErrorCode::NotLeaderOrFollower.code(),
+                ErrorCode::NotLeaderOrFollower,
                 format!("broker {broker} holds no replica of {topic}-{partition}"),
             );
         }
@@ -752,7 +760,7 @@ impl ClusterImage {
             .and_then(|i| self.topics.get_mut(topic)?.partitions.get_mut(i))
             .ok_or_else(|| {
                 CommandResult::err(
-                    ErrorCode::UnknownTopicOrPartition.code(),
+                    ErrorCode::UnknownTopicOrPartition,
                     format!("no partition {topic}-{partition}"),
                 )
             })
@@ -771,7 +779,7 @@ impl ClusterImage {
         };
         if target.is_none() && !p.reassigning() {
             return CommandResult::err(
-                ErrorCode::NoReassignmentInProgress.code(),
+                ErrorCode::NoReassignmentInProgress,
                 format!("{topic}-{partition} is not being reassigned"),
             );
         }
@@ -783,7 +791,7 @@ impl ClusterImage {
             let isr: Vec<BrokerId> = p.isr.iter().copied().filter(|r| original.contains(r)).collect();
             if isr.is_empty() {
                 return CommandResult::err(
-                    ErrorCode::InvalidReplicaAssignment.code(),
+                    ErrorCode::InvalidReplicaAssignment,
                     format!("none of {topic}-{partition}'s original replicas {original:?} is in sync"),
                 );
             }
@@ -846,13 +854,13 @@ impl ClusterImage {
             seen.dedup();
             if replicas.is_empty() || seen.len() != replicas.len() {
                 return Err(CommandResult::err(
-                    ErrorCode::InvalidReplicaAssignment.code(),
+                    ErrorCode::InvalidReplicaAssignment,
                     format!("replicas {replicas:?}: must be distinct brokers, at least one"),
                 ));
             }
             if let Some(unknown) = replicas.iter().find(|r| !self.brokers.contains_key(r)) {
                 return Err(CommandResult::err(
-                    ErrorCode::InvalidReplicaAssignment.code(),
+                    ErrorCode::InvalidReplicaAssignment,
                     format!("broker {unknown} is not registered"),
                 ));
             }
@@ -970,6 +978,14 @@ pub fn assign_replicas(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_result_keeps_kafkas_number_in_the_quorums_log() {
+        let r = CommandResult::err(ErrorCode::TopicAlreadyExists, "t".into());
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(json, r#"{"error_code":36,"message":"t"}"#);
+        assert_eq!(serde_json::from_str::<CommandResult>(&json).unwrap(), r);
+    }
 
     fn ids(ids: &[i32]) -> Vec<BrokerId> {
         ids.iter().copied().map(BrokerId).collect()

@@ -124,7 +124,7 @@ impl ClusterError {
 impl CommandResult {
     /// The command's outcome as a result: refused with its code and message, or done.
     pub fn into_result(self) -> Result<(), ClusterError> {
-        match ErrorCode::from_wire(self.error_code) {
+        match self.error_code {
             ErrorCode::None => Ok(()),
             code => Err(ClusterError::refused(code, self.message)),
         }
@@ -374,7 +374,7 @@ impl Cluster {
         };
         loop {
             match self.write(command.clone()).await {
-                Ok(r) if r.error_code == ErrorCode::None.code() => {
+                Ok(r) if r.error_code == ErrorCode::None => {
                     laminar_metrics::warn!(
                         "{topic}-{partition}: {why}; the controller moved its leadership and ISR membership off this broker"
                     );
@@ -409,7 +409,7 @@ impl Cluster {
         let outcome = self.write(command).await;
         let replica = self.replicas.get(&change.topic, change.partition);
         match &outcome {
-            Ok(r) if r.error_code == ErrorCode::None.code() => {
+            Ok(r) if r.error_code == ErrorCode::None => {
                 laminar_metrics::info!(
                     "{}-{}: ISR is now {:?}",
                     change.topic,
@@ -585,7 +585,7 @@ impl Cluster {
                 },
             };
             let r = self.write(command).await?;
-            match ErrorCode::from_wire(r.error_code) {
+            match r.error_code {
                 ErrorCode::None => {
                     self.wait_for(|i| i.configs_of(&target).as_ref() == Some(&configs))
                         .await;

@@ -78,7 +78,7 @@ async fn elect(c: &Cluster, election_type: i8, topic: &str, partition: i32) -> (
         partition,
     };
     match c.write(command).await {
-        Ok(r) if r.error_code == ErrorCode::None.code() => {
+        Ok(r) if r.error_code == ErrorCode::None => {
             // Answered once this broker's image shows it, as a describe right after expects.
             c.wait_for(|i| {
                 i.partition(topic, partition)
@@ -87,7 +87,7 @@ async fn elect(c: &Cluster, election_type: i8, topic: &str, partition: i32) -> (
             .await;
             (ErrorCode::None.code(), None)
         }
-        Ok(r) => (r.error_code, Some(r.message)),
+        Ok(r) => (r.error_code.code(), Some(r.message)),
         Err(e) => (
             ErrorCode::RequestTimedOut.code(),
             Some(format!("the controller: {e}")),
