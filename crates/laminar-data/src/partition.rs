@@ -65,7 +65,7 @@ impl Partition {
 
     /// Rebuilds its producers' state from its log as it is now (a leadership begins, or a
     /// follower truncated). Reads from disk: on its storage thread.
-    pub fn rebuild_producers(&self, log: &Log) -> Result<usize, String> {
+    pub fn rebuild_producers(&self, log: &Log) -> Result<usize, crate::producers::RebuildError> {
         self.producers.rebuild_from_log(log)
     }
 }

@@ -157,6 +157,17 @@ pub struct ProducerBatch {
     pub max_timestamp_ms: i64,
 }
 
+/// Why a partition's producer state could not be rebuilt from its log.
+#[derive(Debug, thiserror::Error)]
+pub enum RebuildError {
+    #[error("reading the log: {0}")]
+    Storage(#[from] laminar_storage::StorageError),
+    #[error("reading {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("a batch: {0}")]
+    Batch(#[from] laminar_records::RecordsError),
+}
+
 pub enum SeqCheck {
     /// Append it.
     Append,
@@ -406,7 +417,7 @@ impl ProducerState {
     /// Rebuilds the sequence state from the last batches of the partition's log, so that a
     /// producer retrying across a restart or a failover is still de-duplicated. Reads from
     /// disk: runs on the partition's storage thread, off the socket threads.
-    pub fn rebuild_from_log(&self, log: &laminar_storage::Log) -> Result<usize, String> {
+    pub fn rebuild_from_log(&self, log: &laminar_storage::Log) -> Result<usize, RebuildError> {
         use laminar_storage::backend::read_exact_at;
         self.forget();
         let mut offset = log.recent_offset(PRODUCER_STATE_SCAN_BYTES_MAX);
@@ -434,12 +445,13 @@ impl ProducerState {
                         return Ok(0);
                     }
                 },
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(RebuildError::Storage(e)),
             };
             let Some(range) = read.range else { break };
             buf.resize(range.len as usize, 0);
-            read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
-            batches += self.observe_from(&buf, offset.0).map_err(|e| e.to_string())?;
+            read_exact_at(range.file.as_ref(), &mut buf, range.position.0)
+                .map_err(|e| RebuildError::Read(range.path.display().to_string(), e))?;
+            batches += self.observe_from(&buf, offset.0)?;
             if range.next_offset <= offset {
                 break;
             }

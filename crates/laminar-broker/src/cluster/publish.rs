@@ -93,15 +93,16 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                             // A partition placed here without a log (it could not be
                             // created) serves nothing: clients see it as unknown.
                             let Some(log) = h2.log() else { return Ok(0) };
-                            log.begin_epoch(epoch.0).map_err(|e| e.to_string())?;
+                            log.begin_epoch(epoch.0)?;
                             h2.rebuild_producers(&log)
                         })
-                        .await
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| r);
+                        .await;
                     match ready {
-                        Ok(_) => hosted.replica.start_serving(),
+                        Ok(Ok(_)) => hosted.replica.start_serving(),
                         // It does not serve: clients see NOT_LEADER_OR_FOLLOWER.
+                        Ok(Err(e)) => {
+                            crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}")
+                        }
                         Err(e) => crate::warn!("preparing {topic}-{partition} to lead at epoch {epoch}: {e}"),
                     }
                 }

@@ -25,6 +25,19 @@ pub use laminar_cluster::names::OFFSETS_TOPIC;
 /// Bound on one decoded record batch of the internal log.
 const GROUP_BATCH_BYTES_MAX: usize = 64 << 20;
 
+/// Why an internal log (the group log, the transaction log) could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{0} does not exist")]
+    NoLog(LogId),
+    #[error("reading the log: {0}")]
+    Storage(#[from] laminar_storage::StorageError),
+    #[error("reading {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("a batch: {0}")]
+    Batch(#[from] laminar_records::RecordsError),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum GroupRecord {
     Offset {
@@ -85,9 +98,9 @@ pub struct GroupStore {
 
 impl GroupStore {
     /// Takes the log of `__consumer_offsets-0` (the topics registry creates it).
-    pub fn open(store: &Store) -> Result<GroupStore, String> {
+    pub fn open(store: &Store) -> Result<GroupStore, ReplayError> {
         let id = LogId::new(OFFSETS_TOPIC, 0);
-        let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
+        let log = store.log(&id).ok_or(ReplayError::NoLog(id))?;
         Ok(GroupStore {
             log: std::sync::RwLock::new(log),
             pending: Pending::default(),
@@ -103,9 +116,9 @@ impl GroupStore {
     /// In a cluster, when this broker becomes the leader of `__consumer_offsets-0`: takes
     /// the log as it is now, forgets what was pending, and rebuilds `coordinator` from the
     /// log (which the old leader's appends reached through replication). Blocking.
-    pub fn reload(&self, store: &Store, coordinator: &Coordinator) -> Result<usize, String> {
+    pub fn reload(&self, store: &Store, coordinator: &Coordinator) -> Result<usize, ReplayError> {
         let id = LogId::new(OFFSETS_TOPIC, 0);
-        let log = store.log(&id).ok_or(format!("{id} does not exist"))?;
+        let log = store.log(&id).ok_or(ReplayError::NoLog(id))?;
         *self.log.write().unwrap() = log;
         self.pending.lock().unwrap().clear();
         self.txn_offsets.lock().unwrap().clear();
@@ -243,7 +256,7 @@ impl GroupStore {
     /// Reads the whole internal log into the coordinator. Offsets committed in a transaction
     /// are applied where its commit marker is, dropped at its abort marker, and kept pending
     /// if it has none yet. Blocking: startup, or taking over as coordinator.
-    pub fn replay(&self, coordinator: &Coordinator) -> Result<usize, String> {
+    pub fn replay(&self, coordinator: &Coordinator) -> Result<usize, ReplayError> {
         let mut applied = 0;
         // The records of each producer's open transaction: (key, value).
         type Open = Vec<(GroupKey, Option<Vec<u8>>)>;
@@ -398,7 +411,7 @@ impl GroupStore {
 /// Calls `f` with the key and value of every keyed record of an internal log (the group log,
 /// the transaction log), oldest first; control batches hold none of theirs. Blocking:
 /// startup only.
-pub(crate) fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), String> {
+pub(crate) fn for_each_record(log: &Log, mut f: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), ReplayError> {
     for_each_entry(log, |entry| {
         if let Entry::Record { key, value, .. } = entry {
             f(key, value)
@@ -420,15 +433,16 @@ pub(crate) enum Entry<'a> {
 
 /// Calls `f` with every keyed record and every transaction marker of `log`, oldest first.
 /// Blocking.
-pub(crate) fn for_each_entry(log: &Log, mut f: impl FnMut(Entry)) -> Result<(), String> {
+pub(crate) fn for_each_entry(log: &Log, mut f: impl FnMut(Entry)) -> Result<(), ReplayError> {
     let mut offset = log.log_start();
     let mut buf = Vec::new();
     loop {
-        let read = log.read(offset, 4 << 20, true).map_err(|e| e.to_string())?;
+        let read = log.read(offset, 4 << 20, true)?;
         let Some(range) = read.range else { break };
         buf.resize(range.len as usize, 0);
-        read_exact_at(range.file.as_ref(), &mut buf, range.position.0).map_err(|e| e.to_string())?;
-        for (h, start, end) in validate_batches(&buf).map_err(|e| e.to_string())? {
+        read_exact_at(range.file.as_ref(), &mut buf, range.position.0)
+            .map_err(|e| ReplayError::Read(range.path.display().to_string(), e))?;
+        for (h, start, end) in validate_batches(&buf)? {
             if h.is_control() {
                 if let Some(marker) = control_type(&buf[start..end]) {
                     f(Entry::Marker {
@@ -439,7 +453,7 @@ pub(crate) fn for_each_entry(log: &Log, mut f: impl FnMut(Entry)) -> Result<(), 
                 continue;
             }
             let producer = h.is_transactional().then_some(h.producer_id);
-            for rec in decode_records(&buf[start..end], GROUP_BATCH_BYTES_MAX).map_err(|e| e.to_string())? {
+            for rec in decode_records(&buf[start..end], GROUP_BATCH_BYTES_MAX)? {
                 if let Some(key) = &rec.key {
                     f(Entry::Record {
                         producer,
@@ -457,7 +471,7 @@ pub(crate) fn for_each_entry(log: &Log, mut f: impl FnMut(Entry)) -> Result<(), 
     Ok(())
 }
 
-fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<(), String> {
+fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<(), RecordError> {
     match (key, value) {
         (
             GroupKey::Offset {
@@ -467,7 +481,7 @@ fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<()
             },
             Some(v),
         ) => {
-            let v = OffsetValue::decode(v).map_err(|e| e.to_string())?;
+            let v = OffsetValue::decode(v)?;
             c.apply_commit(
                 &group,
                 &topic,
@@ -489,7 +503,7 @@ fn replay_one(c: &Coordinator, key: GroupKey, value: Option<&[u8]>) -> Result<()
             None,
         ) => c.apply_delete_offset(&group, &topic, partition),
         (GroupKey::Metadata { group }, Some(v)) => {
-            let v = GroupMetadataValue::decode(v).map_err(|e| e.to_string())?;
+            let v = GroupMetadataValue::decode(v)?;
             c.restore_metadata(&group, v);
         }
         (GroupKey::Metadata { group }, None) => c.apply_delete_group(&group),

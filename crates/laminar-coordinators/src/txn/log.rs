@@ -208,7 +208,9 @@ pub fn encode_batch(changes: &[(String, Option<TxnMeta>)]) -> Vec<u8> {
 
 /// Reads the whole log, oldest first: the newest state of each id (tombstones remove it).
 /// Records that do not decode are skipped with a warning. Blocking: startup only.
-pub fn replay(log: &Log) -> std::result::Result<BTreeMap<String, TxnMeta>, String> {
+pub fn replay(
+    log: &Log,
+) -> std::result::Result<BTreeMap<String, TxnMeta>, crate::groups::store::ReplayError> {
     let mut out = BTreeMap::new();
     crate::groups::store::for_each_record(log, |key, value| {
         let id = match decode_key(key) {
