@@ -53,7 +53,7 @@ pub struct Broker {
     pub metrics: BrokerMetrics,
     pub quotas: Arc<Quotas>,
     /// Partitions whose fetch reads are stuck on the disk, skipped until they return.
-    pub stuck_reads: Arc<crate::stuck_reads::StuckReads>,
+    pub stuck_reads: Arc<laminar_data::stuck_reads::StuckReads>,
     /// The cluster: several brokers under a controller quorum, or a single node, a quorum of
     /// one voter (itself).
     pub cluster: Arc<Cluster>,

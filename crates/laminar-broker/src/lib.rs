@@ -34,7 +34,6 @@ pub mod quotas;
 pub mod response;
 pub mod security;
 pub mod startup;
-pub mod stuck_reads;
 pub mod topics;
 
 pub use broker::Broker;

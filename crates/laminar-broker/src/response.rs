@@ -18,6 +18,17 @@ pub struct RecordsFile {
     pub len: u64,
 }
 
+impl RecordsFile {
+    /// A read's range of a segment file, as a fetch response carries it.
+    pub fn of(range: laminar_storage::FileRange) -> RecordsFile {
+        RecordsFile {
+            file: range.file,
+            position: range.position.0,
+            len: range.len,
+        }
+    }
+}
+
 impl FileSlice for RecordsFile {
     fn len(&self) -> u64 {
         self.len

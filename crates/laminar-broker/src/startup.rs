@@ -18,7 +18,6 @@ use crate::handlers::produce::ProduceService;
 use crate::listeners::{Listener, SecurityProtocol};
 use crate::metrics::BrokerMetrics;
 use crate::quotas::Quotas;
-use crate::stuck_reads::StuckReads;
 use crate::topics::Topics;
 use laminar_cluster::{Cluster, ClusterSettings};
 use laminar_coordinators::groups::store::GroupStore;
@@ -29,6 +28,7 @@ use laminar_coordinators::txn::service::{TxnSettings, Txns};
 use laminar_data::partition::Partitions;
 use laminar_data::producers::ProducerIds;
 use laminar_data::storage_pool::StoragePool;
+use laminar_data::stuck_reads::StuckReads;
 use laminar_net::{IoPool, ServerHandle, ServerLimits};
 
 /// What a test may put in place of the broker's own parts. Not configuration: nothing in
@@ -341,9 +341,12 @@ impl RunningBroker {
         let fetch = Arc::new(FetchService {
             topics: topics.clone(),
             partitions: partitions.clone(),
-            io: io.clone(),
+            reader: Arc::new(laminar_data::read::Reader {
+                partitions: partitions.clone(),
+                io: io.clone(),
+                stuck_reads: stuck_reads.clone(),
+            }),
             quotas: quotas.clone(),
-            stuck_reads: stuck_reads.clone(),
             cluster: cluster.clone(),
         });
         let sasl = crate::security::authenticators(&config.security, &listeners, &cluster)

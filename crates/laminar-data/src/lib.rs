@@ -9,6 +9,9 @@
 //!   high watermark and the fetches waiting; then durable here and on the in-sync replicas.
 //! - [`producers`]: producer ids, and the idempotent and transactional producers' state of a
 //!   partition (sequence de-duplication, rebuilt from the log when a leadership begins).
+//! - [`read`]: a partition's reads for Fetch (the I/O pool, stuck reads left behind, an idle
+//!   consumer answered from memory) and the leader's side of a follower's fetch;
+//!   [`stuck_reads`]: the partitions whose reads are stuck on the disk.
 //! - [`storage_pool`]: the threads that append, one partition always on the same one, so
 //!   that a disk that blocks a `write(2)` holds up its own partitions alone.
 //!
@@ -17,5 +20,10 @@
 
 pub mod partition;
 pub mod producers;
+pub mod read;
 pub mod replicate;
 pub mod storage_pool;
+pub mod stuck_reads;
+
+/// The clock records and commits are stamped with (milliseconds since the epoch), the log's.
+pub use laminar_storage::now_ms;

@@ -316,6 +316,30 @@ impl Partitions {
         transition
     }
 
+    /// DeleteRecords on a partition led here: its log start moved up to `offset` (-1: the
+    /// high watermark; never above it, what consumers may read), durably. Followers learn
+    /// the new start from their fetches, as Kafka's do. Returns the new low watermark.
+    /// Writes and fsyncs: on the I/O pool.
+    pub fn delete_records(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, ErrorCode> {
+        /// The offset that asks for "up to the high watermark".
+        const HIGH_WATERMARK: i64 = -1;
+        let led = self.led(topic, partition)?;
+        let high_watermark = led.high_watermark();
+        let before = match offset {
+            HIGH_WATERMARK => high_watermark,
+            o if o < 0 || o > high_watermark.0 => return Err(ErrorCode::OffsetOutOfRange),
+            o => Offset(o),
+        };
+        match led.log.delete_records(before) {
+            Ok(start) => Ok(start.0),
+            Err(StorageError::OffsetOutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
+            Err(e) => {
+                laminar_metrics::warn!("delete records of {topic}-{partition} below {}: {e}", before.0);
+                Err(ErrorCode::KafkaStorageError)
+            }
+        }
+    }
+
     /// A partition this broker leads and serves, or the error code a client gets for it.
     fn leading(&self, topic: &str, partition: i32) -> Result<(LeaderEpoch, Arc<Partition>), ErrorCode> {
         let c = &self.cluster;

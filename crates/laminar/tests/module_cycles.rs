@@ -279,3 +279,27 @@ fn no_crate_has_an_import_cycle_of_more_than_a_few_files_or_a_file_over_a_thousa
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The handlers parse, authorize, call the data plane or a coordinator, and encode: the
+/// logs' files are `laminar-data`'s business (issue 42), so no handler names
+/// `laminar-storage`. Produce's append still lives in its handler; it is the one left.
+const HANDLERS_STILL_ON_STORAGE: &[&str] = &["produce.rs"];
+
+#[test]
+fn no_handler_imports_the_storage_engine() {
+    let dir = workspace().join("crates/laminar-broker/src/handlers");
+    let mut named = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        if code.contains("laminar_storage") {
+            named.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    named.sort();
+    assert_eq!(
+        named, HANDLERS_STILL_ON_STORAGE,
+        "handlers that name laminar_storage (the data plane, laminar-data, should do it for them)"
+    );
+}

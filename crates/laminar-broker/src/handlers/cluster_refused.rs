@@ -132,10 +132,7 @@ pub fn refuse(request: &Request, version: i16, correlation_id: i32) -> Encoded {
                             .partitions
                             .iter()
                             .map(|p| {
-                                super::refused::unread_partition(
-                                    p.partition,
-                                    ErrorCode::ClusterAuthorizationFailed,
-                                )
+                                laminar_data::read::unread(p.partition, ErrorCode::ClusterAuthorizationFailed)
                             })
                             .collect(),
                     })

@@ -14,7 +14,6 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::DeleteRecordsResponse;
 use laminar_protocol::requests::DeleteRecordsRequest;
 use laminar_protocol::{responses, ApiKey};
-use laminar_storage::{Offset, StorageError};
 
 use super::refused::Refused;
 use super::{topic_name, Encoded};
@@ -22,9 +21,6 @@ use crate::context::RequestContext;
 use laminar_data::partition::Partitions;
 use laminar_net::IoPool;
 use laminar_protocol::ErrorCode;
-
-/// The offset that asks for "up to the high watermark".
-const HIGH_WATERMARK: i64 = -1;
 
 pub async fn handle(
     io: &IoPool,
@@ -54,8 +50,14 @@ fn delete(hosted: &Partitions, r: DeleteRecordsRequest) -> DeleteRecordsResponse
                     let mut p = DeleteRecordsPartitionResult::default();
                     p.partition_index = partition;
                     p.low_watermark = -1;
-                    match delete_partition(hosted, &topic, partition, offset) {
-                        Ok(low_watermark) => p.low_watermark = low_watermark.0,
+                    // An internal topic's records are its coordinator's state.
+                    let deleted = if crate::topics::is_internal(&topic) {
+                        Err(ErrorCode::InvalidTopicException)
+                    } else {
+                        hosted.delete_records(&topic, partition, offset)
+                    };
+                    match deleted {
+                        Ok(low_watermark) => p.low_watermark = low_watermark,
                         Err(code) => p.error_code = code.code(),
                     }
                     p
@@ -65,33 +67,4 @@ fn delete(hosted: &Partitions, r: DeleteRecordsRequest) -> DeleteRecordsResponse
         })
         .collect();
     resp
-}
-
-fn delete_partition(
-    hosted: &Partitions,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> Result<Offset, ErrorCode> {
-    if crate::topics::is_internal(topic) {
-        // The group state would go with the records.
-        return Err(ErrorCode::InvalidTopicException);
-    }
-    let led = hosted.led(topic, partition)?;
-    // Never above the high watermark: what consumers may read. Followers learn the new
-    // start from their fetches, as Kafka's do.
-    let high_watermark = led.high_watermark();
-    let log = led.log;
-    let before = match offset {
-        HIGH_WATERMARK => high_watermark,
-        o if o < 0 || o > high_watermark.0 => return Err(ErrorCode::OffsetOutOfRange),
-        o => Offset(o),
-    };
-    log.delete_records(before).map_err(|e| match e {
-        StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
-        e => {
-            crate::warn!("delete records of {topic}-{partition} below {}: {e}", before.0);
-            ErrorCode::KafkaStorageError
-        }
-    })
 }

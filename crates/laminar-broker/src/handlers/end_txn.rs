@@ -29,7 +29,7 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: EndTxnRequest) ->
         resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
         return responses::encode(ApiKey::EndTxn, version, correlation_id, &resp);
     }
-    let now = laminar_storage::now_ms();
+    let now = laminar_data::now_ms();
     let mut allocate = || txns.producer_ids.allocate();
     let bump = version >= 5;
     let decision = laminar_coordinators::txn::complete::begin_when_free(txns, &pr.transactional_id, |m| {

@@ -46,7 +46,7 @@ pub async fn handle(txns: &Arc<Txns>, ctx: &RequestContext, r: InitProducerIdReq
             if timeout <= 0 || timeout as u64 > txns.settings.max_timeout_ms {
                 resp.error_code = ErrorCode::InvalidTransactionTimeout.code();
             } else {
-                let now = laminar_storage::now_ms();
+                let now = laminar_data::now_ms();
                 let mut allocate = || txns.producer_ids.allocate();
                 let requested = (r.producer_id, r.producer_epoch);
                 let decision = laminar_coordinators::txn::complete::begin_when_free(txns, id, |m| {

@@ -34,7 +34,7 @@ pub fn handle(txns: &TxnCoordinator, ctx: &RequestContext, r: ListTransactionsRe
         },
         None => None,
     };
-    let now = laminar_storage::now_ms();
+    let now = laminar_data::now_ms();
     resp.transaction_states = txns
         .list()
         .into_iter()

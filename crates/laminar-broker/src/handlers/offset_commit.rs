@@ -35,7 +35,7 @@ pub async fn handle(
         &r.member_id,
         r.group_instance_id.as_deref(),
     );
-    let now = laminar_storage::now_ms();
+    let now = laminar_data::now_ms();
     let mut records = Vec::new();
     let mut codes: Vec<Vec<ErrorCode>> = Vec::new();
     for t in &r.topics {

@@ -250,7 +250,7 @@ fn append(
         return Err(Refused::Code(ErrorCode::NotLeaderOrFollower));
     }
     let log_append_time_ms = if log_append_time {
-        let now = laminar_storage::now_ms();
+        let now = laminar_data::now_ms();
         for (_, start, end) in &batches {
             laminar_records::set_log_append_time(&mut buf[*start..*end], now);
         }

@@ -54,7 +54,7 @@ use kafka_protocol::messages::{
     TransactionalId, TxnOffsetCommitResponse,
 };
 use laminar_protocol::requests::Uuid;
-use laminar_protocol::responses::{FetchPartitionResponse, FetchTopicResponse};
+use laminar_protocol::responses::FetchTopicResponse;
 use laminar_protocol::ErrorCode;
 
 use super::{sb, topic_name, uuid};
@@ -220,7 +220,7 @@ impl Answer for Vec<FetchTopicResponse<RecordsFile>> {
             topic_id: topic_id.unwrap_or_default(),
             partitions: partitions
                 .into_iter()
-                .map(|p| unread_partition(p, code))
+                .map(|p| laminar_data::read::unread(p, code))
                 .collect(),
         });
     }
@@ -484,21 +484,6 @@ impl Answer for DescribeTransactionsResponse {
         s.producer_epoch = -1;
         s.transaction_start_time_ms = -1;
         self.transaction_states.push(s);
-    }
-}
-
-/// A partition's answer before anything is read: no records, no offsets.
-pub fn unread_partition(partition: i32, code: ErrorCode) -> FetchPartitionResponse<RecordsFile> {
-    FetchPartitionResponse {
-        partition_index: partition,
-        error_code: code.code(),
-        high_watermark: -1,
-        last_stable_offset: -1,
-        log_start_offset: -1,
-        aborted_transactions: Vec::new(),
-        records: Vec::new(),
-        diverging_epoch: None,
-        current_leader: None,
     }
 }
 

@@ -46,7 +46,7 @@ pub async fn handle(
     } else {
         ErrorCode::None
     };
-    let now = laminar_storage::now_ms();
+    let now = laminar_data::now_ms();
     let mut codes: Vec<Vec<ErrorCode>> = Vec::new();
     let mut offsets = Vec::new();
     for (topic, partitions) in &r.topics {

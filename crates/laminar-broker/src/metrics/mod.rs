@@ -51,7 +51,7 @@ impl BrokerMetrics {
     pub fn render(
         &self,
         store: &Store,
-        stuck_reads: &crate::stuck_reads::StuckReads,
+        stuck_reads: &laminar_data::stuck_reads::StuckReads,
         txns: &laminar_coordinators::txn::TxnCoordinator,
     ) -> String {
         let mut e = Exposition::default();
