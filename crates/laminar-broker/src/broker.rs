@@ -54,6 +54,8 @@ pub struct Broker {
     pub quotas: Arc<Quotas>,
     /// Partitions whose fetch reads are stuck on the disk, skipped until they return.
     pub stuck_reads: Arc<laminar_data::stuck_reads::StuckReads>,
+    /// What this broker's fetchers work with, as a follower.
+    pub follower: Arc<laminar_data::follow::Follower>,
     /// The cluster: several brokers under a controller quorum, or a single node, a quorum of
     /// one voter (itself).
     pub cluster: Arc<Cluster>,

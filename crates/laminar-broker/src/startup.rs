@@ -362,6 +362,16 @@ impl RunningBroker {
             crate::security::inter_broker(&config.security, &listeners[settings.inter_broker_index()])
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         cluster.clients.set_security(inter_broker);
+        let follower = Arc::new(laminar_data::follow::Follower {
+            node_id: config.node_id,
+            store: store.clone(),
+            storage: storage.clone(),
+            cluster: cluster.clone(),
+            topic_id: {
+                let topics = topics.clone();
+                Box::new(move |name: &str| topics.get(name).map(|t| t.uuid()))
+            },
+        });
         let broker = Arc::new(Broker {
             io,
             produce,
@@ -384,6 +394,7 @@ impl RunningBroker {
             metrics: BrokerMetrics::default(),
             quotas,
             stuck_reads,
+            follower,
             cluster,
             applied: Default::default(),
         });

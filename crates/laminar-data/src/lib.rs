@@ -9,6 +9,8 @@
 //!   high watermark and the fetches waiting; then durable here and on the in-sync replicas.
 //! - [`producers`]: producer ids, and the idempotent and transactional producers' state of a
 //!   partition (sequence de-duplication, rebuilt from the log when a leadership begins).
+//! - [`follow`]: a follower's replication of a partition: fetch from the leader, truncate
+//!   where the logs diverged, append with the leader's offsets.
 //! - [`read`]: a partition's reads for Fetch (the I/O pool, stuck reads left behind, an idle
 //!   consumer answered from memory) and the leader's side of a follower's fetch;
 //!   [`stuck_reads`]: the partitions whose reads are stuck on the disk.
@@ -18,6 +20,7 @@
 //! The log's files (and its transaction index) are `laminar-storage`'s; the rules of the
 //! replica state (role, ISR, high watermark) are `laminar-cluster`'s.
 
+pub mod follow;
 pub mod partition;
 pub mod producers;
 pub mod read;

@@ -1,6 +1,6 @@
 //! This broker's side of the cluster: applying each new metadata image to its logs and
-//! replicas (`publish`), and a follower's fetches from its leaders (`fetcher`). The control
-//! plane itself (the controller quorum, the image, replica states) is `laminar-cluster`.
+//! replicas (`publish`), starting a follower's fetches from its leaders
+//! (`laminar_data::follow`). The control plane itself (the controller quorum, the image,
+//! replica states) is `laminar-cluster`.
 
-pub mod fetcher;
 pub mod publish;

@@ -123,8 +123,8 @@ async fn apply_roles(b: &Arc<Broker>, image: &ClusterImage) {
                 }
                 if let Some(hosted) = hosted {
                     let generation = hosted.replica.generation();
-                    tokio::spawn(super::fetcher::follow(
-                        b.clone(),
+                    tokio::spawn(laminar_data::follow::follow(
+                        b.follower.clone(),
                         hosted,
                         leader,
                         epoch,

@@ -7,7 +7,8 @@
 //! ends (OffsetForLeaderEpoch, KIP-101) and truncates its log there, never by the high
 //! watermark alone.
 //!
-//! It runs as a task on the socket threads and does only network I/O there: appends go to
+//! The follower's side of replication, as [`crate::read`] holds the leader's. It runs as a
+//! task on the socket threads and does only network I/O there: appends go to
 //! the partition's storage thread, truncation to the I/O pool, fsyncs to the flushers.
 
 use std::io;
@@ -27,12 +28,28 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use laminar_storage::{AppendMode, LogId, Offset};
 
-use crate::broker::Broker;
+use crate::partition::Partition;
+use crate::storage_pool::StoragePool;
 use laminar_cluster::client::BrokerConnection;
 use laminar_cluster::replica::Role;
+use laminar_cluster::Cluster;
 use laminar_cluster::{BrokerId, LeaderEpoch};
-use laminar_data::partition::Partition;
 use laminar_protocol::ErrorCode;
+use laminar_storage::Store;
+
+/// What a follower's fetchers work with: this broker's id, its logs, the partitions'
+/// storage threads, the cluster (the leaders' addresses, this broker's registration), and
+/// each topic's id (Fetch names topics by id).
+pub struct Follower {
+    pub node_id: i32,
+    pub store: Arc<Store>,
+    pub storage: Arc<StoragePool>,
+    pub cluster: Arc<Cluster>,
+    pub topic_id: TopicIds,
+}
+
+/// A topic's id by its name, as this broker has it (`None`: not known here).
+pub type TopicIds = Box<dyn Fn(&str) -> Option<[u8; 16]> + Send + Sync>;
 
 /// v15: the follower names itself with its broker epoch (KIP-903), as the leader requires.
 const FETCH_VERSION: i16 = 15;
@@ -62,13 +79,13 @@ fn whole_batches(records: &Bytes) -> Bytes {
 /// Follows `hosted` while this broker follows `leader` at `epoch`; returns when that ends.
 /// `generation`: the partition's role generation this fetcher was started for.
 pub async fn follow(
-    b: Arc<Broker>,
+    b: Arc<Follower>,
     hosted: Arc<Partition>,
     leader: BrokerId,
     epoch: LeaderEpoch,
     generation: u64,
 ) {
-    let node = b.config.node_id;
+    let node = b.node_id;
     let me = Following {
         leader,
         epoch,
@@ -85,7 +102,7 @@ pub async fn follow(
         // An offline log (a failed fsync) takes nothing until this broker restarts: fetching
         // for it would fail, and be retried, forever.
         if let Some(why) = replica_log(&hosted).ok().and_then(|log| log.offline_reason()) {
-            crate::warn!("replica of {topic}-{partition}: not fetching, the log is offline: {why}");
+            laminar_metrics::warn!("replica of {topic}-{partition}: not fetching, the log is offline: {why}");
             return;
         }
         let step = async {
@@ -120,7 +137,7 @@ pub async fn follow(
                     truncated = false;
                     if let Some(conn) = connection.as_mut() {
                         if let Err(e) = start_at_leaders_start(&b, &hosted, conn, me).await {
-                            crate::warn!("replica of {topic}-{partition}: {e}");
+                            laminar_metrics::warn!("replica of {topic}-{partition}: {e}");
                             connection = None;
                         }
                     }
@@ -129,7 +146,9 @@ pub async fn follow(
             }
             Err(e) => {
                 if !failing {
-                    crate::warn!("replica of {topic}-{partition}: fetching from broker {leader}: {e}");
+                    laminar_metrics::warn!(
+                        "replica of {topic}-{partition}: fetching from broker {leader}: {e}"
+                    );
                     failing = true;
                 }
                 connection = None;
@@ -151,7 +170,7 @@ enum Fetched {
 /// this log does not have the epoch the leader answers with, what lies below the cut may
 /// still differ, and the next round asks about the epoch the log now ends with.
 async fn truncate_to_leader(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     conn: &mut BrokerConnection,
     me: Following,
@@ -162,7 +181,7 @@ async fn truncate_to_leader(
     let log = replica_log(hosted)?;
     // (Below the log start it is never read: nothing to fetch again.)
     if let Some(at) = log.damaged_from().filter(|at| *at >= log.log_start()) {
-        crate::warn!("replica of {topic}-{partition}: a damaged batch at offset {at}; truncating there to fetch it again");
+        laminar_metrics::warn!("replica of {topic}-{partition}: a damaged batch at offset {at}; truncating there to fetch it again");
         cut_log(b, hosted, me, at).await?;
     }
     // Each round but the last cuts the log shorter: it ends.
@@ -181,7 +200,7 @@ async fn truncate_to_leader(
         t.topic = TopicName(StrBytes::from_string(topic.to_string()));
         t.partitions = vec![p];
         let mut req = OffsetForLeaderEpochRequest::default();
-        req.replica_id = KBrokerId(b.config.node_id);
+        req.replica_id = KBrokerId(b.node_id);
         req.topics = vec![t];
         let resp: OffsetForLeaderEpochResponse = conn
             .call(
@@ -211,7 +230,7 @@ async fn truncate_to_leader(
 /// does. Returns whether the logs may still differ below the cut (this log does not have
 /// `leader_epoch`): then the leader must be asked again.
 async fn cut_to_leader(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     me: Following,
     leader_epoch: i32,
@@ -235,12 +254,12 @@ async fn cut_to_leader(
         }
         return Ok(false);
     }
-    crate::warn!(
+    laminar_metrics::warn!(
         "replica of {topic}-{partition}: the leader's epoch {leader_epoch} ends at {leader_end}; truncating from {log_end} to {to}"
     );
     match cut_log(b, hosted, me, Offset(to)).await? {
         Some(cut) => {
-            crate::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
+            laminar_metrics::info!("replica of {topic}-{partition}: truncated to {}", cut.0);
             Ok(my_epoch != leader_epoch)
         }
         None => Ok(false), // no longer following: the loop ends
@@ -251,7 +270,7 @@ async fn cut_to_leader(
 /// `truncateTo` does) and rebuilds its producers' state from what is left. Returns where the
 /// log ends now, or `None` if this broker no longer follows as `me`.
 async fn cut_log(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     me: Following,
     to: Offset,
@@ -267,7 +286,7 @@ async fn cut_log(
             store.truncate_log(&id, to)?
         };
         if let Err(e) = h2.rebuild_producers(&log) {
-            crate::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
+            laminar_metrics::warn!("rebuilding producer state of {}-{}: {e}", h2.topic, h2.partition);
         }
         Ok(log.log_end())
     })
@@ -278,7 +297,7 @@ async fn cut_log(
 /// what this replica would fetch next), empties this log to start at the leader's start, as
 /// Kafka's followers do (`truncateFullyAndStartAt`).
 async fn start_at_leaders_start(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     conn: &mut BrokerConnection,
     me: Following,
@@ -292,7 +311,7 @@ async fn start_at_leaders_start(
     t.name = TopicName(StrBytes::from_string(topic.to_string()));
     t.partitions = vec![p];
     let mut req = ListOffsetsRequest::default();
-    req.replica_id = KBrokerId(b.config.node_id);
+    req.replica_id = KBrokerId(b.node_id);
     req.topics = vec![t];
     let resp: ListOffsetsResponse = conn.call(ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &req).await?;
     let answer = the_answer(
@@ -305,7 +324,7 @@ async fn start_at_leaders_start(
     if log.log_end().0 >= leader_start {
         return Ok(());
     }
-    crate::warn!(
+    laminar_metrics::warn!(
         "replica of {topic}-{partition}: the leader's log starts at {leader_start}, past this log's end {}; emptying it to start there",
         log.log_end().0
     );
@@ -324,10 +343,10 @@ async fn start_at_leaders_start(
 /// `change_log` for a job on the partition's log as the store holds it on the storage
 /// thread (a truncation may have replaced the one the fetcher looked at before).
 async fn change_current_log<T: Send + 'static>(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     me: Following,
-    job: impl FnOnce(&Arc<Broker>, Arc<laminar_storage::Log>) -> Result<T, laminar_storage::StorageError>
+    job: impl FnOnce(&Arc<Follower>, Arc<laminar_storage::Log>) -> Result<T, laminar_storage::StorageError>
         + Send
         + 'static,
 ) -> io::Result<Option<T>> {
@@ -358,7 +377,7 @@ fn the_answer<'a, P>(answer: Option<&'a P>, error_code: fn(&P) -> i16, api: &str
 /// Runs `job` (an append or a truncation) on the partition's storage thread, where its
 /// appends run in order, if this fetcher still follows there (`None` if not).
 async fn change_log<T: Send + 'static>(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     me: Following,
     job: impl FnOnce() -> Result<T, laminar_storage::StorageError> + Send + 'static,
@@ -395,7 +414,7 @@ impl Following {
 }
 
 async fn fetch_once(
-    b: &Arc<Broker>,
+    b: &Arc<Follower>,
     hosted: &Arc<Partition>,
     conn: &mut BrokerConnection,
     me: Following,
@@ -425,25 +444,25 @@ async fn fetch_once(
     p.log_start_offset = log.log_start().0;
     p.partition_max_bytes = PARTITION_MAX_BYTES;
     // From v13 the leader knows the topic by its id only.
-    let Some(meta) = b.topics.get(topic) else {
+    let Some(id) = (b.topic_id)(topic) else {
         return Ok(Fetched::Retry(ErrorCode::UnknownTopicOrPartition.code()));
     };
     let mut t = FetchTopic::default();
-    t.topic_id = crate::handlers::uuid(meta.uuid());
+    t.topic_id = uuid::Uuid::from_bytes(id);
     t.partitions = vec![p];
     // This broker's epoch as its own image has it: the leader checks it against its image.
     let Some(registered) = b
         .cluster
         .image()
         .brokers
-        .get(&BrokerId(b.config.node_id))
+        .get(&BrokerId(b.node_id))
         .map(|x| x.epoch)
     else {
         return Ok(Fetched::Retry(ErrorCode::NotLeaderOrFollower.code()));
     };
     let mut req = FetchRequest::default();
     req.replica_id = KBrokerId(-1);
-    req.replica_state.replica_id = KBrokerId(b.config.node_id);
+    req.replica_state.replica_id = KBrokerId(b.node_id);
     req.replica_state.replica_epoch = registered as i64;
     req.max_wait_ms = FETCH_MAX_WAIT_MS;
     req.min_bytes = 1;
@@ -494,7 +513,7 @@ async fn fetch_once(
         let mut buf = records.to_vec();
         let info = log.append_as(&mut buf, AppendMode::Replica)?;
         if let Err(e) = h2.producers.observe(&buf) {
-            crate::warn!("producer state of {}-{}: {e}", h2.topic, h2.partition);
+            laminar_metrics::warn!("producer state of {}-{}: {e}", h2.topic, h2.partition);
         }
         Ok((log, info))
     })
