@@ -93,6 +93,23 @@ impl LedPartition {
         }
     }
 
+    /// [`Self::high_watermark`] for a consumer's read. When the synced end is what holds it
+    /// back, the log's flush is asked for (of the flusher, not waited for): records become
+    /// visible once a consumer is there to read them, and appends that nobody reads cost no
+    /// fsync. The flush's end wakes the fetches waiting on the partition.
+    pub fn high_watermark_for_reader(&self) -> Offset {
+        let hw = self.high_watermark();
+        if self.partition.read_after_fsync && hw < self.replicated_end() {
+            self.log.request_flush();
+        }
+        hw
+    }
+
+    /// What every in-sync replica has (the log end when the leader is alone in sync).
+    fn replicated_end(&self) -> Offset {
+        self.partition.replica.high_watermark().min(self.log.log_end())
+    }
+
     /// A write at this leadership's epoch, through the one replicate path.
     pub fn write(&self) -> LeaderWrite {
         LeaderWrite::new(

@@ -137,9 +137,14 @@ fn read_once<F: FileSlice>(
                 topic.partitions.push(p);
                 continue;
             }
-            // Consumers read below the high watermark (what the in-sync replicas hold);
-            // followers read to the log end.
-            let hw = led.high_watermark();
+            // Consumers read below the high watermark (what the in-sync replicas hold, and
+            // with `log.read.after.fsync` what is synced here: asked for now if that is what
+            // holds them back); followers read to the log end.
+            let hw = if follower {
+                led.high_watermark()
+            } else {
+                led.high_watermark_for_reader()
+            };
             let log = led.log;
             if follower {
                 if let Some(diverged) = diverging(&log, wp) {
@@ -236,7 +241,7 @@ fn all_at_end<F>(s: &Reader, wanted: &[Wanted]) -> Option<Vec<FetchTopicResponse
             if wp.current_epoch >= 0 && LeaderEpoch(wp.current_epoch) != led.epoch {
                 return None;
             }
-            let hw = led.high_watermark();
+            let hw = led.high_watermark_for_reader();
             if Offset(wp.fetch_offset) != hw {
                 return None;
             }

@@ -55,8 +55,14 @@ fn lookup(
         p.leader_epoch = led.epoch.0;
     }
     // A consumer's end is the high watermark, and a read_committed consumer's the last
-    // stable offset below it.
-    let hw = led.high_watermark();
+    // stable offset below it. With `log.read.after.fsync`, asking for it asks for the fsync
+    // that makes appends nobody has read yet visible (not waited for: behind a slow disk
+    // this answer would wait with it).
+    let hw = if timestamp == LATEST_TIMESTAMP {
+        led.high_watermark_for_reader()
+    } else {
+        led.high_watermark()
+    };
     let log = led.log;
     let result = match timestamp {
         LATEST_TIMESTAMP if read_committed => Ok(Some((log.last_stable_offset().min(hw), -1))),

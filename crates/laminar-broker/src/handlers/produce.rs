@@ -636,10 +636,8 @@ async fn produce_partition(
             if version >= 5 {
                 out.log_start_offset = a.log_start;
             }
-            if acks != -1 && led.partition.read_after_fsync {
-                // Its consumers see it once it is synced: soon, then, though nothing waits.
-                led.log.request_flush();
-            }
+            // acks=0 and 1 ask for no fsync: with `log.read.after.fsync` a consumer's read asks
+            // for it when unsynced records hold it back (`high_watermark_for_reader`).
             let durable = (acks == -1)
                 .then(|| led.partition.log())
                 .flatten()
