@@ -144,7 +144,7 @@ pub const SETTINGS: &[SettingDoc] = &[
     SettingDoc {
         name: "log.read.after.fsync",
         default: "true",
-        doc: "Consumers (and ListOffsets' latest) see a record only once it is on the disk of the leader and of every in-sync replica, so that no power cut takes back a record a consumer has read and no offset read is used again for another record. `false`: as Kafka, once every in-sync follower has it, whether or not the leader has synced it (a consumer sees acks=1 records sooner).",
+        doc: "Consumers (and ListOffsets' latest) see a record only once it is on the disk of the leader and of every in-sync replica, so that no power cut takes back a record a consumer has read and no offset read is used again for another record. A consumer's read held back by unsynced records asks for their fsync (acks=1 appends themselves ask for none, so appends nobody reads cost no fsync). `false`: as Kafka, once every in-sync follower has it, whether or not the leader has synced it (a consumer sees acks=1 records sooner).",
     },
     SettingDoc {
         name: "log.flush.interval.messages",
