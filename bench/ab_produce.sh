@@ -56,10 +56,6 @@ TOML
 } > "$out/config.txt"
 cat "$out/config.txt"
 
-cpu_ticks() { # PID: its user + system CPU time so far, in clock ticks (/proc/PID/stat)
-  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
-}
-
 run_build() { # BUILD(A|B) ROUND
   local build=$1 round=$2 broker=laminar load partitions acks
   [[ $build == A ]] && broker=base

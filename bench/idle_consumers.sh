@@ -71,10 +71,6 @@ TOML
 } > "$out/config.txt"
 cat "$out/config.txt"
 
-cpu_ticks() { # PID: its user + system CPU time so far, in clock ticks (/proc/PID/stat)
-  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
-}
-
 produce() { # TAG LOAD
   local tag=$1 load=$2 before after
   local args=(--num-records "$N" --throughput -1)

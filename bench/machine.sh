@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by the bench scripts: `machine_info DIR` prints the machine, the disk under DIR and
 # the laminar build, the header of every results/*/machine.txt; and helpers several scripts
-# use: `evict_big DIR`, `java_tool_setup` and `bench_raw_dir OUT`.
+# use: `evict_big DIR`, `java_tool_setup`, `bench_raw_dir OUT` and `cpu_ticks PID`.
 
 # The results directory this file sits beside, for bench_raw_dir (resolved once, when sourced).
 bench_results_dir=$(realpath -m "$(dirname "${BASH_SOURCE[0]}")/results")
@@ -19,6 +19,10 @@ bench_raw_dir() {
     "$bench_results_dir"/*) echo "$root/${abs#"$bench_results_dir"/}" ;;
     *) echo "$root/$(basename "$abs")" ;;
   esac
+}
+
+cpu_ticks() { # PID: its user + system CPU time so far, in clock ticks (/proc/PID/stat)
+  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
 }
 
 machine_info() {
