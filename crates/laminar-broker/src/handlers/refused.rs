@@ -325,29 +325,25 @@ impl Answer for FindCoordinatorResponse {
     }
 }
 
-impl Answer for DescribeGroupsResponse {
-    fn add(&mut self, refusal: Refusal, _version: i16) {
-        let Refusal::Group { id, code } = refusal else {
-            not_made("DescribeGroups", &refusal)
-        };
-        let mut d = DescribedGroup::default();
-        d.group_id = GroupId(sb(&id));
-        d.error_code = code.code();
-        self.groups.push(d);
-    }
+/// `Answer` for a response that lists groups: each refused group a `$Item` in `$list`.
+macro_rules! group_answer {
+    ($api:literal, $Resp:ty, $list:ident: $Item:ty) => {
+        impl Answer for $Resp {
+            fn add(&mut self, refusal: Refusal, _version: i16) {
+                let Refusal::Group { id, code } = refusal else {
+                    not_made($api, &refusal)
+                };
+                let mut out = <$Item>::default();
+                out.group_id = GroupId(sb(&id));
+                out.error_code = code.code();
+                self.$list.push(out);
+            }
+        }
+    };
 }
 
-impl Answer for DeleteGroupsResponse {
-    fn add(&mut self, refusal: Refusal, _version: i16) {
-        let Refusal::Group { id, code } = refusal else {
-            not_made("DeleteGroups", &refusal)
-        };
-        let mut d = DeletableGroupResult::default();
-        d.group_id = GroupId(sb(&id));
-        d.error_code = code.code();
-        self.results.push(d);
-    }
-}
+group_answer!("DescribeGroups", DescribeGroupsResponse, groups: DescribedGroup);
+group_answer!("DeleteGroups", DeleteGroupsResponse, results: DeletableGroupResult);
 
 impl Answer for OffsetFetchResponse {
     fn add(&mut self, refusal: Refusal, version: i16) {
