@@ -13,9 +13,16 @@
 # /var/tmp/laminar-bench-raw/<OUT's name>); bench/ab_produce_summary.py prints the medians and
 # the B/A ratios into OUT/summary.txt.
 #
+# A_CONFIG and B_CONFIG add TOML lines to one build's configuration (the same binary as both,
+# e.g. B_CONFIG='"log.read.after.fsync" = false', compares one setting). TAIL=1 runs Kafka's
+# ConsumerPerformance on each load's topic beside the producer, started TAIL_LEAD_S before it
+# (its group joined by then), reading the N records as they come: the broker's CPU then
+# covers serving it too; its output goes to RAW/r<round>-<A|B>-<load>-tail.txt.
+#
 # Usage: BIN_A=path BIN_B=path bench/ab_produce.sh OUT
 # Env:   ROUNDS (10), N (1000000), LOADS, PORT (19092), NETWORK_THREADS (2), IO_THREADS (4),
-#        TOOL_HEAP (-Xmx512M), LOAD_TIMEOUT_S (600), KAFKA_LIB (/tmp/kafka-lib), A_LABEL, B_LABEL.
+#        TOOL_HEAP (-Xmx512M), LOAD_TIMEOUT_S (600), KAFKA_LIB (/tmp/kafka-lib), A_LABEL, B_LABEL,
+#        A_CONFIG, B_CONFIG, TAIL (0), TAIL_LEAD_S (5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/machine.sh disable=SC1091
@@ -34,6 +41,10 @@ IO_THREADS=${IO_THREADS:-4}
 REBALANCE_DELAY_MS=0 # brokers.sh reads it (for Kafka)
 TOOL_HEAP=${TOOL_HEAP:--Xmx512M}
 LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-600}
+A_CONFIG=${A_CONFIG:-}
+B_CONFIG=${B_CONFIG:-}
+TAIL=${TAIL:-0}
+TAIL_LEAD_S=${TAIL_LEAD_S:-5}
 export KAFKA_LIB=${KAFKA_LIB:-/tmp/kafka-lib}
 bootstrap=127.0.0.1:$PORT
 # brokers.sh starts `laminar` from $bin and `base` from $BASE_BIN: B and A.
@@ -43,15 +54,22 @@ BASE_BIN=$BIN_A
 prepare_run ab-produce
 
 java_tool_setup
-cat > "$work/laminar.toml" <<TOML
-"num.network.threads" = $NETWORK_THREADS
-"num.io.threads" = $IO_THREADS
-TOML
+# The configuration of BUILD (A|B), where brokers.sh's start_broker reads it.
+write_config() {
+  local extra=$A_CONFIG
+  [[ $1 == B ]] && extra=$B_CONFIG
+  {
+    echo "\"num.network.threads\" = $NETWORK_THREADS"
+    echo "\"num.io.threads\" = $IO_THREADS"
+    [[ -n $extra ]] && echo "$extra"
+  } > "$work/laminar.toml"
+}
 {
   machine_info "$work"
-  echo "A: $BIN_A ($("$BIN_A" --version)) ${A_LABEL:-}"
-  echo "B: $BIN_B ($("$BIN_B" --version)) ${B_LABEL:-}"
+  echo "A: $BIN_A ($("$BIN_A" --version)) ${A_LABEL:-}${A_CONFIG:+ with $A_CONFIG}"
+  echo "B: $BIN_B ($("$BIN_B" --version)) ${B_LABEL:-}${B_CONFIG:+ with $B_CONFIG}"
   echo "rounds: $ROUNDS, N: $N, loads: $LOADS, network threads: $NETWORK_THREADS, io threads: $IO_THREADS"
+  ((TAIL)) && echo "a consumer tails each load's topic (ConsumerPerformance, started ${TAIL_LEAD_S} s before the producer)"
   echo "tool jvm: ${java_tool[*]:0:8}"
 } > "$out/config.txt"
 cat "$out/config.txt"
@@ -59,7 +77,8 @@ cat "$out/config.txt"
 run_build() { # BUILD(A|B) ROUND
   local build=$1 round=$2 broker=laminar load partitions acks
   [[ $build == A ]] && broker=base
-  local tag=r$round-$build data=$work/$build-r$round
+  local tag=r$round-$build data=$work/$build-r$round tail_pid
+  write_config "$build"
   start_broker "$broker" "$data" "$raw/$tag-broker.log"
   for load in $LOADS; do
     partitions=${load%%-*}
@@ -68,9 +87,20 @@ run_build() { # BUILD(A|B) ROUND
     create_topic "$load" "$partitions" "$tag"
     local before after
     before=$(cpu_ticks "$broker_pid")
+    tail_pid=""
+    if ((TAIL)); then
+      timeout "$LOAD_TIMEOUT_S" "${java_tool[@]}" org.apache.kafka.tools.ConsumerPerformance \
+        --bootstrap-server "$bootstrap" --topic "$load" --messages "$N" --timeout 60000 \
+        --group "tail-$tag-$load" > "$raw/$tag-$load-tail.txt" 2>&1 &
+      tail_pid=$!
+      sleep "$TAIL_LEAD_S"
+    fi
     run_load "$tag-$load" "${java_tool[@]}" org.apache.kafka.tools.ProducerPerformance \
       --bootstrap-server "$bootstrap" --topic "$load" --num-records "$N" \
       --record-size 1024 --throughput -1 --command-property "acks=$acks"
+    if [[ -n $tail_pid ]]; then
+      wait "$tail_pid" || echo "[tail exit $?]" >> "$raw/$tag-$load-tail.txt"
+    fi
     after=$(cpu_ticks "$broker_pid")
     echo "broker cpu s: $(awk -v a="$before" -v b="$after" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b - a) / hz}')" \
       >> "$raw/$tag-$load.txt"

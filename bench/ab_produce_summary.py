@@ -21,7 +21,9 @@ FINAL = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th"
 )
 FIELDS = ["records/s", "MB/s", "avg ms", "max ms", "p50 ms", "p95 ms", "p99 ms", "p99.9 ms",
-          "broker CPU s"]
+          "broker CPU s", "broker CPU s per GB produced"]
+SENT = re.compile(r"(\d+) records sent, [\d.]+ records/sec \(")
+RECORD_BYTES = 1024
 
 
 def main():
@@ -35,9 +37,12 @@ def main():
         if not found:
             print(f"no final line in {f.name}: left out", file=sys.stderr)
             continue
+        text = f.read_text(errors="replace")
         figures = [float(x) for x in found[-1]]
-        cpu = re.search(r"broker cpu s: ([\d.]+)", f.read_text(errors="replace"))
+        cpu = re.search(r"broker cpu s: ([\d.]+)", text)
         figures.append(float(cpu[1]) if cpu else float("nan"))
+        sent = int(SENT.findall(text)[-1])
+        figures.append(figures[-1] / (sent * RECORD_BYTES / 1e9))
         runs.setdefault((m[3], m[2]), {})[int(m[1])] = figures
     print((out / "config.txt").read_text().rstrip())
     print()
@@ -55,7 +60,9 @@ def main():
             print(f"| {name} | {ma:,.1f} | {mb:,.1f} | {mb / ma:.3f} |")
         rounds = sorted(set(a) & set(b))
         ratios = [b[r][0] / a[r][0] for r in rounds]
+        cpu_ratios = [b[r][-1] / a[r][-1] for r in rounds]
         print()
+        print("broker CPU per GB B/A per round: " + ", ".join(f"{x:.2f}" for x in cpu_ratios))
         print("records/s B/A per round: " + ", ".join(f"{x:.2f}" for x in ratios))
         print(
             f"median {statistics.median(ratios):.3f}, geometric mean "

@@ -7,6 +7,8 @@
 //! - [`replicate`]: a partition leader's one replicate path, used by every write a leader
 //!   makes (produce, the group log, the transaction log, the markers): after the append, the
 //!   high watermark and the fetches waiting; then durable here and on the in-sync replicas.
+//! - [`produce`]: a producer's append: its batches validated once, in the request's own
+//!   buffer; the topic's limits; the transaction and idempotence checks; the leader's write.
 //! - [`producers`]: producer ids, and the idempotent and transactional producers' state of a
 //!   partition (sequence de-duplication, rebuilt from the log when a leadership begins).
 //! - [`follow`]: a follower's replication of a partition: fetch from the leader, truncate
@@ -22,6 +24,7 @@
 
 pub mod follow;
 pub mod partition;
+pub mod produce;
 pub mod producers;
 pub mod read;
 pub mod replicate;

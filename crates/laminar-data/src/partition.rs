@@ -17,11 +17,12 @@ use laminar_cluster::image::PartitionInfo;
 use laminar_cluster::replica::{Replica, Transition};
 use laminar_cluster::{Cluster, LeaderEpoch};
 use laminar_protocol::ErrorCode;
+use laminar_records::ValidBatches;
 use laminar_storage::{AppendInfo, AppendMode, Log, LogId, Offset, StorageError, Store};
 use tokio::sync::Notify;
 
 use crate::producers::ProducerState;
-use crate::replicate::{LeaderWrite, ReplicateError};
+use crate::replicate::{Durable, LeaderWrite, ReplicateError};
 use crate::storage_pool::StoragePool;
 
 /// A partition placed on this broker.
@@ -61,6 +62,15 @@ impl Partition {
     /// producer-state rebuilds run there, one after another.
     pub fn storage_key(&self) -> u64 {
         crate::storage_pool::partition_key(&self.topic, self.partition)
+    }
+
+    /// Whether this producer's transaction is in progress here at `epoch`: a batch of it
+    /// appended, no marker since.
+    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers.epoch(producer_id) == Some(epoch)
+            && self
+                .log()
+                .is_some_and(|log| log.open_txns().iter().any(|(p, _)| *p == producer_id))
     }
 
     /// Rebuilds its producers' state from its log as it is now (a leadership begins, or a
@@ -111,7 +121,7 @@ impl LedPartition {
     }
 
     /// A write at this leadership's epoch, through the one replicate path.
-    pub fn write(&self) -> LeaderWrite {
+    fn write(&self) -> LeaderWrite {
         LeaderWrite::new(
             self.epoch,
             Some(self.partition.replica.clone()),
@@ -119,44 +129,62 @@ impl LedPartition {
         )
     }
 
-    /// A leader's write, whole: on the partition's storage thread (where every append to it
-    /// runs in turn, a follower's fetcher's too), still led at this epoch, `job` makes its
-    /// batch and appends it ([`Append`]) with whatever must happen in log order; then the
-    /// high watermark and the waiting fetches follow, and with `durable_within` the write
-    /// waits for its fsync here and its in-sync replicas. The coordinators' records and the
-    /// transaction markers are written so; a produce, whose `acks=all` wait overlaps the
-    /// connection's next requests, takes the same steps from [`LeaderWrite`] itself.
+    /// The one sequence of every write a leader makes (a produce, the coordinators' records,
+    /// the transaction markers): on the partition's storage thread (where every append to it
+    /// runs in turn, a follower's fetcher's too), `job` makes its batch and appends it through
+    /// [`Append`], which checks that the partition is still led here at this epoch right
+    /// before the write, with whatever must happen in log order; then the high watermark and
+    /// the waiting fetches follow. The write's wait to be durable ([`Written::durable`]) is
+    /// the caller's: a produce's `acks=all` overlaps its connection's next requests.
+    pub async fn append_with<T, E>(
+        &self,
+        storage: &StoragePool,
+        job: impl FnOnce(&Append) -> Result<Option<(AppendInfo, T)>, E> + Send + 'static,
+    ) -> Result<Option<(Written, T)>, E>
+    where
+        T: Send + 'static,
+        E: From<WriteError> + Send + 'static,
+    {
+        let write = self.write();
+        let (epoch, hosted) = (self.epoch, self.partition.clone());
+        let key = hosted.storage_key();
+        let done = storage
+            .run(key, move || -> Result<_, E> {
+                let log = hosted.log().ok_or(WriteError::NotLeader)?;
+                let append = Append {
+                    log: &log,
+                    epoch,
+                    producers: &hosted.producers,
+                    partition: &hosted,
+                };
+                append.check_leader()?;
+                Ok(job(&append)?.map(|(info, t)| (log, info, t)))
+            })
+            .await
+            .map_err(|e| E::from(WriteError::Lost(e.to_string())))??;
+        let Some((log, info, t)) = done else {
+            return Ok(None);
+        };
+        write.appended(info.log_end);
+        Ok(Some((Written { info, log, write }, t)))
+    }
+
+    /// A leader's write, whole ([`Self::append_with`]), and with `durable_within` its wait
+    /// for its fsync here and its in-sync replicas: how the coordinators and the transaction
+    /// markers write.
     pub async fn write_with<T: Send + 'static>(
         self,
         storage: &StoragePool,
         durable_within: Option<Duration>,
         job: impl FnOnce(&Append) -> Result<Option<(AppendInfo, T)>, WriteError> + Send + 'static,
     ) -> Result<Option<(AppendInfo, T)>, WriteError> {
-        let write = self.write();
-        let (epoch, hosted) = (self.epoch, self.partition);
-        let key = hosted.storage_key();
-        let done = storage
-            .run(key, move || {
-                if hosted.leader_epoch() != Some(epoch) {
-                    return Err(WriteError::NotLeader);
-                }
-                let log = hosted.log().ok_or(WriteError::NotLeader)?;
-                let append = Append {
-                    log: &log,
-                    epoch,
-                    producers: &hosted.producers,
-                };
-                Ok(job(&append)?.map(|(info, t)| (log, info, t)))
-            })
-            .await
-            .map_err(|e| WriteError::Lost(e.to_string()))??;
-        let Some((log, info, t)) = done else {
+        let Some((written, t)) = self.append_with(storage, job).await? else {
             return Ok(None);
         };
-        write.appended(info.log_end);
+        let info = written.info;
         if let Some(within) = durable_within {
-            write
-                .durable(&log, info.last_offset, within)
+            written
+                .durable(within)
                 .wait()
                 .await
                 .map_err(WriteError::Replicate)?;
@@ -165,23 +193,67 @@ impl LedPartition {
     }
 }
 
-/// A leader's append as [`LedPartition::write_with`]'s job makes it: its log, at the epoch
+/// A leader's write as it left its storage thread: appended, the high watermark and the
+/// waiting fetches told.
+pub struct Written {
+    pub info: AppendInfo,
+    log: Arc<Log>,
+    write: LeaderWrite,
+}
+
+impl Written {
+    /// Starts waiting for the write to be fsynced here and (in a cluster) on every in-sync
+    /// replica, for at most `within`.
+    pub fn durable(self, within: Duration) -> Durable {
+        self.write.durable(&self.log, self.info.last_offset, within)
+    }
+}
+
+/// A leader's append as [`LedPartition::append_with`]'s job makes it: its log, at the epoch
 /// it is led at, with its producers' state, on its storage thread.
 pub struct Append<'a> {
     pub log: &'a Arc<Log>,
     pub epoch: LeaderEpoch,
     pub producers: &'a ProducerState,
+    partition: &'a Partition,
 }
 
 impl Append<'_> {
-    /// Appends `batch`, its offsets assigned here, at the leader epoch.
-    pub fn append(&self, batch: &mut [u8]) -> Result<AppendInfo, StorageError> {
+    /// The partition written.
+    pub fn partition(&self) -> &Partition {
+        self.partition
+    }
+
+    /// Whether the partition is led here at the write's epoch still: a large batch's
+    /// validation, a transaction's implicit add or a coordinator's encoding may have taken
+    /// long enough for the leadership to move.
+    fn check_leader(&self) -> Result<(), WriteError> {
+        if self.partition.leader_epoch() == Some(self.epoch) {
+            Ok(())
+        } else {
+            Err(WriteError::NotLeader)
+        }
+    }
+
+    /// Appends `batch`, validating it, its offsets assigned here (in `batch` too), at the
+    /// leader epoch, if the partition is led here at it still.
+    pub fn append(&self, batch: &mut [u8]) -> Result<AppendInfo, WriteError> {
+        self.check_leader()?;
         let mode = AppendMode::Leader { epoch: self.epoch.0 };
-        self.log.append_as(batch, mode)
+        Ok(self.log.append_as(batch, mode)?)
+    }
+
+    /// Appends batches validated already, from their own buffer (only read: the offsets are
+    /// assigned in the headers written), at the leader epoch, if the partition is led here
+    /// at it still.
+    pub fn append_valid(&self, batches: ValidBatches<'_>) -> Result<AppendInfo, WriteError> {
+        self.check_leader()?;
+        let mode = AppendMode::Leader { epoch: self.epoch.0 };
+        Ok(self.log.append_valid(batches, mode)?)
     }
 }
 
-/// Why a leader's write ([`LedPartition::write_with`]) was not made, or not made durable.
+/// Why a leader's write ([`LedPartition::append_with`]) was not made, or not made durable.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     /// The partition is no longer led here at the write's epoch: nothing was appended.
@@ -211,7 +283,12 @@ impl WriteError {
             WriteError::NotLeader => ErrorCode::NotLeaderOrFollower,
             WriteError::Refused(code) => *code,
             WriteError::Encode(_) => ErrorCode::InvalidRecord,
-            WriteError::Storage(_) => ErrorCode::KafkaStorageError,
+            WriteError::Storage(e) => match e {
+                StorageError::InvalidBatch(_) => ErrorCode::CorruptMessage,
+                StorageError::AppendSize { .. } => ErrorCode::MessageTooLarge,
+                StorageError::StaleEpoch { .. } => ErrorCode::NotLeaderOrFollower,
+                _ => ErrorCode::KafkaStorageError,
+            },
             WriteError::Replicate(e) => e.partition_code(),
             WriteError::Lost(_) => ErrorCode::UnknownServerError,
         }

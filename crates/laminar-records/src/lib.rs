@@ -28,12 +28,14 @@ pub mod clean;
 mod compression;
 mod record;
 mod stream;
+mod valid;
 pub mod varint;
 
 pub use builder::{control_batch, BatchBuilder, RecordSpec};
 pub use compression::{compress, decompress, Compression};
 pub use record::{Header, Record, RecordIter};
 pub use stream::validate_compressed;
+pub use valid::ValidBatches;
 
 /// Bytes before `batch_length` ends: base offset (8) and the length itself (4).
 pub const LOG_OVERHEAD_BYTES: usize = 12;
@@ -434,37 +436,5 @@ mod control_tests {
             None,
             "a data batch is no marker, whatever its key"
         );
-    }
-}
-
-/// Stamps a validated batch with the time of its append (a topic with
-/// `message.timestamp.type=LogAppendTime`): the timestamp-type attribute and the batch's max
-/// timestamp, which consumers then read as every record's timestamp; the CRC is recomputed.
-pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
-    let attributes = be_i16(batch, ATTRIBUTES_POS) | ATTR_TIMESTAMP_TYPE;
-    batch[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_POS..MAX_TIMESTAMP_POS + 8].copy_from_slice(&now_ms.to_be_bytes());
-    let crc = crc_of(batch);
-    batch[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-}
-
-#[cfg(test)]
-mod log_append_time_tests {
-    use super::*;
-
-    #[test]
-    fn a_stamped_batch_stays_valid() {
-        let mut b = BatchBuilder::new(Compression::Lz4, 1_000);
-        b.push(RecordSpec {
-            timestamp_ms: 1_000,
-            value: Some(b"v".to_vec()),
-            ..Default::default()
-        });
-        let mut batch = b.build().unwrap();
-        set_log_append_time(&mut batch, 99_000);
-        let h = validate_batch(&batch).unwrap();
-        assert!(h.is_log_append_time());
-        assert_eq!(h.max_timestamp, 99_000);
-        assert_eq!(h.compression().unwrap(), Compression::Lz4);
     }
 }

@@ -282,8 +282,8 @@ fn no_crate_has_an_import_cycle_of_more_than_a_few_files_or_a_file_over_a_thousa
 
 /// The handlers parse, authorize, call the data plane or a coordinator, and encode: the
 /// logs' files are `laminar-data`'s business (issue 42), so no handler names
-/// `laminar-storage`. Produce's append still lives in its handler; it is the one left.
-const HANDLERS_STILL_ON_STORAGE: &[&str] = &["produce.rs"];
+/// `laminar-storage`.
+const HANDLERS_STILL_ON_STORAGE: &[&str] = &[];
 
 #[test]
 fn no_handler_imports_the_storage_engine() {
@@ -301,5 +301,58 @@ fn no_handler_imports_the_storage_engine() {
     assert_eq!(
         named, HANDLERS_STILL_ON_STORAGE,
         "handlers that name laminar_storage (the data plane, laminar-data, should do it for them)"
+    );
+}
+
+/// A leader writes through one sequence (`LedPartition::append_with` in
+/// `laminar-data/src/partition.rs`): on the partition's storage thread, the leadership checked
+/// right before the append, then the high watermark and the waiting fetches told. Produce, the
+/// coordinators' records and the markers all take it, so no other file of the broker's crates
+/// appends as a leader, makes a `LeaderWrite` or tells it of an append.
+#[test]
+fn one_leader_write_sequence() {
+    const SEQUENCE: &str = "crates/laminar-data/src/partition.rs";
+    const STEPS: &[&str] = &[
+        "AppendMode::Leader",
+        "LeaderWrite::new(",
+        ".appended(",
+        ".append_as(",
+    ];
+    /// The follower's append, with the leader's offsets (`AppendMode::Replica`).
+    const REPLICA_APPEND: &str = "crates/laminar-data/src/follow.rs";
+    let mut found = Vec::new();
+    for krate in [
+        "laminar-broker",
+        "laminar-coordinators",
+        "laminar-data",
+        "laminar-cluster",
+        "laminar-net",
+    ] {
+        let mut files = Vec::new();
+        rust_files(&workspace().join("crates").join(krate).join("src"), &mut files);
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            let name = path
+                .strip_prefix(workspace())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            for step in STEPS {
+                let allowed = name == SEQUENCE || (*step == ".append_as(" && name == REPLICA_APPEND);
+                if !allowed
+                    && code
+                        .lines()
+                        .any(|l| !l.trim_start().starts_with("//") && l.contains(step))
+                {
+                    found.push(format!("{name}: {step}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "leader writes outside the one sequence (LedPartition::append_with):\n{}",
+        found.join("\n")
     );
 }

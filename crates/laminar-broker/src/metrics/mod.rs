@@ -4,7 +4,7 @@
 
 pub mod http;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use laminar_metrics::prometheus::Exposition;
@@ -13,11 +13,6 @@ use laminar_protocol::{ApiKey, API_TABLE};
 use laminar_storage::Store;
 
 use laminar_net::{NetMetrics, RequestPhases};
-
-/// Produce batches validated apart because they expanded past the inline bound
-/// (`laminar_produce_large_batches_total`), and those of them refused.
-pub static LARGE_BATCHES_VALIDATED: AtomicU64 = AtomicU64::new(0);
-pub static LARGE_BATCHES_REFUSED: AtomicU64 = AtomicU64::new(0);
 
 pub struct BrokerMetrics {
     pub net: Arc<NetMetrics>,
@@ -271,13 +266,16 @@ impl BrokerMetrics {
             "Compressed batches that expanded past 1 MiB in validation and were validated apart, one at a time (decompression bombs, or very compressible data).",
             [(
                 &[][..],
-                LARGE_BATCHES_VALIDATED.load(Ordering::Relaxed),
+                laminar_data::produce::LARGE_BATCHES_VALIDATED.load(Ordering::Relaxed),
             )],
         );
         e.counters(
             "laminar_produce_large_batches_refused_total",
             "Of those, batches refused (past the 64 MiB bound, or malformed): CORRUPT_MESSAGE.",
-            [(&[][..], LARGE_BATCHES_REFUSED.load(Ordering::Relaxed))],
+            [(
+                &[][..],
+                laminar_data::produce::LARGE_BATCHES_REFUSED.load(Ordering::Relaxed),
+            )],
         );
         e.counters(
             "laminar_producer_states_evicted_total",

@@ -168,7 +168,7 @@ impl Groups {
             }
             let appended = GroupStore::encode(&records, &g.coordinator, &pending, producer)
                 .map_err(|e| WriteError::Encode(e.to_string()))
-                .and_then(|mut batch| Ok(append.append(&mut batch)?));
+                .and_then(|mut batch| append.append(&mut batch));
             let info = match appended {
                 Ok(info) => info,
                 Err(e) => {

@@ -40,6 +40,15 @@ pub trait StorageFile: Send + Sync + Debug {
     /// Reads up to `buf.len()` bytes at `pos`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()>;
+    /// Writes `parts` one after another from `pos`, whole: a batch's new header and its
+    /// records from the request's buffer, without joining them first. Files that are not
+    /// real files join them and write once.
+    fn write_parts_at(&self, parts: &[&[u8]], pos: u64) -> io::Result<()> {
+        match parts {
+            [one] => self.write_all_at(one, pos),
+            _ => self.write_all_at(&parts.concat(), pos),
+        }
+    }
     /// `fdatasync`: the data and the size are durable when it returns.
     fn sync_data(&self) -> io::Result<()>;
     fn set_len(&self, len: u64) -> io::Result<()>;

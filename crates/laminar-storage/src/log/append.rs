@@ -6,7 +6,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::segment::{Segment, PREPARED_SUFFIX};
 use crate::txn::{OpenTxns, TxnIndex};
 use crate::types::{now_ms, FilePos, Offset};
-use laminar_records::{control_type, validate_batches, BatchHeader};
+use laminar_records::{control_type, ValidBatches};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -32,19 +32,42 @@ impl Log {
     /// Nothing is visible to readers until the whole write succeeded.
     pub fn append_as(&self, batches: &mut [u8], mode: AppendMode) -> Result<AppendInfo> {
         self.check_online()?;
+        let valid = ValidBatches::validate(batches)?;
+        let (info, written) = self.append_written(valid, mode)?;
+        for (start, header) in written.into_changed_headers() {
+            batches[start..start + header.len()].copy_from_slice(&header);
+        }
+        Ok(info)
+    }
+
+    /// Appends batches validated already (a producer's, checked once as they arrived), from
+    /// their own buffer, which is only read: as a leader, the offsets and the leader epoch
+    /// are assigned in the headers written ([`ValidBatches::parts`]).
+    pub fn append_valid(&self, batches: ValidBatches<'_>, mode: AppendMode) -> Result<AppendInfo> {
+        self.append_written(batches, mode).map(|(info, _)| info)
+    }
+
+    /// [`Self::append_valid`], handing back the batches as written.
+    fn append_written<'a>(
+        &self,
+        mut batches: ValidBatches<'a>,
+        mode: AppendMode,
+    ) -> Result<(AppendInfo, ValidBatches<'a>)> {
+        self.check_online()?;
         let config = self.config();
-        if batches.is_empty() || batches.len() as u64 > config.segment_bytes {
+        let bytes = batches.len();
+        if bytes == 0 || bytes as u64 > config.segment_bytes {
             return Err(StorageError::AppendSize {
-                bytes: batches.len(),
+                bytes,
                 segment_bytes: config.segment_bytes,
             });
         }
-        let headers = validate_batches(batches)?;
+        let headers = batches.headers();
         let records: u64 = headers
             .iter()
             .map(|(h, _, _)| h.last_offset_delta as u64 + 1)
             .sum();
-        let bytes = batches.len() as u64;
+        let bytes = bytes as u64;
 
         let mut app = self.appender.lock().unwrap();
         self.check_online()?;
@@ -57,7 +80,7 @@ impl Log {
             AppendMode::Leader { .. } => (log_end, Offset(log_end.0 + records as i64)),
             AppendMode::Replica => {
                 let mut next = log_end;
-                for (h, _, _) in &headers {
+                for (h, _, _) in headers {
                     if h.base_offset < next.0 {
                         return Err(StorageError::ReplicaOffsets {
                             log: self.name.clone(),
@@ -92,7 +115,7 @@ impl Log {
                     .any(|(h, _, _)| Some(h.partition_leader_epoch) > latest)
                 {
                     self.change_epochs(|e| {
-                        for (h, _, _) in &headers {
+                        for (h, _, _) in headers {
                             e.assign(
                                 h.partition_leader_epoch,
                                 Offset(h.base_offset),
@@ -161,18 +184,13 @@ impl Log {
             self.want_next_segment();
         }
 
-        let mut next = log_end;
-        if let AppendMode::Leader { epoch } = mode {
-            for (h, start, _) in &headers {
-                batches[*start..*start + 8].copy_from_slice(&next.0.to_be_bytes());
-                // Outside the CRC, which starts at the attributes.
-                batches[*start + 12..*start + 16].copy_from_slice(&epoch.to_be_bytes());
-                next = Offset(next.0 + h.last_offset_delta as i64 + 1);
-            }
-        } else {
-            next = end_offset;
-        }
+        let next = match mode {
+            // Outside the CRC, which starts at the attributes.
+            AppendMode::Leader { epoch } => Offset(batches.assign_offsets(log_end.0, epoch)),
+            AppendMode::Replica => end_offset,
+        };
         debug_assert_eq!(next, end_offset);
+        let headers = batches.headers();
 
         let position = active.end_pos().0;
         let end = position + bytes;
@@ -191,20 +209,19 @@ impl Log {
             app.allocated_bytes = end;
         }
         let t = Instant::now();
-        let written = active.file.write_all_at(batches, position);
+        let written = active.file.write_parts_at(&batches.parts(), position);
         self.metrics.segment_write_us.record_since(t);
         // A failed write leaves garbage past the published end, which the next append
         // overwrites and recovery truncates: the log itself is unchanged.
         written.ctx("write", &active.data_path)?;
 
-        let open_txns = self.track_txns(&active, batches, &headers)?;
+        let open_txns = self.track_txns(&active, &batches)?;
         let mut max_timestamp_ms = i64::MIN;
         {
             let mut idx = active.indexes.lock().unwrap();
-            for (h, start, stop) in &headers {
-                let base = Offset(i64::from_be_bytes(
-                    batches[*start..*start + 8].try_into().unwrap(),
-                ));
+            for (h, start, stop) in headers {
+                // The offset assigned above (a leader's), or the leader's (a replica's).
+                let base = Offset(h.base_offset);
                 idx.on_batch(
                     active.relative(base),
                     (position + *start as u64) as u32,
@@ -229,40 +246,36 @@ impl Log {
         if config.flush_messages.is_some_and(|n| unflushed >= n) {
             self.notify_flusher();
         }
-        Ok(AppendInfo {
+        let info = AppendInfo {
             base_offset: first,
             last_offset: Offset(next.0 - 1),
             log_end: next,
             max_timestamp_ms,
             records,
-        })
+        };
+        Ok((info, batches))
     }
 
     /// The transactions open after the batches just written (offsets assigned), if any of
     /// them is transactional, with the aborts they end added to `active`'s index. Called with
     /// the append lock held, before the batches are published.
-    fn track_txns(
-        &self,
-        active: &Segment,
-        batches: &[u8],
-        headers: &[(BatchHeader, usize, usize)],
-    ) -> Result<Option<OpenTxns>> {
+    fn track_txns(&self, active: &Segment, batches: &ValidBatches) -> Result<Option<OpenTxns>> {
+        let headers = batches.headers();
         if !headers.iter().any(|(h, _, _)| h.is_transactional()) {
             return Ok(None);
         }
         let mut open = self.view.read().unwrap().open_txns.clone();
         let mut aborted = Vec::new();
-        for (_, start, stop) in headers {
-            // Parsed again for the base offset just assigned.
-            let h = BatchHeader::parse(&batches[*start..*stop]).expect("a validated batch");
+        for (i, (h, _, _)) in headers.iter().enumerate() {
             let marker = if h.is_control() {
-                control_type(&batches[*start..*stop])
+                // The marker's type is in its record, which the append leaves as it came.
+                control_type(batches.received(i))
             } else {
                 None
             };
             // The stable offset right after the marker (not after the whole append, which
             // may open another transaction): readers stop their search of the index there.
-            aborted.extend(open.on_batch(&h, marker, Offset(h.next_offset())));
+            aborted.extend(open.on_batch(h, marker, Offset(h.next_offset())));
         }
         if !aborted.is_empty() {
             // In memory now; written and synced by the flusher before the checkpoint passes
