@@ -61,7 +61,7 @@ write_config() {
   {
     echo "\"num.network.threads\" = $NETWORK_THREADS"
     echo "\"num.io.threads\" = $IO_THREADS"
-    [[ -n $extra ]] && echo "$extra"
+    if [[ -n $extra ]]; then echo "$extra"; fi
   } > "$work/laminar.toml"
 }
 {
@@ -69,7 +69,9 @@ write_config() {
   echo "A: $BIN_A ($("$BIN_A" --version)) ${A_LABEL:-}${A_CONFIG:+ with $A_CONFIG}"
   echo "B: $BIN_B ($("$BIN_B" --version)) ${B_LABEL:-}${B_CONFIG:+ with $B_CONFIG}"
   echo "rounds: $ROUNDS, N: $N, loads: $LOADS, network threads: $NETWORK_THREADS, io threads: $IO_THREADS"
-  ((TAIL)) && echo "a consumer tails each load's topic (ConsumerPerformance, started ${TAIL_LEAD_S} s before the producer)"
+  if ((TAIL)); then
+    echo "a consumer tails each load's topic (ConsumerPerformance, started ${TAIL_LEAD_S} s before the producer)"
+  fi
   echo "tool jvm: ${java_tool[*]:0:8}"
 } > "$out/config.txt"
 cat "$out/config.txt"

@@ -286,9 +286,14 @@ impl Replica {
     /// `timeout`; false if it did not, or this broker no longer leads at that epoch. The
     /// leadership is checked before the high watermark is trusted: as a follower (or a
     /// leader of a later epoch) the high watermark says nothing of a record it may have cut.
-    pub async fn wait_replicated(&self, offset: Offset, epoch: LeaderEpoch, timeout: Duration) -> bool {
+    pub async fn wait_replicated(
+        &self,
+        offset: Offset,
+        epoch: LeaderEpoch,
+        deadline: tokio::time::Instant,
+    ) -> bool {
         let mut rx = self.hw.subscribe();
-        let waited = tokio::time::timeout(timeout, async {
+        let waited = tokio::time::timeout_at(deadline, async {
             loop {
                 if self.leader_epoch() != Some(epoch) {
                     return false;

@@ -74,6 +74,9 @@ pub struct Durable {
     last: Offset,
     write: LeaderWrite,
     timeout: Duration,
+    /// The timeout's end, from the append: the wait may be polled later (a produce's, once
+    /// the connection's earlier responses are sent).
+    deadline: tokio::time::Instant,
 }
 
 /// A write durable here and on every in-sync replica.
@@ -116,6 +119,7 @@ impl LeaderWrite {
             last,
             write: self,
             timeout,
+            deadline: tokio::time::Instant::now() + timeout,
         }
     }
 }
@@ -128,7 +132,7 @@ impl Durable {
         let Some(replica) = &self.write.replica else {
             return Ok(Replicated { isr_len: None });
         };
-        let waited = replica.wait_replicated(self.last, self.write.epoch, self.timeout);
+        let waited = replica.wait_replicated(self.last, self.write.epoch, self.deadline);
         if laminar_net::waiting(waited).await {
             Ok(Replicated {
                 isr_len: Some(replica.isr().map_or(0, |isr| isr.len())),

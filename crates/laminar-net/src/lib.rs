@@ -67,7 +67,9 @@ pub enum Handled<F> {
     /// The request's ordered part is done (a produce's appends are in the log, in arrival
     /// order) and what is left only waits (for the fsync that covers them). The connection
     /// goes on to its next request meanwhile, so one fsync can cover several of its requests
-    /// (group commit within a connection); the response is still sent in request order.
+    /// (group commit within a connection); the response is still sent in request order. The
+    /// future is polled only once the responses before it are sent: what it waits for must
+    /// be under way without it (the fsync asked for, deadlines already set).
     Later(LaterFuture<F>),
 }
 

@@ -108,11 +108,12 @@ const BUDGET_RETRY_MS: u64 = 5;
 /// run each; its maximum, about 30 ms once per attack, is unchanged and comes from elsewhere.)
 const UNAUTHENTICATED_BUDGET_RETRY_MAX_MS: u64 = 100;
 
-/// A response in a connection's writer queue: ready, or still completing in its own task
-/// (a [`Handled::Later`]), which resolves with the instant it finished.
+/// A response in a connection's writer queue: ready, or still waiting (a
+/// [`Handled::Later`]). The writer awaits the latter in its turn, not a task of its own: a
+/// spawn per request woke another runtime thread, for a future that only waits.
 enum Pending<F> {
     Ready(ResponseOrClose<F>),
-    Later(tokio::task::JoinHandle<(ResponseOrClose<F>, Instant)>),
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = ResponseOrClose<F>> + Send>>),
 }
 
 /// Stops a running server: no more accepts, in-flight requests finish, then connections
@@ -484,14 +485,10 @@ async fn connection<S: Service>(
                 }
                 // The rest only waits (an fsync): the next request starts now, and this one's
                 // response keeps its place in the writer's queue.
-                Handled::Later(rest) => {
-                    let rest = doing(&wd, kind.name, Some(peer), rest);
-                    let task = tokio::spawn(async move {
-                        let r = rest.await;
-                        (r, Instant::now())
-                    });
-                    (Pending::Later(task), false)
-                }
+                Handled::Later(rest) => (
+                    Pending::Later(Box::pin(doing(&wd, kind.name, Some(peer), rest))),
+                    false,
+                ),
             };
             if resp_tx.send((pending, kind, times)).await.is_err() || close {
                 return;
@@ -504,15 +501,14 @@ async fn connection<S: Service>(
         while let Some((pending, kind, mut times)) = resp_rx.recv().await {
             let result = match pending {
                 Pending::Ready(r) => r,
-                Pending::Later(task) => match task.await {
-                    // Its time in the task was a wait (for an fsync), part of its handling.
-                    Ok((r, done)) => {
-                        times.waited += done.saturating_duration_since(times.handled);
-                        times.handled = done.max(times.handled);
-                        r
-                    }
-                    Err(e) => Err(CloseConnection(format!("request task failed: {e}"))),
-                },
+                Pending::Later(rest) => {
+                    let r = rest.await;
+                    // Its time until now was a wait (for an fsync), part of its handling.
+                    let done = Instant::now();
+                    times.waited += done.saturating_duration_since(times.handled);
+                    times.handled = done.max(times.handled);
+                    r
+                }
             };
             let send_started = Instant::now();
             match result {

@@ -82,8 +82,9 @@ fn pass(logs: &[Arc<Log>]) -> Duration {
             // from `offline_reason`. Nothing to retry here.
             Ok(()) => match log.try_flush() {
                 // Waiters that queued during this fsync want the next one at once: that
-                // is group commit, one fsync after another while appends go on.
-                Ok(Flushed::Synced) if log.flush_requested.load(Ordering::Acquire) => {
+                // is group commit, one fsync after another while appends go on. They woke
+                // no other thread (`notify_flusher`): this one looks again.
+                Ok(Flushed::Synced | Flushed::Nothing) if log.flush_wanted() => {
                     next_deadline = Some(now_ms())
                 }
                 // The thread that is flushing it looks again when its fsync is done (see

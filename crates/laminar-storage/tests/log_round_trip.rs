@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use laminar_records::BatchHeader;
 use laminar_storage::backend::{Fault, FaultyStorage, RealStorage, SimStorage, Storage};
-use laminar_storage::{LogConfig, Offset, StorageError};
+use laminar_storage::{LogConfig, LogId, Offset, StorageError, Store, StoreConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -156,6 +156,30 @@ fn preallocation_keeps_file_size_and_close_trims_it() {
     assert_eq!(std::fs::metadata(&data).unwrap().len(), 64 << 10);
     log.close().unwrap();
     assert_eq!(std::fs::metadata(&data).unwrap().len(), b.len() as u64);
+}
+
+/// With `log.preallocate.bytes=0` the preparer still makes the next segment's file, empty:
+/// appends grow the active one, and it rolls at `segment.bytes`, not at every append once a
+/// file is ready (which made a segment per append until the broker ran out of descriptors).
+#[test]
+fn without_preallocation_a_segment_rolls_only_when_full() {
+    let config = StoreConfig {
+        default_log: LogConfig {
+            segment_bytes: 1 << 20,
+            preallocate_bytes: 0,
+            ..small_config()
+        },
+        ..StoreConfig::default()
+    };
+    let store = Store::open(std::path::Path::new("/d"), SimStorage::new(), config.clone()).unwrap();
+    let log = store.create_log(&LogId::new("t", 0), config.default_log).unwrap();
+    for i in 0..200 {
+        log.append(&mut batch(2, 500, 0, i)).unwrap();
+        // Time for the preparer to make the next file, as on a real broker.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(log.segment_count(), 1, "200 KiB in a 1 MiB segment");
+    store.close().unwrap();
 }
 
 #[test]

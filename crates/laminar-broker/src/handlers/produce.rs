@@ -384,30 +384,28 @@ pub async fn handle(
         });
         // The topics the principal may not write (or, for a transaction's records, whose
         // transactional id it may not write) were taken out by the authorization step.
+        let mut appends = Vec::new();
         for t in r.topics {
-            let handles: Vec<_> = t
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    tokio::spawn(produce_partition(
-                        s.clone(),
-                        args.clone(),
-                        t.name.clone(),
-                        p.index,
-                        p.records,
-                    ))
-                })
-                .collect();
-            pending.push((t.name, handles));
+            pending.push((t.name.clone(), t.partitions.len()));
+            for p in t.partitions {
+                appends.push(produce_partition(
+                    s.clone(),
+                    args.clone(),
+                    t.name.clone(),
+                    p.index,
+                    p.records,
+                ));
+            }
         }
-        for (name, handles) in pending {
+        // Every partition's append at once, each on its storage thread, awaited here: no task
+        // of their own (a spawn would wake another runtime thread, twice, per partition).
+        let mut appended = laminar_net::waiting(futures_util::future::join_all(appends))
+            .await
+            .into_iter();
+        for (name, count) in pending {
             let mut tr = TopicProduceResponse::default();
             tr.name = topic_name(&name);
-            for h in handles {
-                // The partitions' appends run in their own tasks; this request waits for them.
-                let (pr, durable) = laminar_net::waiting(h)
-                    .await
-                    .map_err(|e| CloseConnection(format!("produce task failed: {e}")))?;
+            for (pr, durable) in appended.by_ref().take(count) {
                 if let Some(wait) = durable {
                     waits.push((resp.responses.len(), tr.partition_responses.len(), wait));
                 }

@@ -202,11 +202,11 @@ impl Log {
         // writeback). Never `fallocate` here: it can wait seconds for a block bitmap read
         // queued behind a consumer's cold reads, and would hold the file's inode lock
         // meanwhile, which every write to the file takes.
-        if end > app.allocated_bytes {
+        if end > app.file_bytes {
             self.metrics
                 .appends_past_allocation
                 .fetch_add(1, Ordering::Relaxed);
-            app.allocated_bytes = end;
+            app.file_bytes = end;
         }
         let t = Instant::now();
         let written = active.file.write_parts_at(&batches.parts(), position);
@@ -313,6 +313,7 @@ impl Log {
         new.set_end(FilePos(0), log_end);
         self.view.write().unwrap().segments.push(new.clone());
         app.allocated_bytes = next.allocated_bytes;
+        app.file_bytes = next.allocated_bytes;
         app.sized_here = true;
         if wake_flusher {
             self.notify_flusher();

@@ -46,16 +46,29 @@ impl Log {
     }
 
     /// Like [`Log::flush`], but returns [`Flushed::Busy`] at once if another thread is
-    /// flushing this log, and leaves the checkpoint until it is due.
+    /// flushing this log, and leaves the checkpoint until it is due. A flusher thread's
+    /// flush: requests made meanwhile wake no other thread, so the caller must look at
+    /// [`Log::flush_wanted`] when it returns.
     pub fn try_flush(&self) -> Result<Flushed> {
         match self.flush_lock.try_lock() {
             // Closed, the log was flushed by its close; a flusher that found it open just
             // before must not write its indexes or a checkpoint now, over files that a cut
             // may have changed since.
             Ok(_) if self.closed.load(Ordering::Acquire) => Ok(Flushed::Nothing),
-            Ok(guard) => self.flush_locked(guard, false),
+            Ok(guard) => {
+                self.flusher_flushing.store(true, Ordering::SeqCst);
+                let flushed = self.flush_locked(guard, false);
+                self.flusher_flushing.store(false, Ordering::SeqCst);
+                flushed
+            }
             Err(_) => Ok(Flushed::Busy),
         }
+    }
+
+    /// Whether a flush is asked for now (a durability waiter, an acks=1 append's reader, the
+    /// message threshold). Read after [`Log::try_flush`] (SeqCst: see `notify_flusher`).
+    pub fn flush_wanted(&self) -> bool {
+        self.flush_requested.load(Ordering::SeqCst)
     }
 
     /// When (ms since the epoch) the checkpoint file, older than the recovery point in memory,

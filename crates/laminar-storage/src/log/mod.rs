@@ -113,8 +113,13 @@ impl View {
 }
 
 struct Appender {
-    /// Size of the active data file: appends below it do not change the file size.
+    /// The active data file's allocation when it became the active segment: what the
+    /// preparer sized it for (0: none, `log.preallocate.bytes=0` or a failed `fallocate`).
+    /// Fixed for the segment's life, so that outgrowing it is one event, not every append
+    /// after it.
     allocated_bytes: u64,
+    /// Size of the active data file: appends below it do not change the file size.
+    file_bytes: u64,
     /// The active segment began in this process (a roll, or a new log), so its allocation
     /// was sized for it: outgrowing it within a minute means the log is faster than that
     /// size assumed. A segment found at startup was trimmed at the last close, and rolling
@@ -173,6 +178,9 @@ pub struct Log {
     last_flush_ms: AtomicI64,
     /// Set when a durability waiter or the message threshold wants a flush now.
     pub(crate) flush_requested: AtomicBool,
+    /// A flusher thread is flushing this log: it reads `flush_requested` again when its
+    /// fsync is done, so a request meanwhile wakes no other thread.
+    flusher_flushing: AtomicBool,
     flusher: Mutex<Option<Weak<dyn WakeThreads>>>,
     /// The next segment's file, once the preparer has made it.
     prepared: Mutex<Option<PreparedFile>>,
@@ -259,6 +267,7 @@ impl Log {
             config: RwLock::new(config),
             appender: Mutex::new(Appender {
                 allocated_bytes,
+                file_bytes: allocated_bytes,
                 sized_here: active.is_empty(),
             }),
             view: RwLock::new(View {
@@ -283,6 +292,7 @@ impl Log {
             records_unflushed: AtomicU64::new(0),
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_requested: AtomicBool::new(false),
+            flusher_flushing: AtomicBool::new(false),
             flusher: Mutex::new(None),
             prepared: Mutex::new(None),
             prepare_lock: Mutex::new(()),
@@ -371,8 +381,12 @@ impl Log {
     fn notify_flusher(&self) {
         // Only the first request since the last flush started wakes a thread. A thread that
         // is flushing this log reads the flag again when its fsync returns, so waking one per
-        // waiter would only add context switches (thousands a second under acks=all).
-        if self.flush_requested.swap(true, Ordering::AcqRel) {
+        // waiter would only add context switches (thousands a second under acks=all), and
+        // so would waking another thread while one flushes it: it would find the log busy
+        // and sleep again, once per fsync. SeqCst, with the flusher's store of
+        // `flusher_flushing` and its load of `flush_requested` after it (`try_flush`): if
+        // this sees it flushing, that thread sees this request.
+        if self.flush_requested.swap(true, Ordering::SeqCst) || self.flusher_flushing.load(Ordering::SeqCst) {
             return;
         }
         if let Some(f) = self.flusher.lock().unwrap().as_ref().and_then(Weak::upgrade) {
