@@ -6,7 +6,7 @@
 # the time of a few S5 rounds and a small difference shows above the machine's noise.
 #
 # Per round and build: a fresh broker; for each load of LOADS (default "p1-acks1 p1-acksall",
-# pP-acksA: a P-partition topic, acks=A), a fresh topic and N records of 1024 B at
+# pP-acksA: a P-partition topic, acks=A), a `sync`, a fresh topic and N records of 1024 B at
 # --throughput -1, Java client defaults otherwise; the broker's CPU time during the load is
 # appended to the load's output. Raw output: RAW/r<round>-<A|B>-<load>.txt, RAW being the run's
 # raw directory outside the repository (bench_raw_dir OUT, bench/machine.sh: by default
@@ -88,6 +88,9 @@ run_build() { # BUILD(A|B) ROUND
     acks=${load#*-acks}
     create_topic "$load" "$partitions" "$tag"
     local before after
+    # The previous load's dirty pages (acks=1 asks for no fsync) written out first, so that
+    # their writeback does not land in this load's window.
+    sync
     before=$(cpu_ticks "$broker_pid")
     tail_pid=""
     if ((TAIL)); then
