@@ -398,9 +398,12 @@ pub async fn handle(
             }
         }
         // Every partition's append at once, each on its storage thread, awaited here: no task
-        // of their own (a spawn would wake another runtime thread, twice, per partition).
-        let mut appended = laminar_net::waiting(futures_util::future::join_all(appends))
+        // of their own (a spawn would wake another runtime thread, twice, per partition). A
+        // panic in one (a bug) closes the connection with that reason, as a failed task did.
+        let all = std::panic::AssertUnwindSafe(futures_util::future::join_all(appends));
+        let mut appended = laminar_net::waiting(futures_util::FutureExt::catch_unwind(all))
             .await
+            .map_err(|_| CloseConnection("a produce's append panicked".into()))?
             .into_iter();
         for (name, count) in pending {
             let mut tr = TopicProduceResponse::default();
